@@ -1,0 +1,208 @@
+"""Verdicts, decided in the trusted parent from what the worker observed.
+
+A run passes only if the harness said, through its token-authenticated channel, that every test
+ran and passed, the process exited normally, and no limit was hit. Exit codes, stdout and
+exceptions the candidate raises never mean pass on their own.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from execrl.sandbox import plain
+from execrl.sandbox.compare import stdout_matches, values_equal
+from execrl.sandbox.job import Job
+from execrl.sandbox.verdict import ExecutionResult, TestOutcome, Verdict
+from execrl.tasks.schema import CallTests, StdioTests
+
+_CLS = {
+    "wrong": Verdict.WRONG_ANSWER,
+    "memory": Verdict.MEMORY_LIMIT,
+    "error": Verdict.RUNTIME_ERROR,
+}
+_CPU_SIGNALS = {signal.SIGXCPU}
+
+
+def grade(job: Job, raws: list[dict[str, Any]], attempts: int = 1) -> ExecutionResult:
+    if isinstance(job.tests, StdioTests):
+        outcomes = [_grade_stdio_case(job, i, raw) for i, raw in enumerate(raws)]
+        run_verdict, message = _first_failure(outcomes, len(job.tests))
+        raw = raws[-1] if raws else {}
+        extra = {}
+    else:
+        raw = raws[0]
+        run_verdict, message, outcomes = _grade_function_run(job, raw)
+        extra = {}
+    return ExecutionResult(
+        verdict=run_verdict,
+        tests=tuple(outcomes),
+        n_tests=len(job.tests),
+        message=message,
+        cpu_s=sum(r.get("cpu_s", 0.0) for r in raws),
+        wall_s=sum(r.get("wall_s", 0.0) for r in raws),
+        peak_memory_kb=max((r.get("maxrss_kb", 0) for r in raws), default=0),
+        stdout=raw.get("stdout", ""),
+        stderr=raw.get("stderr", ""),
+        attempts=attempts,
+        tampering=_tampering(raws),
+        extra=extra,
+    )
+
+
+def _tampering(raws: list[dict[str, Any]]) -> tuple[str, ...]:
+    seen: list[str] = []
+    for raw in raws:
+        for e in raw.get("events", ()):
+            if e.get("t") == "denied":
+                seen.append(str(e.get("event")))
+        if raw.get("forged"):
+            seen.append(f"{raw['forged']} forged harness message(s)")
+    return tuple(dict.fromkeys(seen))
+
+
+def _limit_verdict(job: Job, raw: dict[str, Any]) -> tuple[Verdict, str] | None:
+    """Verdicts the worker saw from outside the child; these override anything it said."""
+    if any(e.get("t") == "setup_error" for e in raw.get("events", ())):
+        msg = next(e.get("msg", "") for e in raw["events"] if e.get("t") == "setup_error")
+        return Verdict.SANDBOX_ERROR, f"sandbox setup failed: {msg}"
+    if raw.get("timed_out"):
+        return Verdict.TIMEOUT, f"wall-clock limit of {job.limits.wall_s:g}s exceeded"
+    if raw.get("output_limit"):
+        return Verdict.OUTPUT_LIMIT, f"output over the {job.limits.output_bytes}-byte limit"
+    sig = raw.get("signal")
+    if sig is not None:
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+        if sig in _CPU_SIGNALS or (
+            sig == signal.SIGKILL and raw.get("cpu_s", 0) >= _cpu_limit(job) - 0.05
+        ):
+            return Verdict.TIMEOUT, f"CPU-time limit of {_cpu_limit(job):g}s exceeded ({name})"
+        if sig == signal.SIGKILL and raw.get(
+            "maxrss_kb", 0
+        ) * 1024 >= 0.9 * job.limits.memory_mb * (1 << 20):
+            return Verdict.MEMORY_LIMIT, "killed at the memory limit"
+        return Verdict.RUNTIME_ERROR, f"killed by signal {name}"
+    return None
+
+
+def _cpu_limit(job: Job) -> float:
+    return job.limits.cpu_s if job.limits.cpu_s is not None else job.limits.wall_s + 1
+
+
+def _grade_function_run(job: Job, raw: dict[str, Any]) -> tuple[Verdict, str, list[TestOutcome]]:
+    events = raw.get("events", [])
+    results: dict[int, dict[str, Any]] = {}
+    started: list[int] = []
+    for e in events:
+        t = e.get("t")
+        if t == "syntax":
+            return Verdict.SYNTAX_ERROR, f"line {e.get('line')}: {e.get('msg', '')}", []
+        if t == "start":
+            started.append(e["i"])
+        elif t == "result" and e.get("i") not in results:
+            results[e["i"]] = e
+    outcomes = [
+        _function_outcome(job, i, results[i]) for i in sorted(results) if 0 <= i < len(job.tests)
+    ]
+    limit = _limit_verdict(job, raw)
+    if limit is not None:
+        verdict, message = limit
+        running = [i for i in started if i not in results]
+        if running and verdict is not Verdict.SANDBOX_ERROR:
+            outcomes.append(TestOutcome(running[-1], verdict, message=message))
+        return verdict, message, outcomes
+    load_error = next((e for e in events if e.get("t") == "load_error"), None)
+    if load_error is not None:
+        verdict = _CLS.get(load_error.get("cls"), Verdict.RUNTIME_ERROR)
+        if verdict is Verdict.WRONG_ANSWER:  # an assert at module level is a crash, not an answer
+            verdict = Verdict.RUNTIME_ERROR
+        where = (
+            "the tests failed to load"
+            if load_error.get("where") == "tests"
+            else "the program raised"
+        )
+        message = f"{where} {load_error.get('exc')}: {load_error.get('msg', '')}".rstrip(": ")
+        return verdict, message, outcomes
+    done = [e for e in events if e.get("t") == "done"]
+    if not done or done[0].get("n") != len(job.tests) or raw.get("exit_code") != 0:
+        status = raw.get("exit_code")
+        return (
+            Verdict.RUNTIME_ERROR,
+            f"the program ended the run before the tests finished (exit status {status})",
+            outcomes,
+        )
+    verdict, message = _first_failure(outcomes, len(job.tests))
+    return verdict, message, outcomes
+
+
+def _function_outcome(job: Job, i: int, e: dict[str, Any]) -> TestOutcome:
+    wall = e.get("wall")
+    if not e.get("ok"):
+        return TestOutcome(
+            i,
+            _CLS.get(e.get("cls"), Verdict.RUNTIME_ERROR),
+            e.get("exc"),
+            e.get("msg", ""),
+            e.get("line"),
+            wall,
+        )
+    if isinstance(job.tests, CallTests):
+        got = plain.decode(e["value"])
+        expected = job.tests.expected[i]
+        if not values_equal(got, expected, job.tests.compare):
+            return TestOutcome(
+                i,
+                Verdict.WRONG_ANSWER,
+                None,
+                f"expected {_short(expected)}, got {_short(got)}",
+                None,
+                wall,
+            )
+    return TestOutcome(i, Verdict.PASSED, wall_s=wall)
+
+
+def _grade_stdio_case(job: Job, i: int, raw: dict[str, Any]) -> TestOutcome:
+    events = raw.get("events", [])
+    syntax = next((e for e in events if e.get("t") == "syntax"), None)
+    if syntax is not None:
+        return TestOutcome(
+            i, Verdict.SYNTAX_ERROR, "SyntaxError", syntax.get("msg", ""), syntax.get("line")
+        )
+    limit = _limit_verdict(job, raw)
+    if limit is not None:
+        return TestOutcome(i, limit[0], message=limit[1])
+    result = next((e for e in events if e.get("t") == "result"), None)
+    if result is not None and not result.get("ok"):
+        if "status" in result:
+            return TestOutcome(
+                i, Verdict.RUNTIME_ERROR, "SystemExit", f"exit status {result['status']}"
+            )
+        verdict = _CLS.get(result.get("cls"), Verdict.RUNTIME_ERROR)
+        if verdict is Verdict.WRONG_ANSWER:
+            verdict = Verdict.RUNTIME_ERROR
+        return TestOutcome(i, verdict, result.get("exc"), result.get("msg", ""), result.get("line"))
+    if raw.get("exit_code") != 0:
+        return TestOutcome(i, Verdict.RUNTIME_ERROR, None, f"exit status {raw.get('exit_code')}")
+    assert isinstance(job.tests, StdioTests)
+    expected = job.tests.cases[i].stdout
+    got = raw.get("stdout_full", "")
+    if not stdout_matches(got, expected, job.tests.compare):
+        return TestOutcome(
+            i, Verdict.WRONG_ANSWER, None, f"expected {_short(expected)}, got {_short(got)}"
+        )
+    return TestOutcome(i, Verdict.PASSED, wall_s=raw.get("wall_s"))
+
+
+def _first_failure(outcomes: list[TestOutcome], n_tests: int) -> tuple[Verdict, str]:
+    for o in outcomes:
+        if o.verdict is not Verdict.PASSED:
+            detail = f"{o.exception}: {o.message}" if o.exception else o.message
+            return o.verdict, f"test {o.index}: {detail}".rstrip(": ")
+    if len(outcomes) != n_tests or sorted(o.index for o in outcomes) != list(range(n_tests)):
+        return Verdict.RUNTIME_ERROR, f"only {len(outcomes)} of {n_tests} tests reported"
+    return Verdict.PASSED, ""
+
+
+def _short(value: Any, n: int = 200) -> str:
+    text = repr(value)
+    return text if len(text) <= n else text[: n - 3] + "..."

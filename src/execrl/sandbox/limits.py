@@ -1,0 +1,25 @@
+"""Per-run resource limits."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    wall_s: float = 3.0  # wall clock for one run (all its tests), enforced by the worker
+    test_wall_s: float | None = None  # optional wall clock per test, on top of wall_s
+    cpu_s: float | None = None  # CPU seconds (kernel rlimit); defaults to wall_s + 1
+    memory_mb: int = 2048  # address-space limit of each process of the run
+    output_bytes: int = 1 << 20  # cap on stdout and on stderr each; over it is OUTPUT_LIMIT
+    file_size_mb: int = 16  # largest file the program may write
+    open_files: int = 64
+    processes: int = 32  # processes and threads of the run's uid at once
+    scratch_mb: int = 64  # size of the worker's scratch filesystem
+
+    def to_wire(self) -> dict[str, object]:
+        return asdict(self)
+
+    @classmethod
+    def from_wire(cls, data: dict[str, object]) -> Limits:
+        return cls(**data)  # type: ignore[arg-type]

@@ -1,0 +1,86 @@
+"""Plain data across the sandbox boundary: exact built-in types only, as tagged JSON.
+
+The child encodes what the candidate returned; the trusted parent decodes it with `json` and
+compares. Pickle is never used: unpickling untrusted bytes runs code. A value of any type that is
+not exactly a built-in data type (an `int` subclass, an object whose `__eq__` always answers True)
+cannot be encoded, so it can never compare equal to an expected value.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+
+TYPE_CHECKING = False  # typing stays out of the worker
+if TYPE_CHECKING:
+    from typing import Any
+
+MAX_DEPTH = 64
+MAX_NODES = 2_000_000
+
+
+class NotPlainData(TypeError):
+    """A value that is not made only of exact built-in data types."""
+
+
+def encode(value: Any) -> str:
+    return json.dumps(to_json(value), separators=(",", ":"), allow_nan=False)
+
+
+def to_json(value: Any) -> Any:
+    """The tagged-JSON structure of `value`; raises NotPlainData for anything else."""
+    return _enc(value, 0, [MAX_NODES])
+
+
+def _enc(v: Any, depth: int, budget: list[int]) -> Any:
+    budget[0] -= 1
+    if depth > MAX_DEPTH or budget[0] < 0:
+        raise NotPlainData("value too deep or too large to compare")
+    t = type(v)
+    if v is None or t is bool or t is int or t is str:
+        return v
+    if t is float:
+        return v if math.isfinite(v) else {"$f": repr(v)}
+    if t is list:
+        return [_enc(x, depth + 1, budget) for x in v]
+    if t is tuple:
+        return {"$t": [_enc(x, depth + 1, budget) for x in v]}
+    if t is dict:
+        return {
+            "$d": [[_enc(k, depth + 1, budget), _enc(x, depth + 1, budget)] for k, x in v.items()]
+        }
+    if t is set or t is frozenset:
+        return {"$s" if t is set else "$fs": [_enc(x, depth + 1, budget) for x in v]}
+    if t is bytes:
+        return {"$b": base64.b64encode(v).decode()}
+    if t is complex:
+        return {"$c": [_enc(v.real, depth + 1, budget), _enc(v.imag, depth + 1, budget)]}
+    raise NotPlainData(f"returned a value of type {t.__name__!r}, which is not plain data")
+
+
+def decode(text: str) -> Any:
+    return _dec(json.loads(text))
+
+
+def _dec(v: Any) -> Any:
+    if isinstance(v, list):
+        return [_dec(x) for x in v]
+    if not isinstance(v, dict):
+        return v
+    ((tag, body),) = v.items()
+    if tag == "$t":
+        return tuple(_dec(x) for x in body)
+    if tag == "$d":
+        return {_dec(k): _dec(x) for k, x in body}
+    if tag == "$s":
+        return {_dec(x) for x in body}
+    if tag == "$fs":
+        return frozenset(_dec(x) for x in body)
+    if tag == "$f":
+        return float(body)
+    if tag == "$b":
+        return base64.b64decode(body)
+    if tag == "$c":
+        return complex(_dec(body[0]), _dec(body[1]))
+    raise ValueError(f"unknown plain-data tag {tag!r}")

@@ -1,0 +1,274 @@
+"""The sandbox pool: N pre-warmed fork-server workers, a thread each, retries for infra failures."""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from execrl.sandbox import isolation, protocol
+from execrl.sandbox.grade import grade
+from execrl.sandbox.job import Job
+from execrl.sandbox.verdict import ExecutionResult, Verdict
+
+
+class SandboxUnavailable(RuntimeError):
+    """The sandbox cannot start with the isolation that was asked for."""
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxConfig:
+    workers: int = 2  # fork-server processes; runs in parallel
+    layers: tuple[str, ...] = isolation.LAYERS  # isolation layers required
+    allow_missing_layers: bool = False  # start anyway, weaker, when a required layer is missing
+    max_retries: int = 2  # extra attempts for a run that ended in SANDBOX_ERROR
+    scratch_mb: int = 64  # tmpfs size of each worker's scratch
+    hide: tuple[str, ...] | None = None  # directories hidden from programs; None: homes and cwd
+    start_timeout_s: float = 60.0
+
+
+@dataclass(slots=True)
+class _Worker:
+    proc: subprocess.Popen[bytes]
+    uid: int | None
+    lease: isolation.UidLease | None = None
+    runs: int = 0
+
+
+@dataclass(slots=True)
+class SandboxStats:
+    runs: int = 0
+    retries: int = 0
+    sandbox_errors: int = 0
+    worker_restarts: int = 0
+    verdicts: dict[str, int] = field(default_factory=dict)
+
+
+class Sandbox:
+    """Runs untrusted Python programs against tests. Use as a context manager."""
+
+    def __init__(self, config: SandboxConfig | None = None, **overrides: Any) -> None:
+        base = config or SandboxConfig()
+        self.config = SandboxConfig(
+            **{**{f: getattr(base, f) for f in base.__slots__}, **overrides}
+        )
+        self.layers = self._choose_layers()
+        self.stats = SandboxStats()
+        self._stats_lock = threading.Lock()
+        self._hide = (
+            list(self.config.hide) if self.config.hide is not None else isolation.default_hide()
+        )
+        self._keep = isolation.default_keep()
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._all: list[_Worker] = []
+        self._closed = False
+        try:
+            for _ in range(self.config.workers):
+                w = self._start_worker()
+                self._all.append(w)
+                self._idle.put(w)
+        except BaseException:
+            self.close()
+            raise
+
+    def _choose_layers(self) -> tuple[str, ...]:
+        status = {s.name: s for s in isolation.probe_layers()}
+        unknown = [name for name in self.config.layers if name not in status]
+        if unknown:
+            raise SandboxUnavailable(f"unknown isolation layer(s) {unknown}; known: {list(status)}")
+        missing = [status[n] for n in self.config.layers if not status[n].available]
+        if missing and not self.config.allow_missing_layers:
+            lines = "\n".join(f"  {m.name}: {m.detail}" for m in missing)
+            raise SandboxUnavailable(
+                f"required isolation layers are unavailable on this host:\n{lines}\n"
+                "Run `execrl sandbox doctor` for details, or opt out with allow_missing_layers=True "
+                "(--allow-weaker-sandbox on the command line)."
+            )
+        return tuple(n for n in self.config.layers if status[n].available)
+
+    def _start_worker(self) -> _Worker:
+        lease = isolation.UidLease() if "uid" in self.layers else None
+        env = {
+            "PATH": isolation.ENV_PATH,
+            "LANG": "C.UTF-8",
+            "PYTHONHASHSEED": "0",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+        }
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "execrl.sandbox.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            cwd="/",
+            close_fds=True,
+        )
+        config = {
+            "layers": list(self.layers),
+            "hide": self._hide,
+            "keep": self._keep,
+            "scratch_mb": self.config.scratch_mb,
+            "uid": lease.uid if lease else None,
+        }
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            protocol.write_message(proc.stdin, config)
+            reply = protocol.read_message(proc.stdout)
+        except (OSError, EOFError) as exc:
+            reply = {"t": "error", "msg": f"worker died while starting: {exc}"}
+        if not reply or reply.get("t") != "ready":
+            proc.kill()
+            proc.wait()
+            if lease:
+                lease.release()
+            msg = reply.get("msg") if reply else "worker exited while starting"
+            raise SandboxUnavailable(f"sandbox worker failed to start: {msg}")
+        return _Worker(proc, lease.uid if lease else None, lease)
+
+    # -- running ---------------------------------------------------------------------------
+
+    def run(self, job: Job) -> ExecutionResult:
+        return self.run_many([job])[0]
+
+    def run_many(
+        self,
+        jobs: Sequence[Job],
+        progress: Callable[[int], None] | None = None,
+    ) -> list[ExecutionResult]:
+        """Run every job, `workers` at a time; results in the order of `jobs`."""
+        if self._closed:
+            raise RuntimeError("the sandbox is closed")
+        results: list[ExecutionResult | None] = [None] * len(jobs)
+        todo: queue.Queue[int] = queue.Queue()
+        for i in range(len(jobs)):
+            todo.put(i)
+        errors: list[BaseException] = []
+
+        def drive() -> None:
+            while True:
+                try:
+                    i = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    results[i] = self._run_job(jobs[i])
+                except BaseException as exc:  # noqa: BLE001 - surfaced after the join
+                    errors.append(exc)
+                    return
+                if progress is not None:
+                    progress(1)
+
+        threads = [
+            threading.Thread(target=drive, daemon=True)
+            for _ in range(min(self.config.workers, len(jobs)))
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        return [r for r in results if r is not None]
+
+    def _run_job(self, job: Job) -> ExecutionResult:
+        units = job.units()
+        request = {"t": "run", "units": units, "limits": job.limits.to_wire()}
+        attempts = 0
+        while True:
+            attempts += 1
+            raws = self._send(request)
+            result = grade(job, raws, attempts) if raws is not None else _infra_error(job, attempts)
+            if result.verdict is not Verdict.SANDBOX_ERROR or attempts > self.config.max_retries:
+                break
+            with self._stats_lock:
+                self.stats.retries += 1
+        with self._stats_lock:
+            self.stats.runs += 1
+            self.stats.verdicts[result.verdict.value] = (
+                self.stats.verdicts.get(result.verdict.value, 0) + 1
+            )
+            if result.verdict is Verdict.SANDBOX_ERROR:
+                self.stats.sandbox_errors += 1
+        return result
+
+    def _send(self, request: dict[str, Any]) -> list[dict[str, Any]] | None:
+        worker = self._idle.get()
+        try:
+            assert worker.proc.stdin is not None and worker.proc.stdout is not None
+            protocol.write_message(worker.proc.stdin, request)
+            reply = protocol.read_message(worker.proc.stdout)
+            if not reply or reply.get("t") != "result":
+                raise EOFError("worker closed its pipe")
+            worker.runs += 1
+            return reply["units"]
+        except (OSError, EOFError, ValueError):
+            worker = self._replace(worker)
+            return None
+        finally:
+            self._idle.put(worker)
+
+    def _replace(self, dead: _Worker) -> _Worker:
+        dead.proc.kill()
+        dead.proc.wait()
+        if dead.uid is not None:
+            isolation.reap_uid(dead.uid)
+        if dead.lease:
+            dead.lease.release()
+        fresh = self._start_worker()
+        with self._stats_lock:
+            self.stats.worker_restarts += 1
+            self._all[self._all.index(dead)] = fresh
+        return fresh
+
+    def worker_pids(self) -> list[int]:
+        return [w.proc.pid for w in self._all]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for w in self._all:
+            try:
+                if w.proc.stdin:
+                    w.proc.stdin.close()
+                w.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                w.proc.kill()
+                w.proc.wait()
+            if w.uid is not None:
+                isolation.reap_uid(w.uid)
+            if w.lease:
+                w.lease.release()
+            if w.proc.stdout:
+                w.proc.stdout.close()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            self.close()
+
+
+def _infra_error(job: Job, attempts: int) -> ExecutionResult:
+    return ExecutionResult(
+        Verdict.SANDBOX_ERROR,
+        n_tests=len(job.tests),
+        message="the sandbox worker died during the run",
+        attempts=attempts,
+    )
+
+
+def run_jobs(jobs: Iterable[Job], workers: int = 2, **config: Any) -> list[ExecutionResult]:
+    """One-shot convenience: start a pool, run, close."""
+    with Sandbox(workers=workers, **config) as sb:
+        return sb.run_many(list(jobs))

@@ -1,0 +1,294 @@
+"""The fork-server worker: one long-lived, pre-warmed, confined process per pool slot.
+
+It reads run requests on stdin, forks one child per unit (a program and its tests), confines
+the child, lets the harness run it, watches it from outside (wall clock, output caps, exit), and
+writes the raw observations back on stdout. It never decides a verdict; `grade` does, in the
+trusted parent. Run as `python -m execrl.sandbox.worker`.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import math
+import os
+import resource
+import select
+import signal
+import sys
+import time
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the worker 2 MB
+if TYPE_CHECKING:
+    from typing import Any
+
+from execrl.sandbox import harness, isolation, protocol, syscalls
+
+# Imported once here so that a run costs a fork, not an import. Common in benchmark solutions.
+# Kept short on purpose: each megabyte the worker holds costs page-table copies at every fork,
+# and a module the candidate imports that is not here still loads, from disk, in its child.
+PREIMPORT = "bisect collections functools heapq itertools math re string".split()
+CHANNEL_CAP = 64 << 20
+KEEP_OUTPUT = 64 << 10  # bytes of stdout/stderr returned to the parent
+
+
+def main() -> None:
+    inp, out = sys.stdin.buffer.raw, sys.stdout.buffer.raw
+    config = protocol.read_message(inp)
+    if config is None:
+        return
+    try:
+        ctx = _setup(config)
+    except Exception as exc:  # reported to the pool, which refuses to start
+        protocol.write_message(out, {"t": "error", "msg": f"{type(exc).__name__}: {exc}"})
+        return
+    protocol.write_message(out, {"t": "ready", "layers": sorted(ctx["layers"])})
+    while (request := protocol.read_message(inp)) is not None:
+        limits = request["limits"]
+        results = [_run_unit(unit, limits, ctx) for unit in request["units"]]
+        protocol.write_message(out, {"t": "result", "units": results})
+
+
+def _setup(config: dict[str, Any]) -> dict[str, Any]:
+    layers = set(config["layers"])
+    os.environ.clear()
+    os.environ.update({"PATH": isolation.ENV_PATH, "LANG": "C.UTF-8"})
+    for name in PREIMPORT:
+        importlib.import_module(name)
+    isolation.setup_worker(layers, config["hide"], config["keep"], config["scratch_mb"])
+    uid = config.get("uid") if "uid" in layers else None
+    if uid is not None:
+        isolation.reap_uid(uid)  # leftovers of a pool that died with this uid
+    prepared = harness.Prepared(PREIMPORT)
+    gc.collect()
+    gc.freeze()  # children share these pages instead of copying them when gc walks them
+    return {"layers": layers, "uid": uid, "vm_kb": _vm_size_kb(), "prepared": prepared}
+
+
+def _vm_size_kb() -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _run_unit(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    uid = ctx["uid"]
+    scratch = isolation.make_scratch(uid)
+    stdin_fd = _stdin_for(unit, scratch)
+    ch_r, ch_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    token = os.urandom(16).hex().encode()
+    unit = dict(unit, reap=uid is not None)
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        os.close(ch_r), os.close(out_r), os.close(err_r)
+        _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, token)
+    for fd in (ch_w, out_w, err_w, stdin_fd):
+        os.close(fd)
+    watch = _watch(pid, ch_r, out_r, err_r, limits, t0)
+    _, status, usage = os.wait4(pid, 0)
+    wall = time.monotonic() - t0
+    _drain(watch, limits)
+    events, forged = _parse_channel(bytes(watch["channel"]), token)
+    # The harness kills the run's other processes itself when it finishes normally.
+    clean_end = os.WIFEXITED(status) and any(e.get("t") == "done" for e in events)
+    if uid is not None and not clean_end:
+        isolation.reap_uid(uid)
+    for fd in (ch_r, out_r, err_r):
+        os.close(fd)
+    isolation.remove_scratch(scratch)
+    watch_end = watch
+    return {
+        "events": events,
+        "forged": forged,
+        "timed_out": watch["timed_out"],
+        "output_limit": watch["output_limit"],
+        "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+        "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+        "stdout": bytes(watch_end["stdout"][:KEEP_OUTPUT]).decode("utf-8", "replace"),
+        "stdout_full": bytes(watch_end["stdout"]).decode("utf-8", "replace")
+        if unit["kind"] == "stdio"
+        else "",
+        "stderr": bytes(watch_end["stderr"][:KEEP_OUTPUT]).decode("utf-8", "replace"),
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "wall_s": wall,
+        "maxrss_kb": usage.ru_maxrss,
+    }
+
+
+def _stdin_for(unit: dict[str, Any], scratch: str) -> int:
+    if unit["kind"] != "stdio":
+        return os.open(os.devnull, os.O_RDONLY)
+    path = os.path.join(scratch, ".stdin")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(unit["stdin"])
+    fd = os.open(path, os.O_RDONLY)
+    os.unlink(path)
+    return fd
+
+
+def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, token) -> None:  # noqa: ANN001
+    """In the forked child: confine, then hand over to the harness. Never returns."""
+    try:
+        os.setsid()
+        os.dup2(stdin_fd, 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        os.dup2(ch_w, 3)
+        os.closerange(4, 1 << 16)
+        os.set_inheritable(3, False)
+        os.chdir(scratch)
+        _set_rlimits(limits, ctx["vm_kb"])
+        uid = ctx["uid"]
+        if uid is not None:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+        syscalls.prctl(syscalls.PR_SET_NO_NEW_PRIVS, 1)
+        syscalls.prctl(syscalls.PR_SET_DUMPABLE, 0)
+        os.umask(0o077)
+        os.environ.clear()
+        os.environ.update(isolation.child_environment(scratch))
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    except BaseException as exc:  # noqa: BLE001 - an infrastructure failure, said on the channel
+        message = token + protocol.dumps({"t": "setup_error", "msg": repr(exc)}) + b"\n"
+        for fd in (3, ch_w):
+            try:
+                os.write(fd, message)
+                break
+            except OSError:
+                continue
+        os._exit(1)
+    harness.run_unit(unit, 3, token, ctx["prepared"])
+    os._exit(0)
+
+
+def _set_rlimits(limits: dict[str, Any], vm_kb: int) -> None:
+    cpu = limits["cpu_s"] if limits["cpu_s"] is not None else limits["wall_s"] + 1
+    cpu_soft = max(1, math.ceil(cpu))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_soft, cpu_soft + 1))
+    address_space = vm_kb * 1024 + limits["memory_mb"] * (1 << 20)
+    resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+    fsize = limits["file_size_mb"] * (1 << 20)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits["open_files"], limits["open_files"]))
+    resource.setrlimit(resource.RLIMIT_NPROC, (limits["processes"], limits["processes"]))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _watch(
+    pid: int, ch_r: int, out_r: int, err_r: int, limits: dict[str, Any], t0: float
+) -> dict[str, Any]:
+    """Read the child's channel and output until it exits, enforcing wall clock and caps."""
+    state: dict[str, Any] = {
+        "channel": bytearray(),
+        "stdout": bytearray(),
+        "stderr": bytearray(),
+        "timed_out": False,
+        "output_limit": False,
+        "fds": {ch_r: "channel", out_r: "stdout", err_r: "stderr"},
+    }
+    caps = {
+        "channel": CHANNEL_CAP,
+        "stdout": limits["output_bytes"],
+        "stderr": limits["output_bytes"],
+    }
+    deadline = t0 + limits["wall_s"]
+    test_wall = limits.get("test_wall_s")
+    pidfd = os.pidfd_open(pid)
+    poller = select.poll()
+    for fd in state["fds"]:
+        os.set_blocking(fd, False)
+        poller.register(fd, select.POLLIN)
+    poller.register(pidfd, select.POLLIN)
+    test_deadline = math.inf
+    seen_starts = 0
+    try:
+        while True:
+            limit = min(deadline, test_deadline)
+            now = time.monotonic()
+            if now >= limit:
+                state["timed_out"] = True
+                _kill(pid)
+                return state
+            exited = False
+            for fd, _ in poller.poll(max(1, int((limit - now) * 1000) + 1)):
+                if fd == pidfd:
+                    exited = True
+                    continue
+                name = state["fds"][fd]
+                if not _read_some(fd, state[name]):
+                    poller.unregister(fd)
+                elif len(state[name]) > caps[name]:
+                    state["output_limit"] = True
+                    _kill(pid)
+                    return state
+            if test_wall is not None:
+                starts = state["channel"].count(b'"t":"start"')
+                if starts != seen_starts:
+                    seen_starts = starts
+                    test_deadline = time.monotonic() + test_wall
+            if exited:
+                return state
+    finally:
+        os.close(pidfd)
+
+
+def _read_some(fd: int, buf: bytearray) -> bool:
+    try:
+        chunk = os.read(fd, 1 << 16)
+    except BlockingIOError:
+        return True
+    if not chunk:
+        return False
+    buf += chunk
+    return True
+
+
+def _drain(state: dict[str, Any], limits: dict[str, Any]) -> None:
+    """After the child exits, read what is left in the pipes, within the same caps."""
+    for fd, name in state["fds"].items():
+        cap = CHANNEL_CAP if name == "channel" else limits["output_bytes"]
+        while len(state[name]) <= cap:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except OSError:  # BlockingIOError: a leftover process holds the pipe open
+                break
+            if not chunk:
+                break
+            state[name] += chunk
+        if len(state[name]) > cap:
+            state["output_limit"] = True
+
+
+def _kill(pid: int) -> None:
+    for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+        try:
+            target()
+        except ProcessLookupError:
+            pass
+
+
+def _parse_channel(data: bytes, token: bytes) -> tuple[list[dict[str, Any]], int]:
+    events: list[dict[str, Any]] = []
+    forged = 0
+    n = len(token)
+    for line in data.split(b"\n"):
+        if not line:
+            continue
+        if line[:n] != token:
+            forged += 1
+            continue
+        try:
+            events.append(protocol.loads(line[n:]))
+        except ValueError:
+            forged += 1
+    return events, forged
+
+
+if __name__ == "__main__":
+    main()
