@@ -1,0 +1,92 @@
+"""`execrl sandbox doctor` and `execrl sandbox bench`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from execrl.sandbox import isolation
+from execrl.sandbox.job import Job
+from execrl.sandbox.limits import Limits
+from execrl.sandbox.pool import Sandbox, SandboxUnavailable
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sandbox", help="inspect and benchmark the execution sandbox")
+    ssub = p.add_subparsers(dest="sandbox_command", metavar="SUBCOMMAND")
+    d = ssub.add_parser("doctor", help="print each isolation layer and whether it is active")
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(handler=run_doctor)
+    b = ssub.add_parser("bench", help="run every canonical solution of a benchmark R times")
+    b.add_argument("--benchmark", default="humaneval")
+    b.add_argument("--repeat", type=int, default=1)
+    b.add_argument("--workers", type=int, default=2)
+    b.add_argument("--timeout", type=float, default=3.0)
+    b.add_argument("--json", action="store_true", help="print one JSON line")
+    b.add_argument("--allow-weaker-sandbox", action="store_true")
+    b.set_defaults(handler=run_bench)
+    p.set_defaults(handler=lambda args: (p.print_help(), 2)[1])
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    """Probe, then start a one-worker pool and run a check program to show the layers live."""
+    probed = isolation.probe_layers()
+    active: set[str] = set()
+    error = ""
+    try:
+        with Sandbox(workers=1, allow_missing_layers=True) as sb:
+            active = set(sb.layers)
+            from execrl.tasks.schema import AssertTests
+
+            probe = Job("def f():\n    return 1\n", AssertTests("", ("assert f() == 1",)), entry_point="f")
+            result = sb.run(probe)
+            if not result.passed:
+                error = f"a trivial program did not pass: {result.verdict.value} {result.message}"
+    except SandboxUnavailable as exc:
+        error = str(exc)
+    rows = [
+        {"layer": s.name, "available": s.available, "active": s.name in active, "detail": s.detail} for s in probed
+    ]
+    if args.json:
+        print(json.dumps({"layers": rows, "ok": not error and all(r["active"] for r in rows), "error": error}))
+    else:
+        for r in rows:
+            mark = "active" if r["active"] else ("available" if r["available"] else "UNAVAILABLE")
+            print(f"{r['layer']:<11} {mark:<12} {r['detail']}")
+        if error:
+            print(f"error: {error}")
+    return 0 if not error and all(r["active"] for r in rows) else 1
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from execrl.tasks.registry import load_benchmark
+
+    tasks = [t for t in load_benchmark(args.benchmark) if t.reference]
+    limits = Limits(wall_s=args.timeout)
+    jobs = [Job(t.reference or "", t.tests, t.entry_point, limits=limits, id=t.id) for t in tasks] * args.repeat
+    try:
+        with Sandbox(workers=args.workers, allow_missing_layers=args.allow_weaker_sandbox) as sb:
+            sb.run_many(jobs[: args.workers * 4])  # warm-up: first forks fault in shared pages
+            t0 = time.perf_counter()
+            results = sb.run_many(jobs)
+            seconds = time.perf_counter() - t0
+            layers = list(sb.layers)
+    except SandboxUnavailable as exc:
+        print(f"execrl sandbox bench: error: {exc}", file=sys.stderr)
+        return 2
+    failed = [(j.id, r.verdict.value) for j, r in zip(jobs, results, strict=True) if not r.passed]
+    out = {
+        "benchmark": args.benchmark,
+        "executions": len(results),
+        "seconds": round(seconds, 4),
+        "exec_per_s": round(len(results) / seconds, 2),
+        "all_passed": not failed,
+        "workers": args.workers,
+        "layers": layers,
+    }
+    if failed:
+        out["failed"] = failed[:20]
+    print(json.dumps(out) if args.json else "\n".join(f"{k}: {v}" for k, v in out.items()))
+    return 0 if not failed else 1
