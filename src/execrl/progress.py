@@ -11,7 +11,14 @@ from tqdm import tqdm
 
 @contextmanager
 def progress_bar(total: int, desc: str) -> Iterator[Callable[[int], None]]:
-    bar = tqdm(total=total, desc=desc, file=sys.stderr, disable=not sys.stderr.isatty(), unit="run", smoothing=0.1)
+    bar = tqdm(
+        total=total,
+        desc=desc,
+        file=sys.stderr,
+        disable=not sys.stderr.isatty(),
+        unit="run",
+        smoothing=0.1,
+    )
     try:
         yield bar.update
     finally:

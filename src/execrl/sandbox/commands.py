@@ -40,17 +40,24 @@ def run_doctor(args: argparse.Namespace) -> int:
             active = set(sb.layers)
             from execrl.tasks.schema import AssertTests
 
-            probe = Job("def f():\n    return 1\n", AssertTests("", ("assert f() == 1",)), entry_point="f")
+            probe = Job(
+                "def f():\n    return 1\n", AssertTests("", ("assert f() == 1",)), entry_point="f"
+            )
             result = sb.run(probe)
             if not result.passed:
                 error = f"a trivial program did not pass: {result.verdict.value} {result.message}"
     except SandboxUnavailable as exc:
         error = str(exc)
     rows = [
-        {"layer": s.name, "available": s.available, "active": s.name in active, "detail": s.detail} for s in probed
+        {"layer": s.name, "available": s.available, "active": s.name in active, "detail": s.detail}
+        for s in probed
     ]
     if args.json:
-        print(json.dumps({"layers": rows, "ok": not error and all(r["active"] for r in rows), "error": error}))
+        print(
+            json.dumps(
+                {"layers": rows, "ok": not error and all(r["active"] for r in rows), "error": error}
+            )
+        )
     else:
         for r in rows:
             mark = "active" if r["active"] else ("available" if r["available"] else "UNAVAILABLE")
@@ -65,7 +72,9 @@ def run_bench(args: argparse.Namespace) -> int:
 
     tasks = [t for t in load_benchmark(args.benchmark) if t.reference]
     limits = Limits(wall_s=args.timeout)
-    jobs = [Job(t.reference or "", t.tests, t.entry_point, limits=limits, id=t.id) for t in tasks] * args.repeat
+    jobs = [
+        Job(t.reference or "", t.tests, t.entry_point, limits=limits, id=t.id) for t in tasks
+    ] * args.repeat
     try:
         with Sandbox(workers=args.workers, allow_missing_layers=args.allow_weaker_sandbox) as sb:
             sb.run_many(jobs[: args.workers * 4])  # warm-up: first forks fault in shared pages

@@ -10,6 +10,8 @@ from execrl.tasks.schema import Compare
 
 def values_equal(got: Any, expected: Any, cmp: Compare) -> bool:
     """Python's == on plain data, with float tolerance and order-insensitivity where asked."""
+    if cmp.oracle:
+        return evalplus_equal(got, expected, cmp.oracle, cmp.atol)
     if cmp.unordered and type(got) in (list, tuple) and type(expected) in (list, tuple):
         if type(got) is not type(expected) or len(got) != len(expected):
             return False
@@ -41,6 +43,55 @@ def _close(got: Any, expected: Any, atol: float, rtol: float) -> bool:
     return got == expected
 
 
+def evalplus_equal(got: Any, expected: Any, oracle: str, atol: float) -> bool:
+    """One input of EvalPlus's check (evalplus/eval/__init__.py, `unsafe_execute`, v0.3.x).
+
+    Any exception in the check is a failure, as it is there. One departure: EvalPlus switches
+    to atol=1e-6 for the rest of a run once it has seen a float expected value; here the switch
+    applies to each float expected value alone (the grader sees one test at a time).
+    """
+    try:
+        if oracle == "evalplus_poly_root":  # HumanEval/32: any root of the polynomial passes
+            return bool(abs(_poly(expected, got)) <= atol)
+        exact = got == expected
+        if oracle == "evalplus_set":
+            exact = set(got) == set(expected)
+        elif oracle == "evalplus_not_none":
+            exact = got == expected if type(got) is bool else expected == (got is not None)
+        elif oracle in ("evalplus_or_close", "evalplus_or_equal"):
+            expected, alternative = expected
+            exact = got == expected
+            if oracle == "evalplus_or_close":
+                exact = exact or abs(got - alternative) <= atol
+            else:
+                exact = exact or got == alternative
+        if atol == 0 and _is_floats(expected):
+            atol = 1e-6
+        if exact or atol == 0:
+            return bool(exact)
+        if type(got) is not type(expected):
+            return False
+        if isinstance(expected, (list, tuple)) and len(got) != len(expected):
+            return False
+        import numpy as np  # only the parent compares; the worker never imports this
+
+        return bool(np.allclose(got, expected, rtol=1e-07, atol=atol))
+    except Exception:
+        return False
+
+
+def _is_floats(x: Any) -> bool:
+    if isinstance(x, float):
+        return True
+    if isinstance(x, (list, tuple)) and x:
+        return all(isinstance(i, float) for i in x)
+    return False
+
+
+def _poly(xs: list[Any], x: float) -> float:
+    return sum(coeff * math.pow(x, i) for i, coeff in enumerate(xs))
+
+
 def stdout_matches(got: str, expected: str, cmp: Compare) -> bool:
     """Token-by-token comparison of a program's output, as contest judges do."""
     if not cmp.tokens:
@@ -51,17 +102,19 @@ def stdout_matches(got: str, expected: str, cmp: Compare) -> bool:
     for x, y in zip(a, b, strict=True):
         if x == y or (cmp.case_insensitive and x.lower() == y.lower()):
             continue
-        if (cmp.atol or cmp.rtol) and _floats_close(x, y, cmp.atol, cmp.rtol):
+        if (cmp.atol or cmp.rtol) and _floats_close(x, y, cmp):
             continue
         return False
     return True
 
 
-def _floats_close(x: str, y: str, atol: float, rtol: float) -> bool:
+def _floats_close(x: str, y: str, cmp: Compare) -> bool:
     try:
         fx, fy = float(x), float(y)
     except ValueError:
         return False
     if not (math.isfinite(fx) and math.isfinite(fy)):
         return False
-    return abs(fx - fy) <= atol + rtol * abs(fy)
+    if cmp.either_tolerance:  # problemtools: absolute or relative error within tolerance
+        return abs(fx - fy) <= cmp.atol or abs(fx - fy) <= cmp.rtol * abs(fy)
+    return abs(fx - fy) <= cmp.atol + cmp.rtol * abs(fy)

@@ -1,13 +1,18 @@
 """The trusted harness that runs inside each sandboxed child, next to the candidate program.
 
 The harness reports through its own channel (a pipe the worker reads), every message prefixed
-with a per-run random token that lives only in this function's locals. Once the candidate runs,
-an audit hook denies the ways Python code could reach that token or bend the tests: frame and
-traceback introspection, the garbage collector's object lists, trace and profile hooks, ctypes,
-reading the process's own memory, and changing attributes of classes and functions the
-candidate did not define. Before the tests run, the builtins and the standard modules that the
-test code uses are restored from a snapshot taken before the candidate ran, and restored again
-after every call into the candidate. Values the candidate returns must be plain data.
+with a per-run random token that lives only in this harness's locals and closures. Once the
+candidate runs, an audit hook denies the ways Python code could reach that token or bend the
+tests: frame and traceback introspection, the garbage collector's object lists, trace and
+profile hooks, threads, ctypes, hand-made code objects, reading the process's own memory, and
+changing attributes of classes and functions that existed before the candidate ran.
+
+The harness's own functions run on private copies of this module's and `plain`'s globals, with
+a private copy of the builtins (made in the worker by `Prepared`), so patching a module or a
+builtin cannot change what the harness does or reports. The test code gets a private copy of
+the builtins too; the standard modules it imports, and the real builtins that those modules use,
+are restored from a snapshot after every call into the candidate. Values the candidate returns
+must be plain data (see `plain`).
 
 Nothing here decides a verdict: the worker and the trusted parent do that from these messages,
 and a run that did not say "done" after its last test never passes.
@@ -26,15 +31,16 @@ import sys
 import time
 import types
 
+from execrl.sandbox import plain
+
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the worker 2 MB
 if TYPE_CHECKING:
     from typing import Any
 
-from execrl.sandbox import plain
-
 CANDIDATE_FILE = "<candidate>"
 TESTS_FILE = "<tests>"
 MAX_MESSAGE = 2000  # characters of an exception message kept
+CODE_CACHE_SIZE = 512  # compiled test sources kept by a worker
 
 _DENIED_EVENTS = frozenset(
     {
@@ -54,124 +60,150 @@ _DENIED_EVENTS = frozenset(
         "marshal.loads",
     }
 )
-# A thread of the candidate could re-patch a module between a restore and a report; threads are
-# denied unless the task allows them.
+# A thread of the candidate could act while the harness reports; denied unless the task allows.
 _THREAD_EVENT = "_thread.start_new_thread"
-# Modules whose globals the harness's own code reads after the candidate has run: restored
-# before every report. Everything else it calls after that point is bound in `prepare`.
-_HARNESS_MODULES = ("execrl.sandbox.harness", "execrl.sandbox.plain", "math", "base64", "binascii")
 _PROC_MEMORY = re.compile(r"^/proc/(self|thread-self|\d+)(/task/\d+)?/(mem|pagemap|map_files)")
 
 
 class Prepared:
     """Built once in the worker, before any fork: children inherit it without touching it.
 
-    Copying module dictionaries in each child would touch every object they hold and fault in
-    a private copy of its page; snapshots taken here are shared copy-on-write instead."""
-
-    __slots__ = (
-        "builtins",
-        "modules",
-        "encode_json",
-        "write",
-        "exit",
-        "kill",
-        "setrlimit",
-        "clock",
-        "nproc",
-        "sigkill",
-        "protected_types",
-        "protected_globals",
-    )
+    Work done here is shared copy-on-write by every child; done in a child, it would touch
+    objects and fault in private copies of their pages at every run. What the child uses after
+    the candidate has run lives in `parts`, a plain dict: attribute lookups on an instance of a
+    Python class go through that class, which the candidate could patch (assignments to class
+    attributes raise no audit event)."""
 
     def __init__(self, protect: list[str]) -> None:
         import _json
 
-        self.builtins = dict(builtins.__dict__)
-        self.modules: dict[str, tuple[types.ModuleType, dict[str, Any]]] = {}
-        for name in sorted(set(protect) | set(_HARNESS_MODULES)):
-            try:
-                mod = importlib.import_module(name)
-            except ImportError:
-                continue
-            self.modules[name] = (mod, dict(mod.__dict__))
+        modules: dict[str, tuple[types.ModuleType, dict[str, Any]]] = {}
+        for name in protect:
+            mod = importlib.import_module(name)
+            modules[name] = (mod, dict(mod.__dict__))
         # The C encoder reads no module globals, so no patched module can change a report.
         c_encoder = _json.make_encoder(
             None, _unencodable, _json.encode_basestring_ascii, None, ":", ",", False, False, False
         )
-        self.encode_json = lambda obj: "".join(c_encoder(obj, 0))
-        self.write, self.exit, self.kill = os.write, os._exit, os.kill
-        self.setrlimit, self.clock = resource.setrlimit, time.perf_counter
-        self.nproc, self.sigkill = resource.RLIMIT_NPROC, signal.SIGKILL
-        # What existed before any candidate: its classes and functions may not be changed.
-        self.protected_types = set(map(id, _all_classes()))
-        self.protected_globals = {id(m.__dict__) for m in list(sys.modules.values()) if hasattr(m, "__dict__")}
+        self.parts: dict[str, Any] = {
+            "builtins": dict(builtins.__dict__),
+            "modules": modules,
+            "classes": {name: _class_snapshots(mod, name) for name, (mod, _) in modules.items()},
+            "encode_json": lambda obj: "".join(c_encoder(obj, 0)),
+            "write": os.write,
+            "exit": os._exit,
+            "kill": os.kill,
+            "setrlimit": resource.setrlimit,
+            "clock": time.perf_counter,
+            "nproc": resource.RLIMIT_NPROC,
+            "sigkill": signal.SIGKILL,
+            # What existed before any candidate: its functions may not be changed.
+            "protected_globals": {
+                id(m.__dict__) for m in list(sys.modules.values()) if hasattr(m, "__dict__")
+            },
+            # Text streams over fds 0-2, which each child points at its own pipes before use.
+            "streams": (
+                io.TextIOWrapper(
+                    io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace"
+                ),
+                io.TextIOWrapper(
+                    io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="replace"
+                ),
+                io.TextIOWrapper(
+                    io.FileIO(2, "w", closefd=False), encoding="utf-8", line_buffering=True
+                ),
+            ),
+            "code_cache": {},
+        }
+        self.run_unit = _privatize()["run_unit"]
+        self.parts["protected_globals"].update(id(g) for g in _PRIVATE_GLOBALS)
+
+    def precompile(self, unit: dict[str, Any]) -> None:
+        """Compile the (trusted) test code here, once per worker, instead of in every child."""
+        if unit["kind"] != "assert":
+            return
+        cache = self.parts["code_cache"]
+        for source in [unit.get("setup") or "", *unit["statements"]]:
+            key = (source, TESTS_FILE)
+            if key not in cache:
+                if len(cache) >= CODE_CACHE_SIZE:
+                    cache.pop(next(iter(cache)))
+                cache[key] = compile(source, TESTS_FILE, "exec", dont_inherit=True, optimize=0)
 
 
-def _all_classes() -> list[type]:
-    seen: dict[int, type] = {}
-    stack: list[type] = [object]
-    while stack:
-        cls = stack.pop()
-        if id(cls) in seen:
-            continue
-        seen[id(cls)] = cls
-        subclasses = type.__subclasses__(cls) if cls is not type else type.__subclasses__(type)
-        stack.extend(subclasses)
-    return list(seen.values())
+def _class_snapshots(mod: types.ModuleType, name: str) -> list[tuple[type, dict[str, Any]]]:
+    """The pure-Python classes a module defines, with their attributes, for restoring."""
+    out = []
+    for value in list(vars(mod).values()):
+        if isinstance(value, type) and value.__module__ == name and value.__flags__ & _HEAPTYPE:
+            out.append((value, dict(vars(value))))
+    return out
+
+
+_HEAPTYPE = 1 << 9
+
+
+_PRIVATE_GLOBALS: list[dict[str, Any]] = []
+
+
+def _privatize() -> dict[str, Any]:
+    """Copies of this module's and `plain`'s functions whose globals and builtins are private."""
+    private_builtins = dict(builtins.__dict__)
+    spaces: dict[str, dict[str, Any]] = {}
+    for mod in (plain, sys.modules[__name__]):
+        g = dict(mod.__dict__)
+        g["__builtins__"] = private_builtins
+        for name, value in list(g.items()):
+            if isinstance(value, types.FunctionType) and value.__globals__ is mod.__dict__:
+                fn = types.FunctionType(
+                    value.__code__, g, value.__name__, value.__defaults__, value.__closure__
+                )
+                fn.__kwdefaults__ = value.__kwdefaults__
+                g[name] = fn
+        spaces[mod.__name__] = g
+        _PRIVATE_GLOBALS.append(g)
+    harness_globals = spaces[__name__]
+    harness_globals["plain"] = types.SimpleNamespace(**spaces[plain.__name__])
+    return harness_globals
 
 
 def _unencodable(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-class _State:
-    """Mutable harness state, reachable only from this module's closures, never from globals."""
-
-    __slots__ = (
-        "privileged",
-        "nonplain",
-        "pristine_builtins",
-        "restore",
-        "stdout",
-        "reap",
-        "prepared",
-        "extra_types",
-        "extra_globals",
-    )
-
-    def __init__(self, prepared: Prepared) -> None:
-        self.prepared = prepared
-        self.extra_types: set[int] = set()
-        self.extra_globals: set[int] = set()
-        self.pristine_builtins = prepared.builtins
-        self.privileged = True
-        self.nonplain: str | None = None
-
-
 def run_unit(unit: dict[str, Any], channel_fd: int, token: bytes, prepared: Prepared) -> None:
-    """Run one unit (a program and its tests) and report through `channel_fd`. Never returns."""
-    state = _State(prepared)
-    write, dumps = prepared.write, prepared.encode_json
-    restore = state.restore = _snapshot(unit, state)
+    """Run one unit (a program and its tests) and report through `channel_fd`. Never returns.
+
+    Called as `prepared.run_unit`, the private copy. Its state is a dict, never an instance of
+    a Python class, for the reason given on `Prepared`."""
+    parts = prepared.parts
+    state: dict[str, Any] = {
+        "p": parts,
+        "privileged": True,  # until the candidate's code first runs
+        "nonplain": None,
+        "extra_globals": set(),
+        "tampered": [],
+    }
+    write, dumps = parts["write"], parts["encode_json"]
+    restore = state["restore"] = _snapshot(unit, state)
+
+    tampered = state["tampered"]
 
     def send(**msg: Any) -> None:
-        restore()  # whatever the candidate patched, the report goes out through pristine code
+        restore()
+        while tampered:  # what the restore had to undo, reported as it is found
+            write(
+                channel_fd, token + dumps({"t": "denied", "event": tampered.pop()}).encode() + b"\n"
+            )
         write(channel_fd, token + dumps(msg).encode() + b"\n")
 
     kind = unit["kind"]
-    state.reap = bool(unit.get("reap"))
-    stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="replace")
-    sys.stdout = state.stdout = stdout
-    sys.stderr = io.TextIOWrapper(
-        io.FileIO(2, "w", closefd=False), encoding="utf-8", line_buffering=True
-    )
-    sys.stdin = io.TextIOWrapper(
-        io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace"
-    )
-
-    # Imports of modules the worker did not preload compile from source: reading cached bytecode
-    # goes through marshal.loads, which the hook denies (hand-made code objects read memory).
+    state["reap"] = bool(unit.get("reap"))
+    sys.stdin, sys.stdout, sys.stderr = parts["streams"]
+    state["stdout"] = parts["streams"][1]
+    inputs = [plain.decode(a) for a in unit.get("inputs", ())]  # decoded before the candidate runs
+    # Modules the worker did not preload compile from source: cached bytecode would be read
+    # through marshal.loads, which the hook denies.
     sys.pycache_prefix = "/proc/execrl-no-bytecode"
     _install_audit_hook(state, send, bool(unit.get("allow_threads")))
     try:
@@ -179,165 +211,146 @@ def run_unit(unit: dict[str, Any], channel_fd: int, token: bytes, prepared: Prep
     except (SyntaxError, ValueError) as exc:  # ValueError: source with NUL bytes
         send(t="syntax", msg=_describe(exc), line=getattr(exc, "lineno", None))
         _finish(state)
-    state.privileged = False  # from here on the candidate's code may run
     module_name = "__main__" if kind == "stdio" else "__candidate__"
     cand_ns: dict[str, Any] = {"__name__": module_name, "__builtins__": builtins}
+    state["privileged"] = False  # from here on the candidate's code may run
     if kind == "stdio":
         _run_stdio(code, cand_ns, state, send)
-    loaded = _exec_candidate(code, cand_ns, state, send)
-    restore()
-    if not loaded:
+    if not _exec_candidate(code, cand_ns, state, send):
         _finish(state)
     send(t="loaded")
     if kind == "assert":
-        _run_asserts(unit, cand_ns, state, send, restore)
+        _run_asserts(unit, cand_ns, state, send)
+        send(t="done", n=len(unit["statements"]))
     else:
-        _run_calls(unit, cand_ns, state, send, restore)
-    send(t="done", n=len(unit["statements"] if kind == "assert" else unit["inputs"]))
+        _run_calls(unit["entry_point"], inputs, cand_ns, state, send)
+        send(t="done", n=len(inputs))
     _finish(state)
 
 
-def _finish(state: _State) -> None:
-    """Flush, kill every other process of this run's uid, exit. Callers have just restored."""
+def _finish(state: dict[str, Any]) -> None:
+    """Flush, kill every other process of this run's uid, exit."""
     try:
-        state.stdout.flush()
+        state["stdout"].flush()
     except Exception:  # the candidate may have closed or broken it
         pass
-    p = state.prepared
-    if state.reap:
-        # No new process or thread can start once NPROC is 0, and kill(-1) is atomic against
-        # fork, so after it this process is the run's last; the worker reaps on abnormal ends.
-        p.setrlimit(p.nproc, (0, 0))
+    p = state["p"]
+    if state["reap"]:
+        # No process or thread can start once NPROC is 0, and kill(-1) is atomic against fork,
+        # so after it this process is the run's last; the worker reaps on abnormal ends.
+        p["setrlimit"](p["nproc"], (0, 0))
         try:
-            p.kill(-1, p.sigkill)
+            p["kill"](-1, p["sigkill"])
         except ProcessLookupError:
             pass
-    p.exit(0)
+    p["exit"](0)
 
 
-def _exec_candidate(code: types.CodeType, ns: dict[str, Any], state: _State, send: Any) -> bool:
+def _exec_candidate(
+    code: types.CodeType, ns: dict[str, Any], state: dict[str, Any], send: Any
+) -> bool:
     try:
         exec(code, ns)
         return True
     except BaseException as exc:  # noqa: BLE001 - SystemExit and friends are failures here
-        state.restore()
         send(t="load_error", **_exception_fields(exc, state))
         return False
 
 
-def _run_stdio(code: types.CodeType, ns: dict[str, Any], state: _State, send: Any) -> None:
+def _run_stdio(code: types.CodeType, ns: dict[str, Any], state: dict[str, Any], send: Any) -> None:
     """A whole program reading stdin: a clean exit (status 0) is the only normal end."""
     send(t="start", i=0)
     status = 0
     try:
         exec(code, ns)
     except SystemExit as exc:
-        state.restore()
-        code_ = exc.code
-        status = 0 if code_ is None else code_ if type(code_) is int else 1
+        value = exc.code
+        status = 0 if value is None else value if type(value) is int else 1
     except BaseException as exc:  # noqa: BLE001
-        state.restore()
         send(t="result", i=0, ok=False, **_exception_fields(exc, state))
         _finish(state)
-    state.restore()
     send(t="result", i=0, ok=status == 0, status=status)
     send(t="done", n=1)
     _finish(state)
 
 
+def _compiled(state: dict[str, Any], source: str) -> types.CodeType:
+    cached = state["p"]["code_cache"].get((source, TESTS_FILE))
+    return (
+        cached
+        if cached is not None
+        else compile(source, TESTS_FILE, "exec", dont_inherit=True, optimize=0)
+    )
+
+
 def _run_asserts(
-    unit: dict[str, Any], cand_ns: dict[str, Any], state: _State, send: Any, restore: Any
+    unit: dict[str, Any], cand_ns: dict[str, Any], state: dict[str, Any], send: Any
 ) -> None:
     test_ns = dict(cand_ns)
-    test_ns["__builtins__"] = dict(state.pristine_builtins)
+    test_ns["__builtins__"] = dict(state["p"]["builtins"])
     entry = unit.get("entry_point")
     if entry:
         if entry not in cand_ns:
-            send(
-                t="load_error",
-                exc="NameError",
-                cls="error",
-                msg=f"the program does not define {entry!r}",
-                line=None,
-            )
+            msg = f"the program does not define {entry!r}"
+            send(t="load_error", exc="NameError", cls="error", msg=msg, line=None)
             return
-        guarded = _guard(cand_ns[entry], state, restore, unit.get("strict_returns", True))
+        guarded = _guard(cand_ns[entry], state, unit.get("strict_returns", True))
         test_ns[entry] = guarded
         test_ns["candidate"] = guarded
     try:
-        exec(
-            compile(unit.get("setup") or "", TESTS_FILE, "exec", dont_inherit=True, optimize=0),
-            test_ns,
-        )
+        exec(_compiled(state, unit.get("setup") or ""), test_ns)
     except BaseException as exc:  # noqa: BLE001 - a broken test file is reported, not passed
-        restore()
         send(t="load_error", where="tests", **_exception_fields(exc, state))
         return
+    clock = state["p"]["clock"]
     for i, stmt in enumerate(unit["statements"]):
         send(t="start", i=i)
-        state.nonplain = None
-        t0 = state.prepared.clock()
+        state["nonplain"] = None
+        t0 = clock()
+        failure: dict[str, Any] | None = None
         try:
-            exec(compile(stmt, TESTS_FILE, "exec", dont_inherit=True, optimize=0), test_ns)
+            exec(_compiled(state, stmt), test_ns)
         except BaseException as exc:  # noqa: BLE001
-            restore()
+            failure = _exception_fields(exc, state)
+        wall = clock() - t0
+        if state["nonplain"] is not None:  # even if the test code swallowed our exception
             send(
                 t="result",
                 i=i,
                 ok=False,
-                wall=state.prepared.clock() - t0,
-                **_exception_fields(exc, state),
-            )
-            continue
-        restore()
-        if state.nonplain is not None:  # even if the test code swallowed our exception
-            send(
-                t="result",
-                i=i,
-                ok=False,
+                wall=wall,
                 cls="wrong",
                 exc="NotPlainData",
-                msg=state.nonplain,
+                msg=state["nonplain"],
                 line=None,
             )
+        elif failure is not None:
+            send(t="result", i=i, ok=False, wall=wall, **failure)
         else:
-            send(t="result", i=i, ok=True, wall=state.prepared.clock() - t0)
+            send(t="result", i=i, ok=True, wall=wall)
 
 
 def _run_calls(
-    unit: dict[str, Any], cand_ns: dict[str, Any], state: _State, send: Any, restore: Any
+    entry: str, inputs: list[Any], cand_ns: dict[str, Any], state: dict[str, Any], send: Any
 ) -> None:
-    entry = unit["entry_point"]
     fn = cand_ns.get(entry)
     if not callable(fn):
-        send(
-            t="load_error",
-            exc="NameError",
-            cls="error",
-            msg=f"the program does not define a function {entry!r}",
-            line=None,
-        )
+        msg = f"the program does not define a function {entry!r}"
+        send(t="load_error", exc="NameError", cls="error", msg=msg, line=None)
         return
-    for i, encoded_args in enumerate(unit["inputs"]):
+    clock, encode = state["p"]["clock"], state["p"]["encode_json"]
+    for i, args in enumerate(inputs):
         send(t="start", i=i)
-        args = plain.decode(encoded_args)  # a fresh copy per test: the candidate may mutate it
-        t0 = state.prepared.clock()
+        t0 = clock()
         try:
             value = fn(*args)
         except BaseException as exc:  # noqa: BLE001
-            restore()
-            send(
-                t="result",
-                i=i,
-                ok=False,
-                wall=state.prepared.clock() - t0,
-                **_exception_fields(exc, state),
-            )
+            send(t="result", i=i, ok=False, wall=clock() - t0, **_exception_fields(exc, state))
             continue
-        wall = state.prepared.clock() - t0
-        restore()
+        wall = clock() - t0
+        state["restore"]()
         try:
-            encoded = state.prepared.encode_json(plain.to_json(value))
+            encoded = encode(plain.to_json(value))
         except plain.NotPlainData as exc:
             send(
                 t="result", i=i, ok=False, cls="wrong", exc="NotPlainData", msg=str(exc), line=None
@@ -346,8 +359,9 @@ def _run_calls(
         send(t="result", i=i, ok=True, value=encoded, wall=wall)
 
 
-def _guard(fn: Any, state: _State, restore: Any, strict: bool) -> Any:
+def _guard(fn: Any, state: dict[str, Any], strict: bool) -> Any:
     """Wrap the entry point: restore the world after each call, and insist on plain returns."""
+    restore = state["restore"]
 
     def guarded(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -358,36 +372,39 @@ def _guard(fn: Any, state: _State, restore: Any, strict: bool) -> Any:
             try:
                 plain.to_json(value)
             except plain.NotPlainData as exc:
-                state.nonplain = str(exc)
+                state["nonplain"] = str(exc)
                 raise AssertionError(str(exc)) from None
         return value
 
     return guarded
 
 
-def _install_audit_hook(state: _State, send: Any, allow_threads: bool) -> None:
-    # Everything the hook calls is bound here, before the candidate runs: it may patch builtins.
+def _install_audit_hook(state: dict[str, Any], send: Any, allow_threads: bool) -> None:
+    # Everything the hook calls is bound here, before the candidate runs.
     denied = _DENIED_EVENTS if allow_threads else _DENIED_EVENTS | {_THREAD_EVENT}
     proc_memory = _PROC_MEMORY.match
-    function_type, type_type, str_type, id_ = types.FunctionType, type, str, id
-    ptypes, pglobals = state.prepared.protected_types, state.prepared.protected_globals
-    extra_types, extra_globals = state.extra_types, state.extra_globals
-    isinstance_, type_, any_ = isinstance, type, any
-    # The exception a denial raises is the one the standard library already expects where the
-    # feature is missing (namedtuple, enum, typing and logging fall back on ValueError from
-    # sys._getframe), so honest code keeps working.
-    errors = {"sys._getframe": ValueError, "sys._current_frames": ValueError, "object.__getattr__": AttributeError}
+    function_type, str_type, id_ = types.FunctionType, str, id
+    isinstance_, type_ = isinstance, type
+    pglobals, extra_globals = state["p"]["protected_globals"], state["extra_globals"]
+    # A denial raises what the standard library already expects where the feature is missing
+    # (namedtuple, enum, typing and logging fall back on ValueError from sys._getframe).
+    errors = {
+        "sys._getframe": ValueError,
+        "sys._current_frames": ValueError,
+        "object.__getattr__": AttributeError,
+    }
     default_error = RuntimeError
+
     def protected(obj: Any) -> bool:
-        if isinstance_(obj, type_type):
-            return id_(obj) in ptypes or id_(obj) in extra_types
+        # Functions raise audit events when their code or defaults change; classes do not, so
+        # the classes of the modules the tests use are restored (and checked) by `_snapshot`.
         if isinstance_(obj, function_type):
             g = id_(obj.__globals__)
             return g in pglobals or g in extra_globals
         return False
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
-        if state.privileged:
+        if state["privileged"]:
             return
         if event in denied or event.startswith("ctypes."):
             pass
@@ -405,29 +422,40 @@ def _install_audit_hook(state: _State, send: Any, allow_threads: bool) -> None:
     sys.addaudithook(hook)
 
 
-def _snapshot(unit: dict[str, Any], state: _State) -> Any:
-    """The function that restores builtins, the harness's modules and those the tests import."""
-    prepared = state.prepared
-    modules: list[tuple[str, types.ModuleType, dict[str, Any]]] = []
-    for name in sorted(set(_HARNESS_MODULES) | set(unit.get("imports", ()))):
-        if name in prepared.modules:
-            modules.append((name, *prepared.modules[name]))
-            continue
-        try:  # not prepared in the worker: snapshot it here, still before the candidate runs
-            mod = importlib.import_module(name)
-        except Exception:  # the test code will report the import failure itself
-            continue
-        modules.append((name, mod, dict(mod.__dict__)))
-        state.extra_globals.add(id(mod.__dict__))
-        state.extra_types.update(id(v) for v in mod.__dict__.values() if isinstance(v, type))
-    len_, any_, range_ = len, any, range  # bound now: the candidate may replace the builtins
-    tables = [(builtins.__dict__, prepared.builtins)] + [
-        (m.__dict__, snap) for _, m, snap in modules
-    ]
-    entries = [(name, mod) for name, mod, _ in modules]
-    sysmods = sys.modules
+def _snapshot(unit: dict[str, Any], state: dict[str, Any]) -> Any:
+    """The function that restores the modules the tests import, their classes, and builtins.
 
-    def changed(d: dict[str, Any], snap: dict[str, Any]) -> bool:
+    The harness itself needs none of this (its globals are private); tests that import nothing
+    get a restore that does nothing. What a restore had to undo is recorded as tampering."""
+    names = unit.get("imports") or ()
+    if not names:
+        return _nothing
+    parts = state["p"]
+    tables: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+        ("builtins", builtins.__dict__, parts["builtins"])
+    ]
+    classes: list[tuple[type, dict[str, Any]]] = []
+    entries: list[tuple[str, types.ModuleType]] = []
+    for name in names:
+        if name in parts["modules"]:
+            mod, snap = parts["modules"][name]
+            cls_snaps = parts["classes"][name]
+        else:  # not prepared in the worker: snapshot it here, still before the candidate runs
+            try:
+                mod = importlib.import_module(name)
+            except Exception:  # the test code will report the import failure itself
+                continue
+            snap, cls_snaps = dict(mod.__dict__), _class_snapshots(mod, name)
+            state["extra_globals"].add(id(mod.__dict__))
+        entries.append((name, mod))
+        tables.append((name, mod.__dict__, snap))
+        classes.extend(cls_snaps)
+    # Bound now: the candidate may replace the builtins.
+    len_, any_, range_, vars_, list_ = len, any, range, vars, list
+    setattr_, delattr_, type_name = type.__setattr__, type.__delattr__, _type_name
+    sysmods, tampered = sys.modules, state["tampered"]
+
+    def changed(d: Any, snap: dict[str, Any]) -> bool:
         # Identity, never ==: comparing would call a planted object's __eq__.
         if len_(d) != len_(snap):
             return True
@@ -438,21 +466,37 @@ def _snapshot(unit: dict[str, Any], state: _State) -> Any:
         for name, mod in entries:
             if sysmods.get(name) is not mod:
                 sysmods[name] = mod
+                tampered.append(f"replaced module {name}")
         for _ in range_(2):  # a planted __del__ may run while a table is cleared; go once more
             dirty = False
-            for d, snap in tables:
+            for name, d, snap in tables:
                 if changed(d, snap):
                     dirty = True
+                    tampered.append(f"modified module {name}")
                     d.clear()
                     d.update(snap)
+            for cls, snap in classes:
+                current = vars_(cls)
+                if changed(current, snap):
+                    dirty = True
+                    tampered.append(f"modified class {type_name(cls)}")
+                    for key in list_(current):
+                        if key not in snap:
+                            delattr_(cls, key)
+                    for key, value in snap.items():
+                        if current.get(key) is not value:
+                            setattr_(cls, key, value)
             if not dirty:
                 return
 
     return restore
 
 
-def _exception_fields(exc: BaseException, state: _State) -> dict[str, Any]:
-    state.restore()  # callers look this function up after restoring; now builtins are clean too
+def _nothing() -> None:
+    return None
+
+
+def _exception_fields(exc: BaseException, state: dict[str, Any]) -> dict[str, Any]:
     if isinstance(exc, MemoryError):
         cls = "memory"
     elif isinstance(exc, AssertionError):
@@ -468,24 +512,28 @@ def _describe(exc: BaseException) -> str:
         text = str(exc)
     except BaseException:  # noqa: BLE001 - a hostile __str__
         text = "<unprintable exception>"
-    return text if type(text) is str and len(text) <= MAX_MESSAGE else str(text)[:MAX_MESSAGE]
+    if type(text) is not str:
+        return "<unprintable exception>"
+    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE]
 
 
-def _candidate_line(exc: BaseException, state: _State) -> int | None:
+def _candidate_line(exc: BaseException, state: dict[str, Any]) -> int | None:
     """The last line of the candidate's code in the traceback.
 
-    The only privileged section after the candidate starts: plain attribute reads on traceback,
-    frame and code objects, none of which runs candidate code (threads are denied)."""
+    The only privileged section once the candidate has started: plain attribute reads on
+    traceback, frame and code objects, none of which runs candidate code (threads are denied)."""
+    if isinstance(exc, SyntaxError) and exc.filename == CANDIDATE_FILE:
+        return exc.lineno if type(exc.lineno) is int else None
     tb = _get_traceback(exc)
     line = None
-    state.privileged = True
+    state["privileged"] = True
     try:
         while tb is not None:
             if tb.tb_frame.f_code.co_filename == CANDIDATE_FILE:
                 line = tb.tb_lineno
             tb = tb.tb_next
     finally:
-        state.privileged = False
+        state["privileged"] = False
     return line if type(line) is int else None
 
 

@@ -16,6 +16,10 @@ TYPE_CHECKING = False  # typing stays out of the worker
 if TYPE_CHECKING:
     from typing import Any
 
+# Bound at import: the harness runs these functions on private globals after the candidate has
+# run, so they must not look anything up on shared module objects the candidate could patch.
+_isfinite = math.isfinite
+_b64encode = base64.b64encode
 MAX_DEPTH = 64
 MAX_NODES = 2_000_000
 
@@ -41,7 +45,7 @@ def _enc(v: Any, depth: int, budget: list[int]) -> Any:
     if v is None or t is bool or t is int or t is str:
         return v
     if t is float:
-        return v if math.isfinite(v) else {"$f": repr(v)}
+        return v if _isfinite(v) else {"$f": repr(v)}
     if t is list:
         return [_enc(x, depth + 1, budget) for x in v]
     if t is tuple:
@@ -53,7 +57,7 @@ def _enc(v: Any, depth: int, budget: list[int]) -> Any:
     if t is set or t is frozenset:
         return {"$s" if t is set else "$fs": [_enc(x, depth + 1, budget) for x in v]}
     if t is bytes:
-        return {"$b": base64.b64encode(v).decode()}
+        return {"$b": _b64encode(v).decode()}
     if t is complex:
         return {"$c": [_enc(v.real, depth + 1, budget), _enc(v.imag, depth + 1, budget)]}
     raise NotPlainData(f"returned a value of type {t.__name__!r}, which is not plain data")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import queue
 import subprocess
 import sys
@@ -102,7 +101,7 @@ class Sandbox:
             "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
         }
         proc = subprocess.Popen(
-            [sys.executable, "-m", "execrl.sandbox.worker"],
+            [sys.executable, "-S", "-m", "execrl.sandbox.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -228,6 +227,10 @@ class Sandbox:
 
     def worker_pids(self) -> list[int]:
         return [w.proc.pid for w in self._all]
+
+    def worker_uids(self) -> list[int]:
+        """The uids programs run under (empty without the uid layer)."""
+        return [w.uid for w in self._all if w.uid is not None]
 
     def close(self) -> None:
         if self._closed:

@@ -18,11 +18,11 @@ import signal
 import sys
 import time
 
+from execrl.sandbox import harness, isolation, protocol, syscalls
+
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the worker 2 MB
 if TYPE_CHECKING:
     from typing import Any
-
-from execrl.sandbox import harness, isolation, protocol, syscalls
 
 # Imported once here so that a run costs a fork, not an import. Common in benchmark solutions.
 # Kept short on purpose: each megabyte the worker holds costs page-table copies at every fork,
@@ -56,6 +56,9 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
     for name in PREIMPORT:
         importlib.import_module(name)
     isolation.setup_worker(layers, config["hide"], config["keep"], config["scratch_mb"])
+    # Orphans of a run (daemons, double forks) become our children, not init's: we reap them,
+    # so that no zombie keeps counting against the run uid's process limit.
+    syscalls.prctl(syscalls.PR_SET_CHILD_SUBREAPER, 1)
     uid = config.get("uid") if "uid" in layers else None
     if uid is not None:
         isolation.reap_uid(uid)  # leftovers of a pool that died with this uid
@@ -82,6 +85,7 @@ def _run_unit(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any])
     err_r, err_w = os.pipe()
     token = os.urandom(16).hex().encode()
     unit = dict(unit, reap=uid is not None)
+    ctx["prepared"].precompile(unit)
     t0 = time.monotonic()
     pid = os.fork()
     if pid == 0:
@@ -98,6 +102,9 @@ def _run_unit(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any])
     clean_end = os.WIFEXITED(status) and any(e.get("t") == "done" for e in events)
     if uid is not None and not clean_end:
         isolation.reap_uid(uid)
+    # Killed orphans are our children now (we are their subreaper): wait, bounded, until every
+    # one is collected. With none, waitpid says so at once.
+    _reap_orphans(block_s=2.0)
     for fd in (ch_r, out_r, err_r):
         os.close(fd)
     isolation.remove_scratch(scratch)
@@ -118,6 +125,20 @@ def _run_unit(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any])
         "wall_s": wall,
         "maxrss_kb": usage.ru_maxrss,
     }
+
+
+def _reap_orphans(block_s: float) -> None:
+    """Collect exited orphans; with block_s, wait (bounded) until every one of them is gone."""
+    deadline = time.monotonic() + block_s
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.001)
 
 
 def _stdin_for(unit: dict[str, Any], scratch: str) -> int:
@@ -163,7 +184,7 @@ def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, token) -> N
             except OSError:
                 continue
         os._exit(1)
-    harness.run_unit(unit, 3, token, ctx["prepared"])
+    ctx["prepared"].run_unit(unit, 3, token, ctx["prepared"])
     os._exit(0)
 
 

