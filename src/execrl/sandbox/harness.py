@@ -60,7 +60,8 @@ _DENIED_EVENTS = frozenset(
         "marshal.loads",
     }
 )
-# A thread of the candidate could act while the harness reports; denied unless the task allows.
+# A thread of the candidate could act while the harness reports; denied unless the task allows
+# (here for Pythons that audit thread starts; on 3.11 the worker's process limit denies them).
 _THREAD_EVENT = "_thread.start_new_thread"
 _PROC_MEMORY = re.compile(r"^/proc/(self|thread-self|\d+)(/task/\d+)?/(mem|pagemap|map_files)")
 

@@ -18,6 +18,8 @@ class Job:
     entry_point: str | None = None
     limits: Limits = field(default_factory=Limits)
     strict_returns: bool = True  # entry-point returns must be plain data (assert tests)
+    # Let the program start threads and processes (up to Limits.processes). Off by default: a
+    # thread could act while the harness reports, and Python 3.11 cannot audit thread starts.
     allow_threads: bool = False
     id: str = ""
 

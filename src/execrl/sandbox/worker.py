@@ -163,7 +163,9 @@ def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, token) -> N
         os.closerange(4, 1 << 16)
         os.set_inheritable(3, False)
         os.chdir(scratch)
-        _set_rlimits(limits, ctx["vm_kb"])
+        # Without allow_threads the run may start no thread and no process: Python 3.11 raises no
+        # audit event for a new thread, so the kernel's process limit (threads count) says no.
+        _set_rlimits(limits, ctx["vm_kb"], limits["processes"] if unit.get("allow_threads") else 1)
         uid = ctx["uid"]
         if uid is not None:
             os.setgroups([])
@@ -188,7 +190,7 @@ def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, token) -> N
     os._exit(0)
 
 
-def _set_rlimits(limits: dict[str, Any], vm_kb: int) -> None:
+def _set_rlimits(limits: dict[str, Any], vm_kb: int, processes: int) -> None:
     cpu = limits["cpu_s"] if limits["cpu_s"] is not None else limits["wall_s"] + 1
     cpu_soft = max(1, math.ceil(cpu))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_soft, cpu_soft + 1))
@@ -197,7 +199,7 @@ def _set_rlimits(limits: dict[str, Any], vm_kb: int) -> None:
     fsize = limits["file_size_mb"] * (1 << 20)
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits["open_files"], limits["open_files"]))
-    resource.setrlimit(resource.RLIMIT_NPROC, (limits["processes"], limits["processes"]))
+    resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
