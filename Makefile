@@ -1,35 +1,25 @@
-# Every target creates or refreshes .venv first, so a fresh clone needs only Python 3.11 and pip.
-PYTHON ?= python3.11
-VENV := .venv
-BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
-
+# Shortcuts; each target creates or refreshes .venv first (scripts/venv.sh).
 .PHONY: venv demo test lint format bench clean
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+venv:
+	bash scripts/venv.sh
 
-venv: $(STAMP)
+demo:
+	bash scripts/demo.sh
 
-demo: $(STAMP)
-	$(BIN)/execrl eval-samples examples/humaneval_samples.jsonl --benchmark humaneval
+test:
+	bash scripts/test.sh
 
-test: lint
-	$(BIN)/python -m pytest -q
+lint: venv
+	.venv/bin/ruff check src tests benchmarks
+	.venv/bin/ruff format --check src tests benchmarks
 
-lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+format: venv
+	.venv/bin/ruff format src tests benchmarks
+	.venv/bin/ruff check --fix src tests benchmarks
 
-format: $(STAMP)
-	$(BIN)/ruff format src tests benchmarks
-	$(BIN)/ruff check --fix src tests benchmarks
-
-bench: $(STAMP)
-	$(BIN)/python benchmarks/sandbox_vs_human_eval.py
+bench: venv
+	.venv/bin/python benchmarks/sandbox_vs_human_eval.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info
+	rm -rf .venv build src/*.egg-info

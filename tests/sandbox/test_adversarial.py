@@ -272,8 +272,13 @@ def test_signalling_the_parent(sandbox, program):
 
 
 def test_no_process_or_thread_without_allow_threads(sandbox):
-    for program in ("import os\nos.fork()\n", "import threading\nthreading.Thread(target=print).start()\n"):
-        r = run_attack(sandbox, assert_job(program, "check(candidate)", HUMANEVAL_STYLE), threads=False)
+    for program in (
+        "import os\nos.fork()\n",
+        "import threading\nthreading.Thread(target=print).start()\n",
+    ):
+        r = run_attack(
+            sandbox, assert_job(program, "check(candidate)", HUMANEVAL_STYLE), threads=False
+        )
         assert r.verdict is Verdict.RUNTIME_ERROR
 
 
@@ -326,9 +331,7 @@ def test_writing_outside_the_scratch_directory(sandbox, tmp_path):
         str(tmp_path / "escape"),
         str(Path.cwd() / "execrl-escape"),
     ]
-    program = (
-        f"import os\nfor t in {targets!r}:\n    try:\n        open(t, 'w').write('x')\n        print('WROTE', t)\n    except OSError as e:\n        print('denied', t, e)\n"
-    )
+    program = f"import os\nfor t in {targets!r}:\n    try:\n        open(t, 'w').write('x')\n        print('WROTE', t)\n    except OSError as e:\n        print('denied', t, e)\n"
     r = run_attack(sandbox, assert_job(program, "check(candidate)", HUMANEVAL_STYLE))
     assert "WROTE" not in r.stdout, r.stdout
     for t in targets:
@@ -341,7 +344,11 @@ def test_daemon_that_outlives_the_run(sandbox, tmp_path):
         "if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(3)\n        open('/tmp/daemon-was-here', 'w')\n        os._exit(0)\n    os._exit(0)\n"
         "def f(x):\n    return x + 1\n"
     )
-    r = sandbox.run(dataclasses.replace(assert_job(program, "check(candidate)", HUMANEVAL_STYLE), allow_threads=True))
+    r = sandbox.run(
+        dataclasses.replace(
+            assert_job(program, "check(candidate)", HUMANEVAL_STYLE), allow_threads=True
+        )
+    )
     assert r.passed  # the program itself is correct; its daemon must still be gone
     assert sandbox_processes(sandbox) == []
     program_abnormal = program.replace("def f(x):\n    return x + 1\n", "os._exit(3)\n")
@@ -402,7 +409,11 @@ def test_environment_and_proc_secrets(tmp_path):
                 "for name in os.listdir('/proc'):\n    try:\n        seen += open(f'/proc/{name}/environ', errors='replace').read()\n    except OSError:\n        pass\n"
                 f"print(seen)\ndef f(x):\n    return x + 1 if {secret!r} in seen else 0\n"
             )
-            r = sb.run(dataclasses.replace(assert_job(program, "check(candidate)", HUMANEVAL_STYLE), allow_threads=True))
+            r = sb.run(
+                dataclasses.replace(
+                    assert_job(program, "check(candidate)", HUMANEVAL_STYLE), allow_threads=True
+                )
+            )
             assert r.verdict is not Verdict.PASSED
             assert secret not in r.stdout
     finally:

@@ -21,7 +21,11 @@ def test_honest_program_passes(sandbox):
 
 
 def test_wrong_answer_names_the_test(sandbox):
-    job = Job(HONEST, AssertTests("", ("assert f(1) == 2", "assert f(2) == 4", "assert f(3) == 4")), entry_point="f")
+    job = Job(
+        HONEST,
+        AssertTests("", ("assert f(1) == 2", "assert f(2) == 4", "assert f(3) == 4")),
+        entry_point="f",
+    )
     r = sandbox.run(job)
     assert r.verdict is Verdict.WRONG_ANSWER
     assert [t.verdict for t in r.tests] == [Verdict.PASSED, Verdict.WRONG_ANSWER, Verdict.PASSED]
@@ -60,7 +64,11 @@ def test_call_tests_float_tolerance_and_unordered(sandbox):
     program = "def f(x):\n    return [x / 3, 1.0]\n"
     strict = Job(program, CallTests(((1,),), ([0.3333, 1.0],)), entry_point="f")
     loose = Job(program, CallTests(((1,),), ([0.3333, 1.0],), Compare(atol=1e-3)), entry_point="f")
-    unordered = Job(program, CallTests(((1,),), ([1.0, 0.3333],), Compare(atol=1e-3, unordered=True)), entry_point="f")
+    unordered = Job(
+        program,
+        CallTests(((1,),), ([1.0, 0.3333],), Compare(atol=1e-3, unordered=True)),
+        entry_point="f",
+    )
     strict_r, loose_r, unordered_r = sandbox.run_many([strict, loose, unordered])
     assert strict_r.verdict is Verdict.WRONG_ANSWER
     assert loose_r.passed and unordered_r.passed
@@ -74,7 +82,12 @@ def test_call_tests_inputs_are_fresh_per_test(sandbox):
 
 def test_stdio_tests(sandbox):
     program = "n = int(input())\nfor i in range(1, n + 1):\n    a, b = map(int, input().split())\n    print(f'Case #{i}: {a + b}')\n"
-    tests = StdioTests((StdioCase("2\n1 2\n3 4\n", "Case #1: 3\nCase #2: 7\n"), StdioCase("1\n5 5\n", "Case #1: 11\n")))
+    tests = StdioTests(
+        (
+            StdioCase("2\n1 2\n3 4\n", "Case #1: 3\nCase #2: 7\n"),
+            StdioCase("1\n5 5\n", "Case #1: 11\n"),
+        )
+    )
     r = sandbox.run(Job(program, tests))
     assert [t.verdict for t in r.tests] == [Verdict.PASSED, Verdict.WRONG_ANSWER]
     assert r.verdict is Verdict.WRONG_ANSWER
@@ -99,7 +112,12 @@ def test_empty_tests_are_an_error_never_a_pass():
 
 def test_per_test_timeout(sandbox):
     program = "import time\ndef f(x):\n    if x == 2:\n        time.sleep(5)\n    return x + 1\n"
-    job = Job(program, AssertTests("", ("assert f(1) == 2", "assert f(2) == 3")), entry_point="f", limits=Limits(wall_s=10, test_wall_s=0.5))
+    job = Job(
+        program,
+        AssertTests("", ("assert f(1) == 2", "assert f(2) == 3")),
+        entry_point="f",
+        limits=Limits(wall_s=10, test_wall_s=0.5),
+    )
     t0 = time.monotonic()
     r = sandbox.run(job)
     assert r.verdict is Verdict.TIMEOUT and time.monotonic() - t0 < 3
@@ -109,7 +127,9 @@ def test_per_test_timeout(sandbox):
 def test_threads_are_denied_unless_allowed(sandbox):
     program = "import threading\nout = []\nt = threading.Thread(target=lambda: out.append(1))\nt.start()\nt.join()\ndef f(x):\n    return x + len(out)\n"
     assert sandbox.run(assert_job(program)).verdict is Verdict.RUNTIME_ERROR
-    allowed = Job(program, AssertTests("", ("assert f(1) == 2",)), entry_point="f", allow_threads=True)
+    allowed = Job(
+        program, AssertTests("", ("assert f(1) == 2",)), entry_point="f", allow_threads=True
+    )
     assert sandbox.run(allowed).passed
 
 
@@ -156,7 +176,10 @@ def test_missing_layers_are_an_error_unless_opted_out(monkeypatch):
     real = isolation.probe_layers
 
     def without_network():
-        return [isolation.LayerStatus(s.name, s.available and s.name != "network", s.detail) for s in real()]
+        return [
+            isolation.LayerStatus(s.name, s.available and s.name != "network", s.detail)
+            for s in real()
+        ]
 
     monkeypatch.setattr(isolation, "probe_layers", without_network)
     with pytest.raises(SandboxUnavailable, match="network"):

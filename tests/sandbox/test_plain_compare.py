@@ -13,7 +13,22 @@ from execrl.tasks import Compare
 
 @pytest.mark.parametrize(
     "value",
-    [None, True, 0, -(10**40), 1.5, -0.0, "é\n", [1, [2]], (1, (2,)), {1: "a", (2, 3): [4]}, {1, 2}, frozenset({3}), b"\x00\xff", 1 + 2j],
+    [
+        None,
+        True,
+        0,
+        -(10**40),
+        1.5,
+        -0.0,
+        "é\n",
+        [1, [2]],
+        (1, (2,)),
+        {1: "a", (2, 3): [4]},
+        {1, 2},
+        frozenset({3}),
+        b"\x00\xff",
+        1 + 2j,
+    ],
 )
 def test_round_trip(value):
     back = plain.decode(plain.encode(value))

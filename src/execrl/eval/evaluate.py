@@ -38,7 +38,7 @@ def match_samples(
             unknown += 1
         else:
             raise TaskDataError(
-                f"{path}:{s.line}: task_id {s.task_id!r} is not in the benchmark (use --ignore-unknown to skip such samples)"
+                f"{s.where}: task_id {s.task_id!r} is not in the benchmark (use --ignore-unknown to skip such samples)"
             )
     if not kept:
         raise TaskDataError(f"{path}: no sample names a task of the benchmark; nothing to evaluate")

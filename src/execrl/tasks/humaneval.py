@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from execrl.tasks.errors import TaskDataError
 from execrl.tasks.schema import AssertTests, Task
 from execrl.tasks.sources import DataFile, HubCopy, field, make_task, read_records
 
@@ -28,6 +29,10 @@ def humaneval_task(where: str, rec: dict[str, Any], source: str) -> Task:
     prompt = field(where, rec, "prompt")
     test = field(where, rec, "test")
     entry = field(where, rec, "entry_point")
+    if not entry.strip().isidentifier():
+        raise TaskDataError(f"{where}: task {task_id}: entry_point {entry!r} is not a function name")
+    if "def check" not in test:
+        raise TaskDataError(f"{where}: task {task_id}: the test code defines no check(candidate); a task must have tests")
     solution = (
         field(where, rec, "canonical_solution", (str, type(None)))
         if "canonical_solution" in rec
