@@ -11,6 +11,8 @@ import sys
 COMMAND_MODULES = (
     "execrl.eval.commands",
     "execrl.sandbox.commands",
+    "execrl.rl.commands",
+    "execrl.tasks.commands",
 )
 
 

@@ -7,10 +7,9 @@ import signal
 import threading
 import time
 
-from sandbox_helpers import HONEST, assert_job, call_job
-
 from execrl.sandbox import Job, Limits, Sandbox, Verdict
 from execrl.tasks import AssertTests, CallTests, Compare, StdioCase, StdioTests
+from sandbox_helpers import HONEST, assert_job, call_job
 
 
 def test_honest_program_passes(sandbox):

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from execrl.tasks.errors import TaskDataError
-from execrl.tasks.sources import read_records
 from execrl.tasks.schema import Task
+from execrl.tasks.sources import read_records
 
 FORMATS = ("completion", "solution")
 

@@ -1,0 +1,70 @@
+"""Rewards: components, combinators, token credit, hack flags, verifier noise, adapters.
+
+The trainer calls `RewardScorer.score(tasks, completions, offsets=..., step=...)` and gets one
+`RewardResult` per completion (see scorer.py); reward trees come from TOML via `RewardConfig`
+or are built from the classes here. Nothing here imports torch.
+"""
+
+from execrl.rewards.base import Reward
+from execrl.rewards.compose import Gate, Hierarchy, Level, Product, WeightedSum
+from execrl.rewards.config import RewardConfig, RewardConfigError, build_reward
+from execrl.rewards.execution import CODERL_VALUES, PassAll, PassFraction, Runs, VerdictCredit
+from execrl.rewards.external import CallableReward, HttpReward, RewardModelError
+from execrl.rewards.extract import Extraction, extract_code
+from execrl.rewards.format import CodeFenced, OneFunction, ReasoningClosed
+from execrl.rewards.hacks import HackPolicy
+from execrl.rewards.length import LengthPenalty, SoftOverlong
+from execrl.rewards.monitor import RewardMonitor, RunSummary
+from execrl.rewards.noise import FlakinessReport, LabelNoise, measure_flakiness
+from execrl.rewards.result import HACK_FLAGS, Flag, RewardResult
+from execrl.rewards.sample import Sample
+from execrl.rewards.scorer import RewardScorer, build_sample
+from execrl.rewards.security import Security
+from execrl.rewards.static_analysis import StaticAnalysis
+from execrl.rewards.style import Style
+from execrl.rewards.syntax import SyntaxValid
+from execrl.rewards.token_credit import TokenCredit
+
+__all__ = [
+    "CODERL_VALUES",
+    "HACK_FLAGS",
+    "CallableReward",
+    "CodeFenced",
+    "Extraction",
+    "Flag",
+    "FlakinessReport",
+    "Gate",
+    "HackPolicy",
+    "Hierarchy",
+    "HttpReward",
+    "LabelNoise",
+    "LengthPenalty",
+    "Level",
+    "OneFunction",
+    "PassAll",
+    "PassFraction",
+    "Product",
+    "ReasoningClosed",
+    "Reward",
+    "RewardConfig",
+    "RewardConfigError",
+    "RewardModelError",
+    "RewardMonitor",
+    "RewardResult",
+    "RewardScorer",
+    "Runs",
+    "RunSummary",
+    "Sample",
+    "Security",
+    "SoftOverlong",
+    "StaticAnalysis",
+    "Style",
+    "SyntaxValid",
+    "TokenCredit",
+    "VerdictCredit",
+    "WeightedSum",
+    "build_reward",
+    "build_sample",
+    "extract_code",
+    "measure_flakiness",
+]

@@ -1,5 +1,53 @@
-"""Tasks: one schema for every benchmark, loaders, and the procedural suite."""
+"""Tasks: one schema for every benchmark, loaders, and the procedural suite.
 
-from execrl.tasks.schema import AssertTests, CallTests, Compare, StdioCase, StdioTests, Task, Tests
+The loaders are imported on first use: the sandbox worker imports `execrl.tasks.schema`, and
+must not pay for the rest.
+"""
 
-__all__ = ["AssertTests", "CallTests", "Compare", "StdioCase", "StdioTests", "Task", "Tests"]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from execrl.tasks.schema import (
+    AssertTests,
+    CallTests,
+    Compare,
+    StdioCase,
+    StdioTests,
+    Task,
+    Tests,
+    TimeLimit,
+)
+
+_LAZY = {
+    "load_benchmark": "execrl.tasks.registry",
+    "list_benchmarks": "execrl.tasks.registry",
+    "read_tasks": "execrl.tasks.jsonl",
+    "write_tasks": "execrl.tasks.jsonl",
+    "generate_synthetic": "execrl.tasks.synthetic",
+}
+
+__all__ = [
+    "AssertTests",
+    "CallTests",
+    "Compare",
+    "StdioCase",
+    "StdioTests",
+    "Task",
+    "Tests",
+    "TimeLimit",
+    *_LAZY,
+]
+
+if TYPE_CHECKING:
+    from execrl.tasks.jsonl import read_tasks, write_tasks
+    from execrl.tasks.registry import list_benchmarks, load_benchmark
+    from execrl.tasks.synthetic import generate as generate_synthetic
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'execrl.tasks' has no attribute {name!r}")
+    attr = "generate" if name == "generate_synthetic" else name
+    return getattr(importlib.import_module(_LAZY[name]), attr)

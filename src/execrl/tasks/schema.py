@@ -5,17 +5,38 @@ prompt). Tests come in three kinds:
 
 - `AssertTests`: trusted test code run next to the candidate (HumanEval's `check(candidate)`,
   MBPP's assert lines). Each statement is one test.
-- `CallTests`: argument lists for the entry point; the sandbox returns the outputs as plain data
-  and the trusted parent compares them with the expected values, which never enter the sandbox.
+- `CallTests`: argument lists for the entry point; the sandbox returns the outputs as plain
+  data and the trusted parent compares them with the expected values, which never enter the sandbox.
 - `StdioTests`: stdin for a whole program, with the expected stdout compared in the parent.
+
+EvalPlus benchmarks (`humaneval+`, `mbpp+`) keep their base tests apart: `base_tests` holds the
+original benchmark's inputs and `tests` holds the base tests followed by the plus tests, so
+`tests` is what "plus" (base and plus both pass) grades, and `plus_tests` is the tail. The time
+the official harness allows each group is in `time_limits`, keyed "tests", "base" and "plus".
+
+The schema is versioned (`SCHEMA_VERSION`); `execrl.tasks.jsonl` reads and writes it as JSONL,
+one task per line, and rejects a version it does not know.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 SCHEMA_VERSION = 1
+
+# Names `Compare.oracle` accepts. "" is plain equality (with the tolerances above it); the
+# "evalplus*" rules reproduce evalplus/eval/__init__.py's per-input check (v0.3.x), see
+# sandbox/compare.py for each.
+ORACLES = (
+    "",
+    "evalplus",  # == first, else np.allclose(atol or 1e-6 for floats, rtol=1e-7) with type check
+    "evalplus_set",  # set(got) == set(expected) (MBPP_OUTPUT_SET_EQ_TASKS)
+    "evalplus_not_none",  # expected is `ref is not None` (MBPP_OUTPUT_NOT_NONE_TASKS)
+    "evalplus_poly_root",  # expected holds the coefficients xs; |poly(xs, got)| <= atol (HE/32)
+    "evalplus_or_close",  # expected is (reference output, alternative); |got - alt| <= atol
+    "evalplus_or_equal",  # expected is (reference output, alternative); got == alt also passes
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +48,14 @@ class Compare:
     unordered: bool = False  # top-level lists/tuples compared as multisets
     case_insensitive: bool = False  # stdio only: compare tokens ignoring case
     tokens: bool = True  # stdio only: compare whitespace-separated tokens, not raw text
+    # stdio only: a numeric token passes if its absolute OR its relative error is within
+    # atol/rtol (problemtools' float_tolerance), rather than within atol + rtol*|expected|.
+    either_tolerance: bool = False
+    oracle: str = ""  # call only: a named rule from ORACLES instead of plain equality
+
+    def __post_init__(self) -> None:
+        if self.oracle not in ORACLES:
+            raise ValueError(f"unknown comparison oracle {self.oracle!r}; known: {ORACLES}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +78,9 @@ class CallTests:
     def __len__(self) -> int:
         return len(self.inputs)
 
+    def __getitem__(self, s: slice) -> CallTests:
+        return replace(self, inputs=self.inputs[s], expected=self.expected[s])
+
 
 @dataclass(frozen=True, slots=True)
 class StdioCase:
@@ -70,12 +102,49 @@ Tests = AssertTests | CallTests | StdioTests
 
 
 @dataclass(frozen=True, slots=True)
+class TimeLimit:
+    """The time a benchmark's official harness gives one run of a group of tests."""
+
+    wall_s: float  # the whole run
+    test_wall_s: float | None = None  # each test (EvalPlus: the largest of its per-input limits)
+
+
+@dataclass(frozen=True, slots=True)
 class Task:
     id: str
     prompt: str
-    tests: Tests  # hidden tests: what grading uses
+    tests: Tests  # hidden tests: what grading uses (for EvalPlus: base then plus)
     entry_point: str | None = None
     language: str = "python"
     reference: str | None = None  # a reference solution, as a whole program
     visible_tests: Tests | None = None  # tests that may be shown in the prompt
     metadata: dict[str, Any] = field(default_factory=dict)  # source, difficulty, split, ...
+    # EvalPlus only: the original benchmark's tests; `tests` starts with these same tests.
+    base_tests: Tests | None = None
+    # Time limits by group ("tests", "base", "plus"), where the benchmark defines them.
+    time_limits: dict[str, TimeLimit] = field(default_factory=dict)
+    # False where the benchmark's own tests need objects back from the entry point (QuixBugs'
+    # linked-list nodes, MBPP+'s re.Match results): pass it to `Job.strict_returns`.
+    strict_returns: bool = True
+
+    def __post_init__(self) -> None:
+        if len(self.tests) == 0:
+            raise ValueError(f"task {self.id}: it has no tests; every task needs tests to grade")
+        if self.base_tests is not None:
+            if type(self.base_tests) is not type(self.tests) or isinstance(self.tests, StdioTests):
+                raise ValueError(
+                    f"task {self.id}: base_tests must be call or assert tests, of the kind of tests"
+                )
+            if len(self.tests) < len(self.base_tests):
+                raise ValueError(f"task {self.id}: tests must start with the base_tests")
+
+    @property
+    def plus_tests(self) -> CallTests | AssertTests | None:
+        """EvalPlus's plus tests alone (the tail of `tests`), or None for other benchmarks."""
+        if self.base_tests is None:
+            return None
+        n = len(self.base_tests)
+        if isinstance(self.tests, CallTests):
+            return self.tests[n:]
+        assert isinstance(self.tests, AssertTests)
+        return replace(self.tests, statements=self.tests.statements[n:])
