@@ -58,15 +58,19 @@ def evaluate(
     completion_ids = []
     for s in samples:
         task = by_id[s.task_id]
-        jobs.append(
-            Job(
+        try:
+            job = Job(
                 program=program_for(s, task, fmt),
                 tests=task.tests,
                 entry_point=task.entry_point,
                 limits=limits,
                 id=s.task_id,
             )
-        )
+        except ValueError as exc:  # empty tests, call tests without an entry point: never a pass
+            raise TaskDataError(
+                f"task {task.id} (from {task.metadata.get('source', 'the benchmark')}): {exc}"
+            ) from None
+        jobs.append(job)
         completion_ids.append(ids[s.task_id])
         ids[s.task_id] += 1
     results = sandbox.run_many(jobs, progress=progress)

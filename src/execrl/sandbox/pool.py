@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import queue
+from collections import deque
 import subprocess
 import sys
 import threading
@@ -144,29 +145,24 @@ class Sandbox:
         if self._closed:
             raise RuntimeError("the sandbox is closed")
         results: list[ExecutionResult | None] = [None] * len(jobs)
-        todo: queue.Queue[int] = queue.Queue()
-        for i in range(len(jobs)):
-            todo.put(i)
+        todo: deque[tuple[int, int]] = deque((i, 1) for i in range(len(jobs)))  # (job, attempt)
+        lock = threading.Lock()
         errors: list[BaseException] = []
 
-        def drive() -> None:
-            while True:
-                try:
-                    i = todo.get_nowait()
-                except queue.Empty:
-                    return
-                try:
-                    results[i] = self._run_job(jobs[i])
-                except BaseException as exc:  # noqa: BLE001 - surfaced after the join
-                    errors.append(exc)
-                    return
-                if progress is not None:
-                    progress(1)
+        def finish(i: int, result: ExecutionResult) -> None:
+            results[i] = result
+            self._count(result)
+            if progress is not None:
+                progress(1)
 
-        threads = [
-            threading.Thread(target=drive, daemon=True)
-            for _ in range(min(self.config.workers, len(jobs)))
-        ]
+        def drive() -> None:
+            try:
+                self._drive(jobs, todo, lock, finish)
+            except BaseException as exc:  # noqa: BLE001 - surfaced after the join
+                errors.append(exc)
+
+        n_threads = min(self.config.workers, len(jobs))
+        threads = [threading.Thread(target=drive, daemon=True) for _ in range(n_threads)]
         for t in threads:
             t.start()
         for t in threads:
@@ -175,42 +171,65 @@ class Sandbox:
             raise errors[0]
         return [r for r in results if r is not None]
 
-    def _run_job(self, job: Job) -> ExecutionResult:
-        units = job.units()
-        request = {"t": "run", "units": units, "limits": job.limits.to_wire()}
-        attempts = 0
-        while True:
-            attempts += 1
-            raws = self._send(request)
-            result = grade(job, raws, attempts) if raws is not None else _infra_error(job, attempts)
-            if result.verdict is not Verdict.SANDBOX_ERROR or attempts > self.config.max_retries:
-                break
-            with self._stats_lock:
-                self.stats.retries += 1
-        with self._stats_lock:
-            self.stats.runs += 1
-            self.stats.verdicts[result.verdict.value] = (
-                self.stats.verdicts.get(result.verdict.value, 0) + 1
-            )
-            if result.verdict is Verdict.SANDBOX_ERROR:
-                self.stats.sandbox_errors += 1
-        return result
-
-    def _send(self, request: dict[str, Any]) -> list[dict[str, Any]] | None:
+    def _drive(
+        self,
+        jobs: Sequence[Job],
+        todo: deque[tuple[int, int]],
+        lock: threading.Lock,
+        finish: Callable[[int, ExecutionResult], None],
+    ) -> None:
+        """Feed one worker until no job is left, keeping a second request queued behind the
+        running one, so the worker never waits for the parent to grade."""
         worker = self._idle.get()
         try:
-            assert worker.proc.stdin is not None and worker.proc.stdout is not None
-            protocol.write_message(worker.proc.stdin, request)
-            reply = protocol.read_message(worker.proc.stdout)
-            if not reply or reply.get("t") != "result":
-                raise EOFError("worker closed its pipe")
-            worker.runs += 1
-            return reply["units"]
-        except (OSError, EOFError, ValueError):
-            worker = self._replace(worker)
-            return None
+            inflight: deque[tuple[int, int]] = deque()
+            while True:
+                while len(inflight) < PIPELINE_DEPTH:
+                    with lock:
+                        if not todo:
+                            break
+                        i, attempt = todo.popleft()
+                    payload = _encode_request(jobs[i])
+                    # A second request must fit in the pipe, or writing it could block while the
+                    # worker blocks writing its reply.
+                    if inflight and len(payload) > PIPELINE_BYTES:
+                        with lock:
+                            todo.appendleft((i, attempt))
+                        break
+                    if not _write(worker, payload):
+                        inflight.append((i, attempt))
+                        break
+                    inflight.append((i, attempt))
+                if not inflight:
+                    return
+                i, attempt = inflight.popleft()
+                raws = _read(worker)
+                if raws is None:  # the worker died: this run is an infra error, the rest never ran
+                    worker = self._replace(worker)
+                    with lock:
+                        todo.extendleft(reversed(inflight))
+                    inflight.clear()
+                    result = _infra_error(jobs[i], attempt)
+                else:
+                    worker.runs += 1
+                    result = grade(jobs[i], raws, attempt)
+                if result.verdict is Verdict.SANDBOX_ERROR and attempt <= self.config.max_retries:
+                    with self._stats_lock:
+                        self.stats.retries += 1
+                    with lock:
+                        todo.appendleft((i, attempt + 1))
+                    continue
+                finish(i, result)
         finally:
             self._idle.put(worker)
+
+    def _count(self, result: ExecutionResult) -> None:
+        with self._stats_lock:
+            self.stats.runs += 1
+            v = result.verdict.value
+            self.stats.verdicts[v] = self.stats.verdicts.get(v, 0) + 1
+            if result.verdict is Verdict.SANDBOX_ERROR:
+                self.stats.sandbox_errors += 1
 
     def _replace(self, dead: _Worker) -> _Worker:
         dead.proc.kill()
@@ -260,6 +279,36 @@ class Sandbox:
     def __del__(self) -> None:
         if not getattr(self, "_closed", True):
             self.close()
+
+
+PIPELINE_DEPTH = 2
+PIPELINE_BYTES = 16 << 10
+
+
+def _encode_request(job: Job) -> bytes:
+    body = protocol.dumps({"t": "run", "units": job.units(), "limits": job.limits.to_wire()})
+    return protocol.frame(body)
+
+
+def _write(worker: _Worker, payload: bytes) -> bool:
+    try:
+        assert worker.proc.stdin is not None
+        worker.proc.stdin.write(payload)
+        worker.proc.stdin.flush()
+        return True
+    except OSError:
+        return False
+
+
+def _read(worker: _Worker) -> list[dict[str, Any]] | None:
+    try:
+        assert worker.proc.stdout is not None
+        reply = protocol.read_message(worker.proc.stdout)
+    except (OSError, EOFError, ValueError):
+        return None
+    if not reply or reply.get("t") != "result":
+        return None
+    return reply["units"]
 
 
 def _infra_error(job: Job, attempts: int) -> ExecutionResult:

@@ -20,9 +20,12 @@ def loads(data: bytes) -> Any:
     return json.loads(data)
 
 
+def frame(body: bytes) -> bytes:
+    return struct.pack(">I", len(body)) + body
+
+
 def write_message(stream: BinaryIO, obj: Any) -> None:
-    body = dumps(obj)
-    view = memoryview(struct.pack(">I", len(body)) + body)
+    view = memoryview(frame(dumps(obj)))
     while view:
         n = stream.write(view)
         view = view[n:]
