@@ -232,12 +232,7 @@ class Sandbox:
                 self.stats.sandbox_errors += 1
 
     def _replace(self, dead: _Worker) -> _Worker:
-        dead.proc.kill()
-        dead.proc.wait()
-        if dead.uid is not None:
-            isolation.reap_uid(dead.uid)
-        if dead.lease:
-            dead.lease.release()
+        _retire(dead, graceful=False)
         fresh = self._start_worker()
         with self._stats_lock:
             self.stats.worker_restarts += 1
@@ -256,19 +251,7 @@ class Sandbox:
             return
         self._closed = True
         for w in self._all:
-            try:
-                if w.proc.stdin:
-                    w.proc.stdin.close()
-                w.proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
-                w.proc.kill()
-                w.proc.wait()
-            if w.uid is not None:
-                isolation.reap_uid(w.uid)
-            if w.lease:
-                w.lease.release()
-            if w.proc.stdout:
-                w.proc.stdout.close()
+            _retire(w, graceful=True)
 
     def __enter__(self) -> Sandbox:
         return self
@@ -279,6 +262,25 @@ class Sandbox:
     def __del__(self) -> None:
         if not getattr(self, "_closed", True):
             self.close()
+
+
+def _retire(w: _Worker, graceful: bool) -> None:
+    """Stop a worker (closing its stdin ends it cleanly), kill what its runs left, free its uid."""
+    try:
+        if not graceful:
+            raise OSError
+        if w.proc.stdin:
+            w.proc.stdin.close()
+        w.proc.wait(timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        w.proc.kill()
+        w.proc.wait()
+    if w.uid is not None:
+        isolation.reap_uid(w.uid)
+    if w.lease:
+        w.lease.release()
+    if w.proc.stdout:
+        w.proc.stdout.close()
 
 
 PIPELINE_DEPTH = 2
