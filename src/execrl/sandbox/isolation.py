@@ -128,42 +128,39 @@ def setup_worker(layers: set[str], hide: list[str], keep: list[str], scratch_mb:
 
 def _confine_filesystem(hide: list[str], keep: list[str], scratch_mb: int) -> None:
     syscalls.mount(None, "/", None, syscalls.MS_REC | syscalls.MS_PRIVATE, None)
-    # /tmp first: it is the staging area for the paths bound back into the hidden directories.
+    # Paths to keep are bound onto a staging tmpfs, the directories that hold them are covered
+    # with empty tmpfs mounts, and the paths are bound back. /tmp is covered too (it becomes the
+    # scratch filesystem), with whatever the interpreter needs from under it bound back.
+    stage = next(d for d in ("/dev/shm", "/run", "/mnt") if os.path.isdir(d))
     syscalls.mount(
-        "execrl",
-        "/tmp",
-        "tmpfs",
-        syscalls.MS_NOSUID | syscalls.MS_NODEV,
-        f"size={scratch_mb}m,mode=0711",
+        "execrl-stage", stage, "tmpfs", syscalls.MS_NOSUID | syscalls.MS_NODEV, "size=1m,mode=0700"
     )
-    for directory in hide:
-        _hide(directory, [k for k in keep if _inside(k, directory)])
+    for directory in [*hide, "/tmp"]:
+        options = f"size={scratch_mb}m,mode=0711" if directory == "/tmp" else "size=1m,mode=0755"
+        _hide(directory, [k for k in keep if _inside(k, directory)], stage, options)
+    syscalls.umount(stage)
     syscalls.set_readonly("/", True, recursive=True)
     syscalls.set_readonly("/tmp", False, recursive=False)
     syscalls.mount("proc", "/proc", "proc", syscalls.MS_NOSUID | syscalls.MS_NODEV, "hidepid=2")
 
 
-def _hide(directory: str, keep_inside: list[str]) -> None:
-    if not os.path.isdir(directory) or os.path.ismount(directory) and directory == "/":
+def _hide(directory: str, keep_inside: list[str], stage: str, options: str) -> None:
+    if not os.path.isdir(directory) or directory == "/":
         return
     staged: list[tuple[str, str]] = []
     for n, path in enumerate(_outermost(keep_inside)):
-        stage = f"/tmp/.stage{n}"
-        os.mkdir(stage)
-        syscalls.mount(path, stage, None, syscalls.MS_BIND | syscalls.MS_REC, None)
-        staged.append((path, stage))
+        place = os.path.join(stage, str(n))
+        os.mkdir(place)
+        syscalls.mount(path, place, None, syscalls.MS_BIND | syscalls.MS_REC, None)
+        staged.append((path, place))
     syscalls.mount(
-        "execrl-hidden",
-        directory,
-        "tmpfs",
-        syscalls.MS_NOSUID | syscalls.MS_NODEV,
-        "size=1m,mode=0755",
+        "execrl-hidden", directory, "tmpfs", syscalls.MS_NOSUID | syscalls.MS_NODEV, options
     )
-    for path, stage in staged:
+    for path, place in staged:
         os.makedirs(path, mode=0o755, exist_ok=True)
-        syscalls.mount(stage, path, None, syscalls.MS_BIND | syscalls.MS_REC, None)
-        syscalls.umount(stage)
-        os.rmdir(stage)
+        syscalls.mount(place, path, None, syscalls.MS_BIND | syscalls.MS_REC, None)
+        syscalls.umount(place)
+        os.rmdir(place)
 
 
 def _inside(path: str, directory: str) -> bool:
@@ -184,7 +181,7 @@ def default_hide() -> list[str]:
     out: list[str] = []
     for c in candidates:
         c = os.path.realpath(c)
-        if c not in ("/", "/tmp") and os.path.isdir(c) and c not in out:
+        if c not in ("/", "/tmp") and not _inside(c, "/tmp") and os.path.isdir(c) and c not in out:
             out.append(c)
     return _outermost(out)
 

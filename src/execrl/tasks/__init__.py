@@ -37,7 +37,11 @@ __all__ = [
     "Task",
     "Tests",
     "TimeLimit",
-    *_LAZY,
+    "generate_synthetic",
+    "list_benchmarks",
+    "load_benchmark",
+    "read_tasks",
+    "write_tasks",
 ]
 
 if TYPE_CHECKING:

@@ -30,9 +30,13 @@ def humaneval_task(where: str, rec: dict[str, Any], source: str) -> Task:
     test = field(where, rec, "test")
     entry = field(where, rec, "entry_point")
     if not entry.strip().isidentifier():
-        raise TaskDataError(f"{where}: task {task_id}: entry_point {entry!r} is not a function name")
+        raise TaskDataError(
+            f"{where}: task {task_id}: entry_point {entry!r} is not a function name"
+        )
     if "def check" not in test:
-        raise TaskDataError(f"{where}: task {task_id}: the test code defines no check(candidate); a task must have tests")
+        raise TaskDataError(
+            f"{where}: task {task_id}: the test code defines no check(candidate); a task must have tests"
+        )
     solution = (
         field(where, rec, "canonical_solution", (str, type(None)))
         if "canonical_solution" in rec

@@ -1,0 +1,30 @@
+"""Turning a task prompt into the text a model continues: its chat template, or the raw prompt."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def format_prompt(
+    tokenizer: Any, prompt: str, *, chat: bool | None = None, system: str = ""
+) -> str:
+    """The model's input for one prompt.
+
+    chat=None uses the chat template when the tokenizer has one (instruct models) and the raw
+    prompt otherwise (base models and the embedded default, which continue code).
+    """
+    if not uses_chat_template(tokenizer, chat):
+        return prompt
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError(
+            f"model.chat = true but the tokenizer {getattr(tokenizer, 'name_or_path', '')!r} "
+            "has no chat template; set model.chat = false to use raw prompts"
+        )
+    messages = ([{"role": "system", "content": system}] if system else []) + [
+        {"role": "user", "content": prompt}
+    ]
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+def uses_chat_template(tokenizer: Any, chat: bool | None) -> bool:
+    return bool(getattr(tokenizer, "chat_template", None)) if chat is None else chat

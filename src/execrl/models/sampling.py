@@ -1,0 +1,227 @@
+"""Batched sampling from a policy, recording the behaviour log-probabilities of every token.
+
+Generation runs through `model.generate` (so any HF causal LM and its KV cache work), with two
+small hooks of ours: one records log pi(token) from the raw logits divided by the temperature,
+before top-p, so the number matches what the trainer recomputes (`rl.logprobs`); the other ends a
+row at eos or at a stop sequence and remembers where, so the kept tokens are exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from execrl.models.chat import format_prompt, uses_chat_template
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    temperature: float = 1.0  # 0 means greedy
+    top_p: float = 1.0
+    max_new_tokens: int = 128  # the token budget of one completion
+    stop: tuple[str, ...] = ()  # a completion ends at the first of these (kept out of its text)
+    batch_size: int = 64  # sequences per generate call, to bound memory
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"sampling.temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"sampling.top_p must be in (0, 1], got {self.top_p}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"sampling.max_new_tokens must be >= 1, got {self.max_new_tokens}")
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """One sampled completion of one prompt."""
+
+    prompt_index: int  # index of its prompt in the list given to `sample`
+    text: str  # decoded generated text, cut before the stop sequence
+    prompt_ids: torch.Tensor  # (P,) long: the prompt tokens, unpadded
+    token_ids: torch.Tensor  # (T,) long: generated tokens, through eos or the stop sequence
+    logprobs: torch.Tensor  # (T,) float32: behaviour log pi(token_t | prefix) at the temperature
+    finish: str  # "eos", "stop", or "length" (the token budget ran out)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish == "length"
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.token_ids.numel())
+
+
+def encode_prompts(
+    tokenizer: Any, prompts: Sequence[str], *, chat: bool | None = None
+) -> list[list[int]]:
+    """Prompt token ids, after the chat template when one applies (it adds its own bos)."""
+    templated = uses_chat_template(tokenizer, chat)
+    return [
+        tokenizer(format_prompt(tokenizer, p, chat=chat), add_special_tokens=not templated)[
+            "input_ids"
+        ]
+        for p in prompts
+    ]
+
+
+@torch.no_grad()
+def sample(
+    model: Any,
+    tokenizer: Any,
+    prompt_ids: Sequence[Sequence[int]],
+    params: SamplingParams,
+    *,
+    n: int = 1,
+) -> list[Completion]:
+    """n completions per prompt, prompt-major: prompt i owns results [i*n, (i+1)*n)."""
+    rows = [i for i in range(len(prompt_ids)) for _ in range(n)]
+    was_training = model.training
+    model.eval()
+    try:
+        out: list[Completion] = []
+        for start in range(0, len(rows), params.batch_size):
+            chunk = rows[start : start + params.batch_size]
+            out.extend(
+                _sample_chunk(model, tokenizer, [prompt_ids[i] for i in chunk], chunk, params)
+            )
+        return out
+    finally:
+        model.train(was_training)
+
+
+def _sample_chunk(model, tokenizer, prompts, indices, params: SamplingParams) -> list[Completion]:
+    from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+
+    device = next(model.parameters()).device
+    pad = tokenizer.pad_token_id
+    width = max(len(p) for p in prompts)
+    input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)  # (B, P) left-padded
+    attention = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, p in enumerate(prompts):
+        input_ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+        attention[row, width - len(p) :] = 1
+    eos_ids = _eos_ids(model, tokenizer)
+    recorder = _BehaviourLogprobs(params.temperature)
+    finish = _Finish(width, eos_ids, params.stop, tokenizer)
+    greedy = params.temperature == 0
+    config = GenerationConfig(
+        do_sample=not greedy,
+        temperature=None if greedy else params.temperature,
+        top_p=None if greedy else params.top_p,
+        top_k=None,
+        max_new_tokens=params.max_new_tokens,
+        pad_token_id=pad,
+        eos_token_id=eos_ids,
+        bos_token_id=None,
+    )
+    sequences = model.generate(
+        input_ids=input_ids.to(device),
+        attention_mask=attention.to(device),
+        generation_config=config,
+        logits_processor=LogitsProcessorList([recorder]),
+        stopping_criteria=StoppingCriteriaList([finish]),
+    ).cpu()  # (B, P + T_max)
+    logprobs = recorder.finish(sequences)  # (B, T_max)
+    results = []
+    for row, index in enumerate(indices):
+        generated = sequences[row, width:]
+        length, how = finish.result(row, generated.numel())
+        tokens = generated[:length].clone()
+        text = tokenizer.decode(tokens, skip_special_tokens=True)
+        if how == "stop":
+            text = _cut_at_stop(text, params.stop)
+        results.append(
+            Completion(
+                prompt_index=index,
+                text=text,
+                prompt_ids=torch.tensor(prompts[row], dtype=torch.long),
+                token_ids=tokens,
+                logprobs=logprobs[row, :length].clone(),
+                finish=how,
+            )
+        )
+    return results
+
+
+def _eos_ids(model, tokenizer) -> list[int]:
+    ids = {tokenizer.eos_token_id}
+    configured = getattr(model.generation_config, "eos_token_id", None)
+    if isinstance(configured, int):
+        ids.add(configured)
+    elif configured:
+        ids.update(configured)
+    return sorted(i for i in ids if i is not None)
+
+
+def _cut_at_stop(text: str, stop: Sequence[str]) -> str:
+    cuts = [text.find(s) for s in stop if s in text]
+    return text[: min(cuts)] if cuts else text
+
+
+class _BehaviourLogprobs:
+    """A logits processor placed before HF's temperature/top-p warpers: sees the raw logits."""
+
+    def __init__(self, temperature: float) -> None:
+        self.temperature = temperature if temperature > 0 else 1.0
+        self.previous: torch.Tensor | None = None  # (B, V) log-probs of the last step
+        self.taken: list[torch.Tensor] = []  # each (B,)
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if self.previous is not None:
+            self._take(input_ids[:, -1])
+        self.previous = torch.log_softmax(scores.float() / self.temperature, dim=-1)
+        return scores
+
+    def _take(self, tokens: torch.Tensor) -> None:
+        self.taken.append(
+            self.previous.gather(1, tokens.view(-1, 1).to(self.previous.device))[:, 0].cpu()
+        )
+
+    def finish(self, sequences: torch.Tensor) -> torch.Tensor:
+        if self.previous is not None:
+            self._take(sequences[:, -1])
+            self.previous = None
+        if not self.taken:
+            return torch.zeros((sequences.shape[0], 0))
+        return torch.stack(self.taken, dim=1)  # (B, T_max)
+
+
+class _Finish:
+    """A stopping criterion that ends rows at eos or a stop sequence and records the length."""
+
+    def __init__(
+        self, prompt_width: int, eos_ids: list[int], stop: Sequence[str], tokenizer
+    ) -> None:
+        self.prompt_width = prompt_width
+        self.eos = torch.tensor(eos_ids, dtype=torch.long)
+        self.stop = tuple(stop)
+        self.tokenizer = tokenizer
+        self.ends: dict[int, tuple[int, str]] = {}  # row -> (kept length, how)
+
+    def __call__(
+        self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs: Any
+    ) -> torch.Tensor:
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        length = input_ids.shape[1] - self.prompt_width
+        last = input_ids[:, -1].cpu()
+        for row in range(input_ids.shape[0]):
+            if row in self.ends:
+                done[row] = True
+                continue
+            if bool(torch.isin(last[row], self.eos)):
+                self.ends[row] = (length, "eos")
+            elif self.stop:
+                text = self.tokenizer.decode(
+                    input_ids[row, self.prompt_width :], skip_special_tokens=True
+                )
+                if any(s in text for s in self.stop):
+                    self.ends[row] = (length, "stop")
+            done[row] = row in self.ends
+        return done
+
+    def result(self, row: int, generated: int) -> tuple[int, str]:
+        return self.ends.get(row, (generated, "length"))

@@ -1,0 +1,51 @@
+"""The record every reward reads: a task, the model's completion, and what execution said."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from execrl.sandbox.verdict import ExecutionResult
+from execrl.tasks.schema import Task
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One completion of one task, with the program built from it and its execution results.
+
+    The program that ran is `prefix + completion[code_span[0]:code_span[1]]`: `prefix` is text
+    that did not come from the model (the prompt, for completion-style tasks). Token credit uses
+    this to map a line of the program back to characters of the completion.
+    """
+
+    task: Task
+    completion: str
+    program: str | None  # None: no code could be extracted
+    prefix: str = ""
+    code_span: tuple[int, int] | None = None  # characters of the completion that are code
+    result: ExecutionResult | None = None  # the hidden tests; None: not executed
+    visible_result: ExecutionResult | None = None  # the visible tests, when they were run
+    n_tokens: int | None = None  # completion length in tokens, when known
+    offsets: tuple[tuple[int, int], ...] | None = None  # (start, end) characters of each token
+    noise_flipped: bool = False  # injected label noise reversed `result`
+
+    def execution(self, tests: str = "hidden") -> ExecutionResult:
+        """The result of `tests` ("hidden" or "visible"); tasks without visible tests fall back
+        to their hidden result, so a "visible" level is then the same as the hidden one."""
+        result = self.result
+        if tests == "visible" and self.visible_result is not None:
+            result = self.visible_result
+        elif tests not in ("hidden", "visible"):
+            raise ValueError(f"tests must be 'hidden' or 'visible', not {tests!r}")
+        if result is None:
+            raise ValueError(
+                f"task {self.task.id}: this reward needs execution results, but the sample was "
+                "not executed; score it with RewardScorer, or pass result= to Sample"
+            )
+        return result
+
+    @classmethod
+    def of(
+        cls, task: Task, completion: str, result: ExecutionResult | None = None, **kw: object
+    ) -> Sample:
+        """A sample whose whole completion is the program (handy in tests and notebooks)."""
+        return cls(task, completion, completion, "", (0, len(completion)), result, **kw)  # type: ignore[arg-type]

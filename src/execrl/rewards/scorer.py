@@ -1,0 +1,241 @@
+"""Scoring batches: build programs, run them in the sandbox, reward, flag, penalise, credit.
+
+This is the API the trainer calls:
+
+    with RewardScorer(RewardConfig.load("run.toml")) as scorer:
+        results = scorer.score(tasks, completions, offsets=offsets, step=step)
+        log(scorer.last_metrics)             # reward/flag/<flag> counts, masked, pass rates
+    scorer.monitor.summary().write("flagged.json")
+
+Samples are executed `chunk_size` at a time, two chunks in flight, the next running in the
+sandbox while the current one is scored: memory stays bounded and scoring hides behind execution.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+from execrl.rewards import hacks
+from execrl.rewards.base import HIDDEN, TOKENS, VISIBLE, Reward
+from execrl.rewards.config import RewardConfig, check_names
+from execrl.rewards.extract import extract_code
+from execrl.rewards.monitor import RewardMonitor
+from execrl.rewards.noise import FlakinessReport, NoiseInjector, measure_flakiness
+from execrl.rewards.result import Flag, RewardResult
+from execrl.rewards.sample import Sample
+from execrl.rewards.token_credit import token_credit
+from execrl.sandbox.job import Job
+from execrl.sandbox.limits import Limits
+from execrl.sandbox.verdict import ExecutionResult, Verdict
+from execrl.tasks.schema import Task
+
+Offsets = Sequence[tuple[int, int]]
+
+
+def build_sample(task: Task, completion: str, program_mode: str = "extract") -> Sample:
+    """The program a completion becomes: extracted code, or the prompt continued."""
+    if program_mode == "continue":
+        return Sample(task, completion, task.prompt + completion, task.prompt, (0, len(completion)))
+    found = extract_code(completion, task.entry_point)
+    if found is None:
+        return Sample(task, completion, None)
+    return Sample(task, completion, found.code, "", (found.start, found.end))
+
+
+def no_code_result(task: Task) -> ExecutionResult:
+    """No code counts as a program that does not compile (and is flagged NO_CODE)."""
+    return ExecutionResult(
+        Verdict.SYNTAX_ERROR, n_tests=len(task.tests), message="no code found in the completion"
+    )
+
+
+class RewardScorer:
+    def __init__(
+        self,
+        config: RewardConfig | None = None,
+        sandbox: Any = None,
+        reward: Reward | None = None,
+        monitor: RewardMonitor | None = None,
+    ) -> None:
+        """`reward` overrides `config.tree` with a Python object; `sandbox` (a Sandbox) is used
+        as is and not closed; without one the scorer starts its own on first use."""
+        self.config = config or RewardConfig()
+        self.reward = reward if reward is not None else self.config.reward()
+        check_names(self.reward)
+        self.lower_bound = self.reward.bounds[0]
+        caps = self.config.hacks.penalties.values()
+        if "min" in caps and not math.isfinite(self.lower_bound):
+            raise ValueError(
+                'reward.hacks: a "min" penalty needs a reward with a finite lower bound; set '
+                "low= on external reward models, or give the penalties as numbers"
+            )
+        self.needs = self.reward.needs
+        self.monitor = monitor or RewardMonitor()
+        self.last_metrics: dict[str, float] = {}
+        self.limits = Limits(wall_s=self.config.wall_s, memory_mb=self.config.memory_mb)
+        self._noise = NoiseInjector(self.config.noise)
+        self._sandbox = sandbox
+        self._own_sandbox = sandbox is None
+        self._steps = 0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def sandbox(self) -> Any:
+        if self._sandbox is None:
+            from execrl.sandbox.pool import Sandbox
+
+            self._sandbox = Sandbox(workers=self.config.workers)
+        return self._sandbox
+
+    def close(self) -> None:
+        if self._own_sandbox and self._sandbox is not None:
+            self._sandbox.close()
+            self._sandbox = None
+
+    def __enter__(self) -> RewardScorer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- scoring -----------------------------------------------------------------------------
+
+    def score(
+        self,
+        tasks: Sequence[Task],
+        completions: Sequence[str],
+        offsets: Sequence[Offsets] | None = None,
+        n_tokens: Sequence[int] | None = None,
+        step: int | None = None,
+    ) -> list[RewardResult]:
+        """One RewardResult per completion; `tasks[i]` is the task of `completions[i]`.
+
+        `offsets[i]` are the (start, end) characters of each token of completion i (a fast
+        tokenizer's offset mapping); they enable token credit and give token lengths."""
+        samples = self.samples(tasks, completions, offsets, n_tokens)
+        out_samples: list[Sample] = []
+        results: list[RewardResult] = []
+        for executed in self._executed_chunks(samples):
+            for sample in executed:
+                out_samples.append(_light(sample))
+                results.append(self.score_sample(sample))
+        self._steps += 1
+        self.last_metrics = self.monitor.observe(
+            out_samples, results, step if step is not None else self._steps
+        )
+        return results
+
+    def samples(
+        self,
+        tasks: Sequence[Task],
+        completions: Sequence[str],
+        offsets: Sequence[Offsets] | None = None,
+        n_tokens: Sequence[int] | None = None,
+    ) -> list[Sample]:
+        if len(tasks) != len(completions):
+            raise ValueError(f"{len(tasks)} tasks for {len(completions)} completions")
+        for name, seq in (("offsets", offsets), ("n_tokens", n_tokens)):
+            if seq is not None and len(seq) != len(completions):
+                raise ValueError(f"{len(seq)} {name} for {len(completions)} completions")
+        out = []
+        for i, (task, completion) in enumerate(zip(tasks, completions, strict=True)):
+            s = build_sample(task, completion, self.config.program)
+            offs = tuple(tuple(o) for o in offsets[i]) if offsets is not None else None
+            count = n_tokens[i] if n_tokens is not None else None
+            out.append(replace(s, offsets=offs, n_tokens=count))  # type: ignore[arg-type]
+        if TOKENS in self.needs and any(s.offsets is None and s.n_tokens is None for s in out):
+            raise ValueError(
+                "the reward needs token lengths: pass offsets= or n_tokens= to score()"
+            )
+        return out
+
+    def score_sample(self, sample: Sample) -> RewardResult:
+        """Reward an executed sample: the tree, then hack flags and penalties, then credit."""
+        result = self.reward(sample)
+        flags = hacks.detect(sample, self.config.hacks)
+        if sample.noise_flipped:
+            flags |= {Flag.NOISE_FLIPPED}
+        result = hacks.apply(result, flags, self.config.hacks, self.lower_bound)
+        if self.config.token_credit.enabled and not result.masked:
+            credit = token_credit(sample, result.score, self.config.token_credit)
+            result = replace(result, token_credit=credit)
+        return result
+
+    # -- execution ---------------------------------------------------------------------------
+
+    def _executed_chunks(self, samples: list[Sample]) -> Iterator[list[Sample]]:
+        """Chunks in order, executed two at a time: the sandbox's pool is shared safely, so the
+        next chunk fills workers the current one's stragglers leave idle (no barrier)."""
+        size = self.config.chunk_size
+        chunks = [samples[i : i + size] for i in range(0, len(samples), size)]
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="execrl-rewards") as pool:
+            pending: deque[Future[list[Sample]]] = deque()
+            for chunk in chunks:
+                pending.append(pool.submit(self.execute, chunk))
+                if len(pending) == 2:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+
+    def execute(self, samples: Sequence[Sample]) -> list[Sample]:
+        """Run the tests the reward needs; programs that could not be extracted are not run."""
+        run_hidden = HIDDEN in self.needs or VISIBLE in self.needs or not self.needs
+        run_visible = VISIBLE in self.needs or self.config.run_visible
+        jobs: list[Job] = []
+        where: list[tuple[int, str]] = []
+        for i, s in enumerate(samples):
+            if s.program is None:
+                continue
+            if run_hidden:
+                jobs.append(self._job(s.task, s.program, s.task.tests))
+                where.append((i, "hidden"))
+            if run_visible and s.task.visible_tests is not None and len(s.task.visible_tests):
+                jobs.append(self._job(s.task, s.program, s.task.visible_tests))
+                where.append((i, "visible"))
+        ran = self.sandbox.run_many(jobs) if jobs else []
+        hidden: dict[int, ExecutionResult] = {}
+        visible: dict[int, ExecutionResult] = {}
+        for (i, kind), r in zip(where, ran, strict=True):
+            (hidden if kind == "hidden" else visible)[i] = r
+        out = []
+        for i, s in enumerate(samples):
+            h, flip = hidden.get(i), False
+            if s.program is None:
+                h = no_code_result(s.task)
+            elif h is not None:
+                h, flip = self._noise(h)
+            out.append(replace(s, result=h, visible_result=visible.get(i), noise_flipped=flip))
+        return out
+
+    def _job(self, task: Task, program: str, tests: Any) -> Job:
+        return Job(
+            program=program,
+            tests=tests,
+            entry_point=task.entry_point,
+            limits=self.limits,
+            id=task.id,
+        )
+
+    def flakiness(
+        self,
+        tasks: Sequence[Task],
+        completions: Sequence[str],
+        repeats: int = 3,
+        fraction: float = 1.0,
+        seed: int = 0,
+    ) -> FlakinessReport:
+        """Re-execute a sample of these completions' programs to measure flaky verdicts."""
+        samples = [s for s in self.samples(tasks, completions) if s.program is not None]
+        jobs = [self._job(s.task, s.program, s.task.tests) for s in samples]  # type: ignore[arg-type]
+        return measure_flakiness(self.sandbox, jobs, repeats, fraction, seed)
+
+
+def _light(sample: Sample) -> Sample:
+    """What the monitor keeps of a sample: no offsets (they can be long)."""
+    return replace(sample, offsets=None) if sample.offsets is not None else sample

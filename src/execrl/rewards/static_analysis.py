@@ -1,0 +1,96 @@
+"""Static analysis without execution: undefined names, unused names (pyflakes), unreachable code.
+
+Score = -min(max_penalty, sum of per-issue weights). A program that does not parse, or no
+program at all, gets -max_penalty: nothing about it can be vouched for.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+
+from execrl.rewards.base import leaf, require
+from execrl.rewards.result import RewardResult
+from execrl.rewards.sample import Sample
+
+# pyflakes message classes by category; anything else it reports is "other".
+_CATEGORIES = {
+    "UndefinedName": "undefined",
+    "UndefinedLocal": "undefined",
+    "UndefinedExport": "undefined",
+    "UnusedImport": "unused",
+    "UnusedVariable": "unused",
+    "UnusedAnnotation": "unused",
+}
+DEFAULT_WEIGHTS = {"undefined": 0.5, "unused": 0.1, "unreachable": 0.2, "other": 0.1}
+_TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+
+
+def issue_counts(program: str) -> Counter[str] | None:
+    """Issues by category, or None when the program does not parse."""
+    require("pyflakes", "static")
+    from pyflakes.checker import Checker
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(program)
+    except (SyntaxError, ValueError):
+        return None
+    counts: Counter[str] = Counter()
+    for message in Checker(tree, filename="<candidate>").messages:
+        counts[_CATEGORIES.get(type(message).__name__, "other")] += 1
+    counts["unreachable"] = unreachable_blocks(tree)
+    return counts
+
+
+def unreachable_blocks(tree: ast.AST) -> int:
+    """Statement lists with statements after a return, raise, continue or break."""
+    n = 0
+    for node in ast.walk(tree):
+        for attr in ("body", "orelse", "finalbody"):
+            body = getattr(node, attr, None)
+            if not isinstance(body, list):
+                continue
+            for stmt in body[:-1]:
+                if isinstance(stmt, _TERMINAL):
+                    n += 1
+                    break
+        for handler in getattr(node, "handlers", ()) or ():
+            for stmt in handler.body[:-1]:
+                if isinstance(stmt, _TERMINAL):
+                    n += 1
+                    break
+    return n
+
+
+@dataclass(frozen=True)
+class StaticAnalysis:
+    name: str = "static"
+    weights: dict[str, float] = field(default_factory=dict)  # per issue, over DEFAULT_WEIGHTS
+    max_penalty: float = 1.0
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.weights) - set(DEFAULT_WEIGHTS))
+        if unknown:
+            raise ValueError(
+                f"static weights: unknown categories {unknown}; known: {sorted(DEFAULT_WEIGHTS)}"
+            )
+
+    @property
+    def needs(self) -> frozenset[str]:
+        return frozenset()
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        return (-self.max_penalty, 0.0)
+
+    def __call__(self, sample: Sample) -> RewardResult:
+        counts = issue_counts(sample.program) if sample.program is not None else None
+        if counts is None:
+            return leaf(self.name, -self.max_penalty)
+        w = {**DEFAULT_WEIGHTS, **self.weights}
+        penalty = sum(w[cat] * n for cat, n in counts.items())
+        return leaf(self.name, -min(self.max_penalty, penalty))

@@ -1,0 +1,251 @@
+"""The one typed config of `execrl train`: defaults that run, each field documented once here.
+
+Read from TOML (sections match the dataclasses below), then `--set section.field=value`
+overrides (the value is parsed as TOML, falling back to a plain string). Unknown keys and wrong
+types are errors naming the key, before anything is loaded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class ModelConfig:
+    path: str = (
+        "default"  # HF-format directory, hub id, or "default" (embedded, built on first use)
+    )
+    dtype: str = "float32"  # float32 | bfloat16 | float16 (bfloat16 on GPU is mixed precision)
+    device: str = "auto"  # cpu | cuda | auto (cuda when available)
+    pad_token: str = ""  # set when the tokenizer has none, e.g. its eos token
+    chat: str = "auto"  # auto (use the chat template if there is one) | on | off
+    lora_r: int = 0  # LoRA rank; 0 trains all weights (LoRA needs `pip install 'execrl[lora]'`)
+    lora_alpha: int = 16
+    lora_targets: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
+    )
+
+
+@dataclass
+class DataConfig:
+    train: str = "synthetic"  # task source: synthetic | a benchmark name | jsonl:PATH
+    heldout: str = "synthetic"  # held-out tasks for pass@1 before and after ("" skips)
+    difficulty: int = 1  # synthetic suite: the difficulty of the training and held-out tasks
+    n_train: int = 256  # synthetic suite: tasks generated; other sources: at most this many
+    n_heldout: int = 64
+    heldout_samples: int = 4  # samples per held-out task (pass@1 = mean pass over them)
+
+
+@dataclass
+class SamplingConfig:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 64  # the token budget of one completion
+    stop: list[str] = field(default_factory=list)  # stop sequences
+    groups_per_generate: int = 8  # groups (prompts) per generate call; the unit of RNG seeding
+    heldout_temperature: float = 0.2
+
+
+@dataclass
+class RLConfig:
+    algorithm: str = "grpo"  # grpo | dr_grpo | rloo | reinforce_pp | ppo
+    reward: str = "pass_fraction"  # pass_fraction | pass (all tests) | execrl.rewards spec
+    group_size: int = 8  # completions per prompt
+    groups_per_step: int = 8  # prompts per step (the global batch is their product)
+    loss_agg: str = "auto"  # token_mean | seq_mean | seq_mean_constant | auto (per algorithm)
+    clip_low: float = 0.2  # ratio clipped to [1 - clip_low, 1 + clip_high] (DAPO clip-higher)
+    clip_high: float = 0.28
+    kl_coef: float = 0.0  # beta; 0 loads no reference model
+    kl_estimator: str = "k3"  # k1 | k2 | k3
+    kl_in: str = "loss"  # loss (GRPO) | reward (PPO, REINFORCE++)
+    entropy_coef: float = 0.0  # entropy bonus
+    epochs: int = 1  # optimisation passes over each batch (PPO epochs)
+    micro_batch_size: int = 16  # sequences per forward/backward; gradients accumulate
+    dynamic_sampling: bool = True  # DAPO: drop groups whose rewards are all equal, refill
+    max_sample_rounds: int = 3  # bound on refills: at most this many times the needed groups
+    prompt_sampler: str = "pass_rate"  # pass_rate (prefer tasks near the target) | uniform
+    pass_rate_target: float = 0.5
+    pass_rate_decay: float = 0.5  # weight of the old value in each task's pass-rate average
+    overlong_filter: bool = False  # truncated completions are masked out of the loss
+    gamma: float = 1.0  # PPO: discount
+    lam: float = 0.95  # PPO: GAE lambda
+    vf_coef: float = 0.5  # PPO: value loss weight
+    value_clip: float = 0.2  # PPO: value clip range
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 2e-4
+    weight_decay: float = 0.0
+    beta1: float = 0.9
+    beta2: float = 0.99
+    grad_clip: float = 1.0  # max global grad norm; 0 disables
+    warmup_steps: int = 0
+    schedule: str = "constant"  # constant | linear | cosine (decay after warm-up)
+
+
+@dataclass
+class SandboxConfig:
+    workers: int = 2
+    wall_s: float = 2.0  # per-job wall-clock limit
+
+
+@dataclass
+class RunConfig:
+    steps: int = 30
+    seed: int = 0
+    out_dir: str = "runs"  # run directories are created under it
+    name: str = ""  # run directory name; default: a timestamp
+    checkpoint_every: int = 0  # steps between checkpoints; 0 saves only at the end
+    resume: str = ""  # a run directory to continue from its last checkpoint
+
+
+@dataclass
+class TrainConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    rl: RLConfig = field(default_factory=RLConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+
+CHOICES = {
+    ("model", "dtype"): ("float32", "bfloat16", "float16"),
+    ("model", "device"): ("cpu", "cuda", "auto"),
+    ("model", "chat"): ("auto", "on", "off"),
+    ("rl", "algorithm"): ("grpo", "dr_grpo", "rloo", "reinforce_pp", "ppo"),
+    ("rl", "loss_agg"): ("auto", "token_mean", "seq_mean", "seq_mean_constant"),
+    ("rl", "kl_estimator"): ("k1", "k2", "k3"),
+    ("rl", "kl_in"): ("loss", "reward"),
+    ("rl", "prompt_sampler"): ("pass_rate", "uniform"),
+    ("optim", "schedule"): ("constant", "linear", "cosine"),
+}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def load_config(
+    path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()
+) -> TrainConfig:
+    """Defaults, then the TOML file, then each `section.field=value` override, validated."""
+    data: dict[str, Any] = {}
+    where = "defaults"
+    if path:
+        where = str(path)
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError as e:
+            raise ConfigError(f"config file {path} not found") from e
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{path}: not valid TOML: {e}") from e
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or "." not in key:
+            raise ConfigError(f"--set {item!r}: expected section.field=value, e.g. rl.lr=1e-5")
+        section, _, name = key.strip().partition(".")
+        data.setdefault(section, {})[name] = _parse_value(raw.strip())
+    return from_dict(data, where)
+
+
+def from_dict(data: dict[str, Any], where: str = "config") -> TrainConfig:
+    config = TrainConfig()
+    sections = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    for section, values in data.items():
+        if section not in sections:
+            raise ConfigError(f"{where}: unknown section [{section}]; known: {', '.join(sections)}")
+        if not isinstance(values, dict):
+            raise ConfigError(f"{where}: [{section}] must be a table")
+        target = getattr(config, section)
+        hints = typing.get_type_hints(type(target))
+        for name, value in values.items():
+            if name not in hints:
+                known = ", ".join(f.name for f in dataclasses.fields(target))
+                raise ConfigError(f"{where}: unknown key {section}.{name}; known: {known}")
+            setattr(target, name, _check_type(f"{section}.{name}", value, hints[name], where))
+    validate(config, where)
+    return config
+
+
+def validate(config: TrainConfig, where: str = "config") -> None:
+    for (section, name), choices in CHOICES.items():
+        value = getattr(getattr(config, section), name)
+        if value not in choices:
+            raise ConfigError(
+                f"{where}: {section}.{name} = {value!r}; choose one of {', '.join(choices)}"
+            )
+    positive = [("rl", "group_size"), ("rl", "groups_per_step"), ("rl", "micro_batch_size"),
+                ("rl", "epochs"), ("run", "steps"), ("sampling", "max_new_tokens"),
+                ("sampling", "groups_per_generate"), ("rl", "max_sample_rounds")]  # fmt: skip
+    for section, name in positive:
+        if getattr(getattr(config, section), name) < 1:
+            raise ConfigError(f"{where}: {section}.{name} must be at least 1")
+    if config.rl.algorithm != "ppo" and config.rl.group_size < 2:
+        raise ConfigError(f"{where}: rl.group_size must be at least 2 for {config.rl.algorithm}")
+    if not 0 <= config.rl.pass_rate_target <= 1:
+        raise ConfigError(f"{where}: rl.pass_rate_target must be in [0, 1]")
+
+
+def to_dict(config: TrainConfig) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def to_toml(config: TrainConfig) -> str:
+    """The resolved config as TOML (what the run directory keeps)."""
+    lines = []
+    for section, values in to_dict(config).items():
+        lines.append(f"[{section}]")
+        lines.extend(f"{k} = {_toml_value(v)}" for k, v in values.items())
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    import json
+
+    return json.dumps(str(v))  # JSON string escapes are valid TOML basic strings
+
+
+def _parse_value(raw: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def _check_type(key: str, value: Any, hint: Any, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    if origin is list:
+        (item,) = typing.get_args(hint)
+        if isinstance(value, str) and item is str:
+            value = [value]
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: {key} must be a list, got {value!r}")
+        return [_check_type(f"{key}[]", v, item, where) for v in value]
+    if origin in (typing.Union, types.UnionType):
+        raise ConfigError(f"{where}: {key}: union types are not supported in the config")
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if (
+        hint is bool
+        and not isinstance(value, bool)
+        or not isinstance(value, hint)
+        or (hint is int and isinstance(value, bool))
+    ):
+        raise ConfigError(f"{where}: {key} must be {hint.__name__}, got {value!r}")
+    return value

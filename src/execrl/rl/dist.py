@@ -1,0 +1,71 @@
+"""torch.distributed helpers that are no-ops in a single process (gloo on CPU, NCCL on GPU).
+
+Gradients are all-reduced with SUM, not averaged: every loss is already normalised by the
+global batch's counts (`rl.losses`), so the sum is the full-batch gradient.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+import torch.distributed as torch_dist
+
+
+def active() -> bool:
+    return torch_dist.is_available() and torch_dist.is_initialized()
+
+
+def rank() -> int:
+    return torch_dist.get_rank() if active() else 0
+
+
+def world_size() -> int:
+    return torch_dist.get_world_size() if active() else 1
+
+
+def init_from_env() -> bool:
+    """Join the process group torchrun describes (WORLD_SIZE > 1); True if distributed."""
+    if active() or int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return active()
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    torch_dist.init_process_group(backend)
+    if backend == "nccl":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    return True
+
+
+def all_reduce_sum(x: torch.Tensor) -> torch.Tensor:
+    if active():
+        x = x.clone()
+        torch_dist.all_reduce(x, op=torch_dist.ReduceOp.SUM)
+    return x
+
+
+def all_reduce_grads(params: list[torch.nn.Parameter]) -> None:
+    if not active():
+        return
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    flat = torch.cat([p.grad.reshape(-1) for p in params])
+    torch_dist.all_reduce(flat, op=torch_dist.ReduceOp.SUM)
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.grad.copy_(flat[offset : offset + n].view_as(p))
+        offset += n
+
+
+def all_gather_objects(obj: Any) -> list[Any]:
+    if not active():
+        return [obj]
+    out: list[Any] = [None] * world_size()
+    torch_dist.all_gather_object(out, obj)
+    return out
+
+
+def barrier() -> None:
+    if active():
+        torch_dist.barrier()

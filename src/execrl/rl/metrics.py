@@ -1,0 +1,84 @@
+"""Per-step telemetry: what tells whether an RL run on code is healthy, as JSONL.
+
+Rewards, pass rates and verdicts are over every group sampled in the step (kept or dropped by
+dynamic sampling): that is the policy's current behaviour. KL, entropy and clip fraction are
+over the tokens that entered the loss.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from execrl.rewards.result import HACK_FLAGS
+
+
+class MetricsLog:
+    def __init__(self, path: Path, keep_steps: int = 0, enabled: bool = True) -> None:
+        self.path, self.enabled = path, enabled
+        self.rows: list[dict[str, Any]] = []
+        if path.exists():
+            # on resume, keep the steps before the checkpoint and drop any logged after it
+            self.rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+            self.rows = [r for r in self.rows if r["step"] < keep_steps]
+        if enabled:
+            path.write_text("".join(json.dumps(r) + "\n" for r in self.rows))
+
+    def write(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        if self.enabled:
+            with self.path.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+
+    def first(self, key: str) -> float | None:
+        return self.rows[0].get(key) if self.rows else None
+
+    def last(self, key: str) -> float | None:
+        return self.rows[-1].get(key) if self.rows else None
+
+
+def step_metrics(
+    step: int, got, update: dict[str, float], collect_s: float, update_s: float
+) -> dict[str, Any]:
+    groups = got.all_summaries
+    scores = [x for g in groups for x, v in zip(g["scores"], g["valid"], strict=True) if v]
+    n = sum(len(g["scores"]) for g in groups) or 1
+    verdicts = Counter(v for g in groups for v in g["verdicts"])
+    flags = Counter(f for g in groups for fl in g["flags"] for f in fl)
+    lengths = [t for g in groups for t in g["n_tokens"]]
+    t = got.times
+    lat = sorted(t.latencies) or [0.0]
+    row: dict[str, Any] = {
+        "step": step,
+        "reward_mean": statistics.fmean(scores) if scores else 0.0,
+        "reward_std": statistics.pstdev(scores) if len(scores) > 1 else 0.0,
+        "pass_rate": sum(p for g in groups for p in g["passed"]) / n,
+        "masked_frac": 1 - len(scores) / n,
+        "sandbox_error_rate": verdicts.get("SANDBOX_ERROR", 0) / n,
+        "timeout_rate": verdicts.get("TIMEOUT", 0) / n,
+        "truncated_frac": sum(x for g in groups for x in g["truncated"]) / n,
+        "len_mean": statistics.fmean(lengths) if lengths else 0.0,
+        "len_max": max(lengths, default=0),
+        "groups_drawn": got.drawn,
+        "groups_kept": len(got.summaries),
+        "sample_rounds": got.rounds,
+        "hack_flags": sum(c for f, c in flags.items() if f in {str(h) for h in HACK_FLAGS}),
+    }
+    row.update({f"verdict/{k}": v / n for k, v in sorted(verdicts.items())})
+    row.update({f"flag/{k}": v for k, v in sorted(flags.items())})
+    row.update(update)
+    row.update({
+        "time/generate_s": t.generate_s,
+        "time/execute_s": t.execute_s,
+        "time/execute_wait_s": t.wait_s,
+        "time/collect_s": collect_s,
+        "time/update_s": update_s,
+        "exec_per_s": t.executions / t.execute_s if t.execute_s else 0.0,
+        "exec_latency_p50_s": lat[len(lat) // 2],
+        "exec_latency_p95_s": lat[min(len(lat) - 1, int(0.95 * len(lat)))],
+        "tokens_per_s": sum(lengths) / t.generate_s if t.generate_s else 0.0,
+    })  # fmt: skip
+    return row

@@ -1,0 +1,165 @@
+"""`execrl tasks list | show ID | validate BENCH`.
+
+Command modules sit on top of the layers (see cli.py): `validate` reaches the sandbox through
+`execrl.tasks.validate`, which imports it only when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from execrl.tasks.defects import KNOWN_DEFECTS
+from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
+from execrl.tasks.jsonl import task_to_dict
+from execrl.tasks.registry import list_benchmarks, load_benchmark, locate_benchmark
+from execrl.tasks.schema import AssertTests, CallTests, Task
+
+# Task-id prefixes that name their benchmark, for `show` without --benchmark.
+ID_PREFIXES = {
+    "HumanEval/": "humaneval",
+    "Mbpp/": "mbpp-full",
+    "HumanEvalFix/": "humanevalfix",
+    "QuixBugs/": "quixbugs",
+    "codejam": "codejam",
+    "kickstart": "codejam",
+    "farewell": "codejam",
+}
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("tasks", help="list, show and validate benchmark tasks")
+    sub = p.add_subparsers(dest="tasks_command", metavar="ACTION", required=True)
+    data = argparse.ArgumentParser(add_help=False)
+    data.add_argument(
+        "--data-dir",
+        help="benchmark data laid out as DIR/<dataset>/<file> (default: $EXECRL_DATA_DIR)",
+    )
+
+    ls = sub.add_parser("list", parents=[data], help="benchmarks, task counts, where the data is")
+    ls.set_defaults(handler=cmd_list)
+
+    show = sub.add_parser("show", parents=[data], help="print one task")
+    show.add_argument("id", help="task id, e.g. HumanEval/0 or Mbpp/2")
+    show.add_argument("--benchmark", "-b", help="benchmark name (default: from the id)")
+    show.add_argument("--json", action="store_true", help="the whole task in execrl's JSONL schema")
+    show.set_defaults(handler=cmd_show)
+
+    val = sub.add_parser(
+        "validate", parents=[data], help="run every reference solution against its tests"
+    )
+    val.add_argument("benchmark", help="benchmark name, synthetic:..., or jsonl:PATH")
+    val.add_argument("--workers", type=int, default=2, help="sandbox workers")
+    val.set_defaults(handler=cmd_validate)
+
+
+def _fail(message: str) -> int:
+    print(f"execrl tasks: {message}", file=sys.stderr)
+    return 2
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    print(f"{'benchmark':<16} {'tasks':>6}  data")
+    for b in list_benchmarks():
+        try:
+            found = locate_benchmark(b.name, args.data_dir)
+            where = f"{found.path} ({found.origin})" if found else "generated"
+        except DataNotFound as exc:
+            where = f"MISSING: {exc}"
+        print(f"{b.name:<16} {b.count or '-':>6}  {where}")
+    print(
+        f"{'synthetic':<16} {'any':>6}  generated (synthetic:split=train,difficulty=1,n=100,seed=0)"
+    )
+    print(f"{'jsonl:PATH':<16} {'-':>6}  a file in HumanEval's format or execrl's schema")
+    return 0
+
+
+def _summary(t: Any) -> str:
+    if isinstance(t, AssertTests):
+        return f"{len(t)} assert test(s)"
+    if isinstance(t, CallTests):
+        return f"{len(t)} call test(s), compare {t.compare}"
+    return f"{len(t)} stdio case(s), compare {t.compare}"
+
+
+def show_task(task: Task) -> str:
+    lines = [
+        f"id: {task.id}",
+        f"entry point: {task.entry_point}",
+        f"metadata: {_short(task.metadata)}",
+    ]
+    lines.append(f"tests: {_summary(task.tests)}")
+    if task.base_tests is not None:
+        lines.append(f"base tests: {_summary(task.base_tests)}")
+    if task.visible_tests is not None:
+        lines.append(f"visible tests: {_summary(task.visible_tests)}")
+    for group, limit in task.time_limits.items():
+        lines.append(
+            f"time limit ({group}): {limit.wall_s:g}s per run, {limit.test_wall_s or '-'} per test"
+        )
+    lines += [
+        "",
+        "--- prompt ---",
+        task.prompt.rstrip(),
+        "",
+        "--- reference ---",
+        (task.reference or "(none)").rstrip(),
+    ]
+    t = task.tests
+    if isinstance(t, CallTests):
+        lines += ["", "--- first tests ---"] + [
+            f"{task.entry_point}{_short(a)} -> {_short(e)}"
+            for a, e in zip(t.inputs[:5], t.expected[:5], strict=True)
+        ]
+    elif isinstance(t, AssertTests):
+        lines += ["", "--- tests ---", _short(t.setup, 1500)] + [
+            _short(s) for s in t.statements[:10]
+        ]
+    return "\n".join(lines)
+
+
+def _short(v: Any, n: int = 300) -> str:
+    text = v if isinstance(v, str) else repr(v)
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    bench = args.benchmark or next(
+        (b for p, b in ID_PREFIXES.items() if args.id.startswith(p)), None
+    )
+    if bench is None:
+        return _fail(f"cannot tell the benchmark of {args.id!r}; pass --benchmark NAME")
+    try:
+        ids = None if bench.startswith(("synthetic", "jsonl:")) else [args.id]
+        tasks = [t for t in load_benchmark(bench, args.data_dir, ids=ids) if t.id == args.id]
+    except (DataNotFound, TaskDataError, UnknownBenchmark, ValueError) as exc:
+        return _fail(str(exc))
+    if not tasks:
+        return _fail(f"{bench}: no task {args.id!r}")
+    print(json.dumps(task_to_dict(tasks[0])) if args.json else show_task(tasks[0]))
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from execrl.tasks.validate import validate
+
+    try:
+        tasks = load_benchmark(args.benchmark, args.data_dir)
+    except (DataNotFound, TaskDataError, UnknownBenchmark, ValueError) as exc:
+        return _fail(str(exc))
+    no_ref = sum(1 for t in tasks if t.reference is None)
+    failures = validate(tasks, workers=args.workers)
+    known = KNOWN_DEFECTS.get(args.benchmark, {})
+    new = [f for f in failures if f.task_id not in known]
+    for f in failures:
+        tag = f"known upstream defect: {known[f.task_id]}" if f.task_id in known else "FAILED"
+        print(f"{f.task_id}: {f.verdict} {f.message} [{tag}]")
+    ran = len(tasks) - no_ref
+    print(
+        f"{args.benchmark}: {ran - len(failures)}/{ran} reference solutions pass; "
+        f"{len(failures) - len(new)} known defect(s), {len(new)} new failure(s)"
+        + (f"; {no_ref} task(s) have no reference solution and were not run" if no_ref else "")
+    )
+    return 1 if new else 0

@@ -1,0 +1,103 @@
+"""Smoke, resume and two-process tests of the training loop on a tiny random model."""
+
+import json
+import os
+import socket
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+from safetensors.torch import load_file
+
+from execrl.rl.run import train
+
+from .conftest import LetterE, tasks, tiny_config
+
+
+def _weights(run_dir):
+    return load_file(str(run_dir / "final" / "model.safetensors"))
+
+
+def _rows(run_dir):
+    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [
+        {k: v for k, v in r.items() if not k.startswith(("time/", "exec_", "tokens_per_s"))}
+        for r in rows
+    ]
+
+
+def test_few_steps_change_parameters_and_raise_reward(tiny_model_dir, tmp_path):
+    config = tiny_config(tiny_model_dir, tmp_path, "run.steps=8", "rl.dynamic_sampling=false")
+    summary = train(config, tasks=tasks(), heldout=[], reward=LetterE(), quiet=True)
+    before = load_file(str(tiny_model_dir / "model.safetensors"))
+    after = _weights(tmp_path / "run")
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    rows = _rows(tmp_path / "run")
+    first = sum(r["reward_mean"] for r in rows[:2]) / 2
+    last = sum(r["reward_mean"] for r in rows[-2:]) / 2
+    assert last > first, (first, last)
+    assert summary["steps"] == 8 and (tmp_path / "run" / "config.toml").is_file()
+
+
+@pytest.mark.parametrize("algorithm", ["dr_grpo", "rloo", "reinforce_pp", "ppo"])
+def test_every_algorithm_runs_a_step(tiny_model_dir, tmp_path, algorithm):
+    extra = ["run.steps=1", f"rl.algorithm={algorithm!r}", "rl.kl_coef=0.1", "rl.entropy_coef=0.01"]
+    if algorithm == "reinforce_pp":
+        extra.append("rl.kl_in='reward'")
+    train(
+        tiny_config(tiny_model_dir, tmp_path, *extra),
+        tasks=tasks(),
+        heldout=[],
+        reward=LetterE(),
+        quiet=True,
+    )
+    row = _rows(tmp_path / "run")[0]
+    assert row["skipped_update"] == 0.0 and row["kl"] >= 0.0
+
+
+@pytest.mark.slow
+def test_resume_continues_as_if_never_stopped(tiny_model_dir, tmp_path):
+    straight = tiny_config(tiny_model_dir, tmp_path / "a", "run.checkpoint_every=2")
+    train(straight, tasks=tasks(), heldout=[], reward=LetterE(), quiet=True)
+    stopped = tiny_config(tiny_model_dir, tmp_path / "b", "run.steps=2")
+    train(stopped, tasks=tasks(), heldout=[], reward=LetterE(), quiet=True)
+    resumed = tiny_config(
+        tiny_model_dir, tmp_path / "ignored", f"run.resume={str(tmp_path / 'b' / 'run')!r}"
+    )
+    train(resumed, tasks=tasks(), heldout=[], reward=LetterE(), quiet=True)
+    assert _rows(tmp_path / "a" / "run") == _rows(tmp_path / "b" / "run")
+    a, b = _weights(tmp_path / "a" / "run"), _weights(tmp_path / "b" / "run")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _worker(rank, world, port, model_dir, out_dir):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(world), LOCAL_RANK=str(rank))  # fmt: skip
+    torch.set_num_threads(1)
+    try:
+        train(
+            tiny_config(model_dir, out_dir), tasks=tasks(), heldout=[], reward=LetterE(), quiet=True
+        )
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_two_processes_equal_one(tiny_model_dir, tmp_path):
+    torch.set_num_threads(1)
+    train(
+        tiny_config(tiny_model_dir, tmp_path / "one"),
+        tasks=tasks(),
+        heldout=[],
+        reward=LetterE(),
+        quiet=True,
+    )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_worker, args=(2, port, tiny_model_dir, tmp_path / "two"), nprocs=2, join=True)
+    one, two = _weights(tmp_path / "one" / "run"), _weights(tmp_path / "two" / "run")
+    for k in one:
+        assert torch.allclose(one[k], two[k], atol=1e-5), k
+    r1, r2 = _rows(tmp_path / "one" / "run"), _rows(tmp_path / "two" / "run")
+    assert [r["reward_mean"] for r in r1] == [r["reward_mean"] for r in r2]
