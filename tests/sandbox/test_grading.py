@@ -43,7 +43,9 @@ def test_runtime_error_reports_the_candidate_line(sandbox):
 def test_syntax_error(sandbox):
     r = sandbox.run(assert_job("def f(x):\n    return (\n"))
     assert r.verdict is Verdict.SYNTAX_ERROR
-    assert "line" in r.message
+    assert "line" in r.message and r.line == 2
+    crash = sandbox.run(assert_job("x = 1\nraise KeyError(x)\n"))
+    assert crash.verdict is Verdict.RUNTIME_ERROR and crash.line == 2
 
 
 def test_missing_entry_point(sandbox):

@@ -14,8 +14,8 @@ import torch
 
 @dataclass(frozen=True, slots=True)
 class SFTSettings:
-    steps: int = 300
-    batch_size: int = 32
+    steps: int = 150
+    batch_size: int = 16
     lr: float = 3e-3
     warmup: int = 20
     weight_decay: float = 0.01

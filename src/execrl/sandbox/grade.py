@@ -29,10 +29,12 @@ def grade(job: Job, raws: list[dict[str, Any]], attempts: int = 1) -> ExecutionR
         outcomes = [_grade_stdio_case(job, i, raw) for i, raw in enumerate(raws)]
         run_verdict, message = _first_failure(outcomes, len(job.tests))
         raw = raws[-1] if raws else {}
+        line = next((o.line for o in outcomes if o.verdict is run_verdict and o.line is not None), None)
         extra = {}
     else:
         raw = raws[0]
         run_verdict, message, outcomes = _grade_function_run(job, raw)
+        line = _run_level_line(raw)
         extra = {}
     return ExecutionResult(
         verdict=run_verdict,
@@ -46,8 +48,18 @@ def grade(job: Job, raws: list[dict[str, Any]], attempts: int = 1) -> ExecutionR
         stderr=raw.get("stderr", ""),
         attempts=attempts,
         tampering=_tampering(raws),
+        line=line,
         extra=extra,
     )
+
+
+def _run_level_line(raw: dict[str, Any]) -> int | None:
+    """The candidate line of a failure before any test ran (a syntax error, a crash on load)."""
+    for e in raw.get("events", ()):
+        if e.get("t") in ("syntax", "load_error") and e.get("where") != "tests":
+            line = e.get("line")
+            return line if isinstance(line, int) else None
+    return None
 
 
 def _tampering(raws: list[dict[str, Any]]) -> tuple[str, ...]:

@@ -39,6 +39,7 @@ class ExecutionResult:
     tests: tuple[TestOutcome, ...] = ()
     n_tests: int = 0  # tests the job asked for; len(tests) may be smaller after a timeout
     message: str = ""  # run-level detail: the reason for a non-test failure
+    line: int | None = None  # candidate line of a run-level failure (syntax error, crash on load)
     cpu_s: float = 0.0
     wall_s: float = 0.0
     peak_memory_kb: int = 0
