@@ -38,8 +38,11 @@ def init_from_env() -> bool:
 
 def all_reduce_sum(x: torch.Tensor) -> torch.Tensor:
     if active():
-        x = x.clone()
-        torch_dist.all_reduce(x, op=torch_dist.ReduceOp.SUM)
+        device = x.device
+        # NCCL reduces CUDA tensors only; gloo takes them where they are
+        y = x.cuda() if torch_dist.get_backend() == "nccl" else x.clone()
+        torch_dist.all_reduce(y, op=torch_dist.ReduceOp.SUM)
+        x = y.to(device)
     return x
 
 

@@ -62,14 +62,23 @@ class RolloutTimes:
 
 
 def build_sample(task: Task, text: str, n_tokens: int) -> Sample:
-    """The program a completion stands for: the completion's own code when it defines the entry
-    point (instruct style), else the prompt followed by the completion (completion style)."""
-    if task.entry_point and defines(text, task.entry_point):
-        found = extract_code(text, task.entry_point)
-        if found is None:
-            return Sample(task, text, None, n_tokens=n_tokens)
-        return Sample(task, text, found.code, "", (found.start, found.end), n_tokens=n_tokens)
-    return Sample(task, text, task.prompt + text, task.prompt, (0, len(text)), n_tokens=n_tokens)
+    """The program a completion stands for: the prompt followed by the completion when the
+    prompt is code that the completion continues (HumanEval style) and the completion does not
+    define the entry point itself; otherwise the code extracted from the completion."""
+    continues = _is_code(task.prompt) and not (task.entry_point and defines(text, task.entry_point))
+    if continues:
+        return Sample(
+            task, text, task.prompt + text, task.prompt, (0, len(text)), n_tokens=n_tokens
+        )
+    found = extract_code(text, task.entry_point)
+    if found is None:
+        return Sample(task, text, None, n_tokens=n_tokens)
+    return Sample(task, text, found.code, "", (found.start, found.end), n_tokens=n_tokens)
+
+
+def _is_code(prompt: str) -> bool:
+    head = prompt.lstrip()
+    return head.startswith(("def ", "from ", "import ", "class ", "@", "#")) or '"""' in prompt
 
 
 class Rollouts:
@@ -154,7 +163,7 @@ class Rollouts:
         return [scored[g * group_size : (g + 1) * group_size] for g in range(len(tasks))]
 
     def _reward(self, s: Sample) -> RewardResult:
-        if s.program is None or (self.needs_execution and s.result is None):
+        if self.needs_execution and (s.program is None or s.result is None):
             return RewardResult(0.0, {}, flags=frozenset({Flag.NO_CODE}), reason="no code found")
         if s.result is not None and s.result.verdict is Verdict.SANDBOX_ERROR:
             return RewardResult(0.0, {}, masked=True, flags=frozenset({Flag.SANDBOX_ERROR}),

@@ -205,7 +205,7 @@ def evaluate(s: Setup, sandbox, limits, reward, chat) -> float:
     ids = encode_prompts(tok, [t.prompt for t in s.heldout], chat=chat)
     params = SamplingParams(c.sampling.heldout_temperature, 1.0, c.sampling.max_new_tokens,
                             tuple(c.sampling.stop))  # fmt: skip
-    rollouts = Rollouts(s.policy.model, tok, s.heldout, ids, reward, sandbox, params, limits,
+    rollouts = Rollouts(s.policy.model, tok, s.heldout, ids, make_reward("pass"), sandbox, params, limits,
                         c.run.seed + 7919, c.sampling.groups_per_generate)  # fmt: skip
     try:
         chunks = rollouts.chunks(list(range(len(s.heldout))))

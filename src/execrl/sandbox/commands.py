@@ -7,7 +7,7 @@ import json
 import sys
 import time
 
-from execrl.sandbox import isolation
+from execrl.sandbox import isolation, languages
 from execrl.sandbox.job import Job
 from execrl.sandbox.limits import Limits
 from execrl.sandbox.pool import Sandbox, SandboxUnavailable
@@ -27,7 +27,69 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--json", action="store_true", help="print one JSON line")
     b.add_argument("--allow-weaker-sandbox", action="store_true")
     b.set_defaults(handler=run_bench)
+    _register_serve(ssub)
     p.set_defaults(handler=lambda args: (p.print_help(), 2)[1])
+
+
+def _register_serve(ssub: argparse._SubParsersAction) -> None:
+    s = ssub.add_parser(
+        "serve",
+        help="serve the sandbox over HTTP (SandboxFusion's /run_code and graded runs)",
+        description="Needs the server extra: pip install 'execrl[server]'.",
+    )
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8080, help="0: any free port (printed on stderr)")
+    s.add_argument("--workers", type=int, default=2, help="fork-server workers (per Ray actor)")
+    s.add_argument("--max-queue", type=int, default=256, help="queued runs before 503")
+    s.add_argument("--max-retries", type=int, default=2, help="retries of SANDBOX_ERROR runs")
+    s.add_argument(
+        "--max-timeout", type=float, default=120.0, help="largest timeout a request may set"
+    )
+    s.add_argument(
+        "--token-env",
+        default="EXECRL_SANDBOX_TOKEN",
+        help="environment variable holding the bearer token (unset or empty: no authentication)",
+    )
+    s.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster ('local': start one)")
+    s.add_argument("--ray-actors", type=int, default=2, help="sandbox actors on the Ray cluster")
+    s.add_argument("--allow-weaker-sandbox", action="store_true")
+    s.set_defaults(handler=run_serve)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import os
+
+    try:
+        from execrl.sandbox.server import ServerConfig, serve
+    except ImportError as exc:
+        print(
+            f"execrl sandbox serve: error: {exc.name or exc} is not installed; "
+            "pip install 'execrl[server]'",
+            file=sys.stderr,
+        )
+        return 2
+    for name, value, low in (("--workers", args.workers, 1), ("--max-queue", args.max_queue, 1),
+                             ("--max-retries", args.max_retries, 0), ("--ray-actors", args.ray_actors, 1)):  # fmt: skip
+        if value < low:
+            print(f"execrl sandbox serve: error: {name} must be at least {low}", file=sys.stderr)
+            return 2
+    config = ServerConfig(
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        max_queue=args.max_queue,
+        max_retries=args.max_retries,
+        max_timeout_s=args.max_timeout,
+        token=os.environ.get(args.token_env) or None,
+        allow_weaker_sandbox=args.allow_weaker_sandbox,
+        ray_address=args.ray,
+        ray_actors=args.ray_actors,
+    )
+    try:
+        return serve(config)
+    except (SandboxUnavailable, OSError) as exc:
+        print(f"execrl sandbox serve: error: {exc}", file=sys.stderr)
+        return 2
 
 
 def run_doctor(args: argparse.Namespace) -> int:
@@ -52,16 +114,20 @@ def run_doctor(args: argparse.Namespace) -> int:
         {"layer": s.name, "available": s.available, "active": s.name in active, "detail": s.detail}
         for s in probed
     ]
+    langs = [
+        {"language": s.name, "available": s.available, "detail": s.detail}
+        for s in languages.probe_languages()
+    ]
     if args.json:
-        print(
-            json.dumps(
-                {"layers": rows, "ok": not error and all(r["active"] for r in rows), "error": error}
-            )
-        )
+        ok = not error and all(r["active"] for r in rows)
+        print(json.dumps({"layers": rows, "languages": langs, "ok": ok, "error": error}))
     else:
         for r in rows:
             mark = "active" if r["active"] else ("available" if r["available"] else "UNAVAILABLE")
             print(f"{r['layer']:<11} {mark:<12} {r['detail']}")
+        for r in langs:
+            mark = "present" if r["available"] else "MISSING"
+            print(f"{'lang:' + r['language']:<16} {mark:<8} {r['detail']}")
         if error:
             print(f"error: {error}")
     return 0 if not error and all(r["active"] for r in rows) else 1

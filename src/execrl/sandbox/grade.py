@@ -7,6 +7,7 @@ exceptions the candidate raises never mean pass on their own.
 
 from __future__ import annotations
 
+import base64
 import signal
 from typing import Any
 
@@ -29,8 +30,10 @@ def grade(job: Job, raws: list[dict[str, Any]], attempts: int = 1) -> ExecutionR
         outcomes = [_grade_stdio_case(job, i, raw) for i, raw in enumerate(raws)]
         run_verdict, message = _first_failure(outcomes, len(job.tests))
         raw = raws[-1] if raws else {}
-        line = next((o.line for o in outcomes if o.verdict is run_verdict and o.line is not None), None)
-        extra = {}
+        line = next(
+            (o.line for o in outcomes if o.verdict is run_verdict and o.line is not None), None
+        )
+        extra = _stdio_extra(raws)
     else:
         raw = raws[0]
         run_verdict, message, outcomes = _grade_function_run(job, raw)
@@ -173,7 +176,57 @@ def _function_outcome(job: Job, i: int, e: dict[str, Any]) -> TestOutcome:
     return TestOutcome(i, Verdict.PASSED, wall_s=wall)
 
 
+def _stdio_extra(raws: list[dict[str, Any]]) -> dict[str, object]:
+    """What a caller of a plain run needs beyond the verdict (SandboxFusion's `run_code`): each
+    case's exit status, the compile step, fetched files, and stdout past the kept 64 KiB."""
+    extra: dict[str, object] = {"exit_codes": [_exit_status(r) for r in raws]}
+    compiled = next((r["compile"] for r in raws if r.get("compile")), None)
+    if compiled is not None:
+        extra["compile"] = compiled
+    last = raws[-1] if raws else {}
+    if "files" in last:
+        extra["files"] = {
+            p: base64.b64decode(d) if d is not None else None for p, d in last["files"].items()
+        }
+    if len(last.get("stdout_full", "")) > len(last.get("stdout", "")):
+        extra["stdout"] = last["stdout_full"]
+    return extra
+
+
+def _exit_status(raw: dict[str, Any]) -> int | None:
+    """The program's own exit status: the harness's report for Python (the child itself always
+    exits 0 there), the process's for other languages; -N for signal N; None after a timeout."""
+    if raw.get("timed_out") or (raw.get("compile") and not raw["compile"].get("ok")):
+        return None
+    result = next((e for e in raw.get("events", ()) if e.get("t") == "result"), None)
+    if result is not None:
+        return int(result["status"]) if "status" in result else 1
+    if raw.get("signal") is not None:
+        return -int(raw["signal"])
+    return raw.get("exit_code")
+
+
+def _compile_failure(job: Job, i: int, compiled: dict[str, Any]) -> TestOutcome:
+    if compiled.get("setup_error"):
+        return TestOutcome(
+            i, Verdict.SANDBOX_ERROR, message=f"sandbox setup failed: {compiled['setup_error']}"
+        )
+    if compiled.get("timed_out"):
+        return TestOutcome(
+            i,
+            Verdict.TIMEOUT,
+            message=f"compile time limit of {job.limits.compile_wall_s:g}s exceeded",
+        )
+    if compiled.get("output_limit"):
+        return TestOutcome(i, Verdict.OUTPUT_LIMIT, message="compiler output over the limit")
+    text = (compiled.get("stderr") or compiled.get("stdout") or "").strip()
+    return TestOutcome(i, Verdict.SYNTAX_ERROR, "CompileError", text[:2000] or "compilation failed")
+
+
 def _grade_stdio_case(job: Job, i: int, raw: dict[str, Any]) -> TestOutcome:
+    compiled = raw.get("compile")
+    if compiled is not None and not compiled.get("ok"):
+        return _compile_failure(job, i, compiled)
     events = raw.get("events", [])
     syntax = next((e for e in events if e.get("t") == "syntax"), None)
     if syntax is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import base64
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,8 +23,36 @@ class Job:
     # thread could act while the harness reports, and Python 3.11 cannot audit thread starts.
     allow_threads: bool = False
     id: str = ""
+    # Another language than Python (`languages.LANGUAGES`): the program is compiled (C, C++,
+    # Verilog) and exec'd in the confined child; its tests must be stdin/stdout tests.
+    language: str = "python"
+    # Files written into the scratch directory before the run, (relative path, bytes) each, and
+    # files read back after it (in ExecutionResult.extra["files"], bytes or None if absent).
+    files: tuple[tuple[str, bytes], ...] = ()
+    fetch_files: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        name = self.id or "<unnamed>"
+        if self.language != "python":
+            from execrl.sandbox import languages
+
+            try:
+                canonical = languages.canonical(self.language)
+            except languages.LanguageUnavailable as exc:
+                raise ValueError(f"job {name}: {exc}") from None
+            object.__setattr__(self, "language", canonical)
+            if canonical != "python" and not isinstance(self.tests, StdioTests):
+                raise ValueError(
+                    f"job {name}: {canonical} programs take stdin/stdout tests only; "
+                    f"got {type(self.tests).__name__}"
+                )
+        if (self.files or self.fetch_files) and not isinstance(self.tests, StdioTests):
+            raise ValueError(f"job {name}: files and fetch_files need stdin/stdout tests")
+        for path in [p for p, _ in self.files] + list(self.fetch_files):
+            if not _relative_path(path):
+                raise ValueError(
+                    f"job {name}: file path {path!r} must be relative, inside the run's directory"
+                )
         if len(self.tests) == 0:
             raise ValueError(
                 f"job {self.id or '<unnamed>'}: the tests are empty; a task must have tests"
@@ -61,8 +90,22 @@ class Job:
                 dict(base, kind="call", inputs=[plain.encode(tuple(args)) for args in t.inputs])
             ]
         if isinstance(t, StdioTests):
+            if self.language != "python":
+                from execrl.sandbox import languages
+
+                base.update(languages.commands(self.language))
+                base["source_name"] = base.pop("source")
+            if self.files:
+                base["files"] = {p: base64.b64encode(d).decode() for p, d in self.files}
+            if self.fetch_files:
+                base["fetch"] = list(self.fetch_files)
             return [dict(base, kind="stdio", stdin=case.stdin) for case in t.cases]
         raise TypeError(f"unknown tests type {type(t).__name__}")
+
+
+def _relative_path(path: str) -> bool:
+    parts = path.split("/")
+    return bool(path) and not path.startswith("/") and "\0" not in path and ".." not in parts
 
 
 def imported_modules(source: str) -> list[str]:

@@ -16,6 +16,7 @@ class Limits:
     open_files: int = 64
     processes: int = 32  # processes and threads of the run's uid at once, with Job.allow_threads
     scratch_mb: int = 64  # size of the worker's scratch filesystem
+    compile_wall_s: float = 10.0  # wall clock of the compile step (C, C++, Verilog), on its own
 
     def to_wire(self) -> dict[str, object]:
         return asdict(self)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import queue
-from collections import deque
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,7 +67,10 @@ class Sandbox:
         self._hide = (
             list(self.config.hide) if self.config.hide is not None else isolation.default_hide()
         )
-        self._keep = isolation.default_keep()
+        # Compiled binaries (C, C++, Verilog), shared by the workers: a source compiles once.
+        self._bin_dir = tempfile.mkdtemp(prefix="execrl-bin-")
+        os.chmod(self._bin_dir, 0o711)
+        self._keep = [*isolation.default_keep(), self._bin_dir]
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._all: list[_Worker] = []
         self._closed = False
@@ -115,6 +121,7 @@ class Sandbox:
             "keep": self._keep,
             "scratch_mb": self.config.scratch_mb,
             "uid": lease.uid if lease else None,
+            "bin_dir": self._bin_dir,
         }
         assert proc.stdin is not None and proc.stdout is not None
         try:
@@ -252,6 +259,7 @@ class Sandbox:
         self._closed = True
         for w in self._all:
             _retire(w, graceful=True)
+        shutil.rmtree(self._bin_dir, ignore_errors=True)
 
     def __enter__(self) -> Sandbox:
         return self

@@ -18,7 +18,7 @@ import signal
 import sys
 import time
 
-from execrl.sandbox import harness, isolation, protocol, syscalls
+from execrl.sandbox import execunit, harness, isolation, protocol, syscalls
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the worker 2 MB
 if TYPE_CHECKING:
@@ -63,9 +63,16 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
     if uid is not None:
         isolation.reap_uid(uid)  # leftovers of a pool that died with this uid
     prepared = harness.Prepared(PREIMPORT)
+    ctx_cache = execunit.make_cache(config["bin_dir"], "filesystem" in layers)
     gc.collect()
     gc.freeze()  # children share these pages instead of copying them when gc walks them
-    return {"layers": layers, "uid": uid, "vm_kb": _vm_size_kb(), "prepared": prepared}
+    return {
+        "layers": layers,
+        "uid": uid,
+        "vm_kb": _vm_size_kb(),
+        "prepared": prepared,
+        "cache": ctx_cache,
+    }
 
 
 def _vm_size_kb() -> int:
@@ -77,8 +84,16 @@ def _vm_size_kb() -> int:
 
 
 def _run_unit(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    if unit.get("run") is not None:  # another language: the child execs a program (`languages`)
+        return execunit.run(unit, limits, ctx, _spawn)
+    return _spawn(unit, limits, ctx)
+
+
+def _spawn(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
     uid = ctx["uid"]
     scratch = isolation.make_scratch(uid)
+    if unit.get("files") or unit.get("source"):
+        execunit.put_files(scratch, unit, uid)
     stdin_fd = _stdin_for(unit, scratch)
     ch_r, ch_w = os.pipe()
     out_r, out_w = os.pipe()
@@ -107,9 +122,12 @@ def _run_unit(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any])
     _reap_orphans(block_s=2.0)
     for fd in (ch_r, out_r, err_r):
         os.close(fd)
+    # Every process of the run is gone now, so nothing can swap a path while it is read.
+    kept = execunit.take_files(scratch, unit, os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0)
     isolation.remove_scratch(scratch)
     watch_end = watch
     return {
+        **kept,
         "events": events,
         "forged": forged,
         "timed_out": watch["timed_out"],
@@ -177,6 +195,10 @@ def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, token) -> N
         os.environ.clear()
         os.environ.update(isolation.child_environment(scratch))
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if unit.get("argv") is not None:  # another language: exec it, confined (fd 3 closes)
+            for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # ignored by Python; programs expect them
+                signal.signal(sig, signal.SIG_DFL)
+            os.execve(unit["argv"][0], unit["argv"], os.environ)
     except BaseException as exc:  # noqa: BLE001 - an infrastructure failure, said on the channel
         message = token + protocol.dumps({"t": "setup_error", "msg": repr(exc)}) + b"\n"
         for fd in (3, ch_w):
