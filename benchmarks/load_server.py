@@ -20,10 +20,11 @@ import json
 import os
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import time
+
+import httpx
 
 from execrl.sandbox import Job, Limits, Sandbox, Verdict
 from execrl.sandbox.client import AsyncSandboxClient
@@ -38,6 +39,9 @@ MIX = [  # (program, the verdict it must get)
     ("def add(a, b):\n    return a - b\n", Verdict.WRONG_ANSWER),
     ("def add(a, b):\n    return a + b + undefined\n", Verdict.RUNTIME_ERROR),
 ]
+
+
+SERVER_LOG = os.environ.get("EXECRL_SERVER_LOG", "/tmp/execrl-load-server.log")
 
 
 def jobs(n: int) -> list[tuple[Job, Verdict]]:
@@ -92,12 +96,12 @@ def snapshot(server_pid: int) -> dict[str, int]:
     }
 
 
-def sandbox_uid_processes() -> int:
+def processes_of(uids: set[int]) -> int:
     n = 0
     for p in os.listdir("/proc"):
         if p.isdigit():
             try:
-                if os.stat(f"/proc/{p}").st_uid >= 0x30000:
+                if os.stat(f"/proc/{p}").st_uid in uids:
                     n += 1
             except OSError:
                 pass
@@ -174,12 +178,17 @@ def in_process(work: list[tuple[Job, Verdict]], workers: int) -> dict:
 def start_server(workers: int, max_queue: int) -> tuple[subprocess.Popen, str]:
     cmd = [sys.executable, "-m", "execrl.cli", "sandbox", "serve", "--port", "0",
            "--workers", str(workers), "--max-queue", str(max_queue)]  # fmt: skip
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-    line = proc.stderr.readline()
-    m = re.search(r"listening on (http://\S+)", line)
-    if not m:
-        raise SystemExit(f"server did not start: {line}")
-    return proc, m.group(1)
+    log = open(SERVER_LOG, "w")  # noqa: SIM115 - the server's stderr, for its whole life
+    proc = subprocess.Popen(cmd, stderr=log, text=True)
+    for _ in range(600):
+        time.sleep(0.1)
+        with open(SERVER_LOG) as fh:
+            m = re.search(r"listening on (http://\S+)", fh.read())
+        if m:
+            return proc, m.group(1)
+        if proc.poll() is not None:
+            break
+    raise SystemExit(f"server did not start; see {SERVER_LOG}")
 
 
 def main() -> int:
@@ -213,11 +222,15 @@ def main() -> int:
         )
         sf_n = args.sf_n if args.sf_n is not None else max(100, args.n // 4)
         out["sandbox_fusion_client"] = asyncio.run(through_sandbox_fusion(url, jobs(sf_n), args.c))
+        health = httpx.get(url + "/health").json()
     finally:
         proc.send_signal(signal.SIGTERM)
         out["server_exit"] = proc.wait(timeout=60)
     time.sleep(0.5)
-    out["sandbox_uid_processes_after_stop"] = sandbox_uid_processes()
+    out["left_after_stop"] = {
+        "worker_processes": sum(os.path.exists(f"/proc/{p}") for p in health["worker_pids"]),
+        "sandbox_uid_processes": processes_of(set(health["worker_uids"])),
+    }
     if not args.skip_in_process:
         out["in_process"] = in_process(jobs(args.n), args.workers)
         out["server_vs_in_process"] = round(

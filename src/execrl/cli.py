@@ -12,6 +12,7 @@ COMMAND_MODULES = (
     "execrl.eval.commands",
     "execrl.sandbox.commands",
     "execrl.rl.commands",
+    "execrl.report.commands",
     "execrl.tasks.commands",
 )
 

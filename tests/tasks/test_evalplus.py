@@ -7,6 +7,7 @@ import pytest
 
 from execrl.sandbox import Job, Limits, Sandbox
 from execrl.tasks import load_benchmark
+from execrl.tasks.defects import KNOWN_DEFECTS
 from execrl.tasks.errors import TaskDataError
 from execrl.tasks.evalplus import mbpp_deserialize_inputs, time_limit
 from execrl.tasks.reference_runs import ReferenceRun, sandbox_runner
@@ -85,13 +86,17 @@ def test_base_and_plus_are_kept_apart(mbpp, he):
 
 def test_references_pass_and_the_special_oracles_judge_like_evalplus(mbpp, he):
     for task in (*mbpp.values(), *he.values()):
+        if task.id in KNOWN_DEFECTS["mbpp+"]:
+            assert not _run(task, task.reference).passed
+            continue
         r = _run(task, task.reference)
         assert r.passed, (task.id, r.verdict, r.message)
     # Mbpp/2: a set comparison, so another order passes.
     order = "def similar_elements(a, b):\n    return tuple(sorted(set(a) & set(b), reverse=True))\n"
     assert _run(mbpp["Mbpp/2"], order).passed
-    # HumanEval/32: any root passes, a non-root does not.
-    root = "def find_zero(xs):\n    lo, hi = -1e6, 1e6\n    f = lambda x: sum(c * x**i for i, c in enumerate(xs))\n    for _ in range(200):\n        mid = (lo + hi) / 2\n        if (f(lo) < 0) == (f(mid) < 0):\n            lo = mid\n        else:\n            hi = mid\n    return lo\n"
+    # HumanEval/32: a root other than the reference's value (a tighter Newton tolerance) passes.
+    root = he["HumanEval/32"].reference.replace("x, tol = 0, 1e-5", "x, tol = 0, 1e-12")
+    assert root != he["HumanEval/32"].reference
     assert _run(he["HumanEval/32"], root).passed
     assert not _run(he["HumanEval/32"], "def find_zero(xs):\n    return 12345.0\n").passed
     # Mbpp/737: a re.Match, or True, both pass ("not None"); a wrong answer fails.
@@ -105,8 +110,8 @@ def test_references_pass_and_the_special_oracles_judge_like_evalplus(mbpp, he):
 
 def test_a_solution_can_pass_base_and_fail_plus(mbpp):
     t = mbpp["Mbpp/88"]  # freq_count: the base inputs are short lists
-    hack = "def freq_count(xs):\n    if len(xs) > 20:\n        return {}\n    return {x: xs.count(x) for x in xs}\n"
-    assert any(len(a[0]) > 20 for a in t.plus_tests.inputs)
+    hack = "def freq_count(xs):\n    if len(xs) > 13:\n        return {}\n    return {x: xs.count(x) for x in xs}\n"
+    assert any(len(a[0]) > 13 for a in t.plus_tests.inputs)
     assert _run(t, hack, "base").passed
     assert not _run(t, hack, "plus").passed
 
@@ -114,13 +119,17 @@ def test_a_solution_can_pass_base_and_fail_plus(mbpp):
 def test_reference_runs_fetch_large_outputs_and_report_failures():
     big = ReferenceRun(
         "big",
-        "def f(n):\n    print('noise')\n    return list(range(n))\n",
+        "def f(n):\n    print('noise')\n    return list(range(n)) if type(n) is int else n\n",
         "f",
         ((3,), (60_000,), ((1, 2),)),
     )
     out = sandbox_runner(progress=False)([big])["big"]
     assert out.outputs[0] == [0, 1, 2] and out.outputs[1] == list(range(60_000))
-    assert len(out.seconds) == 3
+    assert out.outputs[2] == (1, 2) and len(out.seconds) == 3
+    huge = ReferenceRun("huge", "def f(n):\n    return [0] * n\n", "f", ((2,), (2_000_001,)))
+    out = sandbox_runner(progress=False)([huge])["huge"]
+    # no candidate could return two million values through the sandbox either: left out
+    assert out.outputs == ([0, 0], None) and list(out.excluded) == [1]
     bad = ReferenceRun("bad", "def f(x):\n    return 1 // x\n", "f", ((1,), (0,)))
     with pytest.raises(
         TaskDataError, match="bad: the reference solution failed on input 1: ZeroDivisionError"

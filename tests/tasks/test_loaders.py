@@ -209,3 +209,13 @@ def test_download_spec_without_records_is_an_error(tmp_path):
 def test_data_can_be_copied_elsewhere(data_dir, tmp_path):
     shutil.copytree(data_dir / "humanevalfix", tmp_path / "humanevalfix")
     assert len(load_benchmark("humanevalfix", tmp_path)) == 164
+
+
+def test_a_failed_download_is_not_found_with_the_reason(tmp_path, monkeypatch):
+    def offline(*args, **kwargs):
+        raise ConnectionError("no network")
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=offline))
+    monkeypatch.setenv("EXECRL_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(DataNotFound, match=r"ConnectionError: no network"):
+        load_benchmark("mbpp-sanitized", tmp_path)

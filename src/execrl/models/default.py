@@ -22,20 +22,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from execrl.models.chat import format_prompt
+from execrl.models.prompting import signature_prompt, signature_split
 from execrl.models.sft import SFTSettings, sft
 from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
 from execrl.tasks.schema import Task
 
 ENV_DIR = "EXECRL_DEFAULT_MODEL_DIR"
-# The default model's chat template: the request, a newline, then the model writes the code.
-CHAT_TEMPLATE = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
 
 
 @dataclass(frozen=True, slots=True)
 class DefaultRecipe:
     shape: TinyLlamaShape = TinyLlamaShape()
     vocab_size: int = 512
+    individual_digits: bool = True  # one token per digit: numbers copy from prompt to body
     n_tasks: int = 800  # SFT tasks drawn from the easy end of the procedural suite
     difficulty: int = 1  # the easy end: RL then trains on harder tasks
     sft: SFTSettings = field(default_factory=SFTSettings)
@@ -63,11 +62,16 @@ def ensure_default_model(recipe: DefaultRecipe = DefaultRecipe()) -> Path:
 
 
 def sft_pairs(tasks: Sequence[Task]) -> list[tuple[str, str]]:
-    """(prompt, completion) from each task's reference solution: the completion the program
-    needs after the prompt (the reference minus the prompt when it starts with it)."""
+    """(prompt, completion) from each task's reference solution, in the prompt format training
+    and evaluation use (`models.prompting`): a signature prompt and the function body where one
+    can be built, else the prompt and the reference minus the prompt when it starts with it."""
     pairs = []
     for task in tasks:
         if not task.reference:
+            continue
+        prompt, split = signature_prompt(task), signature_split(task)
+        if prompt is not None and split is not None:
+            pairs.append((prompt, split[1]))
             continue
         ref = task.reference
         completion = ref[len(task.prompt) :] if ref.startswith(task.prompt) else ref
@@ -91,9 +95,10 @@ def build_default_model(
         raise ValueError("building the default model needs tasks with reference solutions")
     start = time.time()
     log(f"execrl: building the embedded default model in {directory} (first use only)")
-    tokenizer = train_bpe_tokenizer((p + c for p, c in pairs), recipe.vocab_size)
-    tokenizer.chat_template = CHAT_TEMPLATE
-    pairs = [(format_prompt(tokenizer, p), c) for p, c in pairs]
+    tokenizer = train_bpe_tokenizer(
+        (p + c for p, c in pairs), recipe.vocab_size, recipe.individual_digits
+    )
+    # No chat template: the default is a base code model that continues its (code) prompt.
     model = new_llama(tokenizer, recipe.shape, seed=recipe.seed)
     n_params = sum(p.numel() for p in model.parameters())
     every = max(1, recipe.sft.steps // 10)

@@ -24,13 +24,24 @@ class TinyLlamaShape:
     max_positions: int = 512
 
 
-def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int = 512) -> Any:
-    """A byte-level BPE tokenizer (GPT-2 style: any byte sequence encodes) with pad and eos."""
+def train_bpe_tokenizer(
+    texts: Iterable[str], vocab_size: int = 512, individual_digits: bool = False
+) -> Any:
+    """A byte-level BPE tokenizer (GPT-2 style: any byte sequence encodes) with pad and eos.
+
+    individual_digits: every digit is its own token, so a number is the same tokens wherever
+    it appears (`times_54` and `x * 54`), which makes copying it from the prompt learnable
+    for a very small model; plain BPE merges digits differently in different contexts."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     core = Tokenizer(models.BPE())
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.pre_tokenizer = (
+        pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+        if individual_digits
+        else byte_level
+    )
     core.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from execrl.models.prompting import is_code_prompt
 from execrl.models.sampling import Completion, SamplingParams, sample
 from execrl.rewards.extract import defines, extract_code
 from execrl.rewards.result import Flag, RewardResult
@@ -65,7 +66,9 @@ def build_sample(task: Task, text: str, n_tokens: int) -> Sample:
     """The program a completion stands for: the prompt followed by the completion when the
     prompt is code that the completion continues (HumanEval style) and the completion does not
     define the entry point itself; otherwise the code extracted from the completion."""
-    continues = _is_code(task.prompt) and not (task.entry_point and defines(text, task.entry_point))
+    continues = is_code_prompt(task.prompt) and not (
+        task.entry_point and defines(text, task.entry_point)
+    )
     if continues:
         return Sample(
             task, text, task.prompt + text, task.prompt, (0, len(text)), n_tokens=n_tokens
@@ -74,11 +77,6 @@ def build_sample(task: Task, text: str, n_tokens: int) -> Sample:
     if found is None:
         return Sample(task, text, None, n_tokens=n_tokens)
     return Sample(task, text, found.code, "", (found.start, found.end), n_tokens=n_tokens)
-
-
-def _is_code(prompt: str) -> bool:
-    head = prompt.lstrip()
-    return head.startswith(("def ", "from ", "import ", "class ", "@", "#")) or '"""' in prompt
 
 
 class Rollouts:

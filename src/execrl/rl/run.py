@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from execrl.models import LoraSpec, SamplingParams, encode_prompts, load_policy, reference_from
+from execrl.models.prompting import with_signature_prompts
 from execrl.rl import dist
 from execrl.rl.config import TrainConfig, load_config, to_toml
 from execrl.rl.metrics import MetricsLog, step_metrics
@@ -59,6 +60,9 @@ def train(config: TrainConfig, *, tasks: list[Task] | None = None, heldout: list
     metrics = MetricsLog(
         s.run_dir / "metrics.jsonl", keep_steps=first_step, enabled=dist.rank() == 0
     )
+    from execrl.report.telemetry import Telemetry  # the report layer: the run's end only
+
+    telemetry = Telemetry(s.run_dir, c, s.tasks, first_step, enabled=dist.rank() == 0)
     with Sandbox(workers=c.sandbox.workers) as sandbox:
         limits = Limits(wall_s=c.sandbox.wall_s)
         tok = s.policy.tokenizer
@@ -81,6 +85,7 @@ def train(config: TrainConfig, *, tasks: list[Task] | None = None, heldout: list
                 update = s.learner.update(got.local, got.summaries)
                 row = step_metrics(step, got, update, t1 - t0, time.perf_counter() - t1)
                 metrics.write(row)
+                telemetry.step(row, got)
                 progress(row)
                 if c.run.checkpoint_every and (step + 1) % c.run.checkpoint_every == 0:
                     save_checkpoint(s, step + 1)
@@ -96,6 +101,7 @@ def train(config: TrainConfig, *, tasks: list[Task] | None = None, heldout: list
         s.policy.model.save_pretrained(s.run_dir / "final")
         s.policy.tokenizer.save_pretrained(s.run_dir / "final")
         (s.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    telemetry.end(summary)
     return summary
 
 
@@ -127,6 +133,8 @@ def _setup(config: TrainConfig, tasks, heldout) -> Setup:
         load_tasks(c.data.heldout, "test", c.data.n_heldout, c) if c.data.heldout else [])  # fmt: skip
     if not tasks:
         raise ValueError(f"data.train = {c.data.train!r} gave no tasks: nothing to train on")
+    if c.data.signature_prompt:
+        tasks, heldout = with_signature_prompts(tasks), with_signature_prompts(heldout)
     device = (
         c.model.device
         if c.model.device != "auto"

@@ -102,6 +102,7 @@ class Dispatcher:
             "backend": "local",
             "workers": sb.config.workers,
             "worker_pids": sb.worker_pids(),
+            "worker_uids": sb.worker_uids(),
             "layers": list(sb.layers),
             "worker_restarts": sb.stats.worker_restarts,
             "retries": sb.stats.retries,

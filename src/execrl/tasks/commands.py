@@ -64,7 +64,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     print(f"{'benchmark':<16} {'tasks':>6}  data")
     for b in list_benchmarks():
         try:
-            found = locate_benchmark(b.name, args.data_dir)
+            found = locate_benchmark(b.name, args.data_dir, download=False)
             where = f"{found.path} ({found.origin})" if found else "generated"
         except DataNotFound as exc:
             where = f"MISSING: {exc}"

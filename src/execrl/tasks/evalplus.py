@@ -45,7 +45,7 @@ MBPP_PLUS = DataFile("mbppplus", "MbppPlus-v0.2.0.jsonl.gz")
 MIN_TIME_LIMIT = 1.0  # evalplus/config.py DEFAULT_MIN_TIME_LIMIT
 GT_TIME_LIMIT_FACTOR = 4.0  # DEFAULT_GT_TIME_LIMIT_FACTOR
 TIMEOUT_PER_TASK = 60.0  # EVALPLUS_TIMEOUT_PER_TASK's default
-GROUND_TRUTH_VERSION = 1  # bump when the way expected outputs are computed changes
+GROUND_TRUTH_VERSION = 2  # bump when the way expected outputs are computed changes
 
 MBPP_OUTPUT_NOT_NONE_TASKS = ("check_str", "text_match_three", "text_starta_endb")
 MBPP_OUTPUT_SET_EQ_TASKS = (
@@ -197,13 +197,15 @@ _expected = {expected!r}
 
 
 def build_task(p: Problem, gt: ReferenceOutputs, source: str) -> Task:
-    n_base = len(p.base_inputs)
-    inputs = p.base_inputs + p.plus_inputs
-    limits = {
-        "base": time_limit(gt.seconds[:n_base]),
-        "tests": TimeLimit(0.0),
-    }
-    if p.plus_inputs:
+    # Inputs the sandbox cannot run the reference on are left out, and recorded.
+    excluded = gt.excluded
+    keep = [i for i in range(len(gt.outputs)) if i not in excluded]
+    n_base = sum(1 for i in keep if i < len(p.base_inputs))
+    everything = p.base_inputs + p.plus_inputs
+    inputs = tuple(everything[i] for i in keep)
+    gt = ReferenceOutputs(tuple(gt.outputs[i] for i in keep), tuple(gt.seconds[i] for i in keep))
+    limits = {"base": time_limit(gt.seconds[:n_base])}
+    if len(inputs) > n_base:
         limits["plus"] = time_limit(gt.seconds[n_base:])
     limits["tests"] = TimeLimit(
         wall_s=sum(t.wall_s for t in limits.values()),
@@ -238,7 +240,14 @@ def build_task(p: Problem, gt: ReferenceOutputs, source: str) -> Task:
         reference=p.reference,
         time_limits=limits,
         strict_returns=strict,
-        metadata={"source": source, "atol": p.atol, "n_base": n_base, "n_plus": len(p.plus_inputs)},
+        metadata={
+            "source": source,
+            "atol": p.atol,
+            "n_base": n_base,
+            "n_plus": len(inputs) - n_base,
+            # index into base_input + plus_input -> why it is not a test here
+            "excluded_inputs": dict(excluded),
+        },
     )
 
 
@@ -266,7 +275,10 @@ def ground_truth(
         try:
             with gzip.open(path, "rt", encoding="utf-8") as f:
                 d = json.load(f)
-            found[p.task_id] = ReferenceOutputs(tuple(from_json(d["outputs"])), tuple(d["seconds"]))
+            excluded = {int(k): v for k, v in d["excluded"].items()}
+            found[p.task_id] = ReferenceOutputs(
+                tuple(from_json(d["outputs"])), tuple(d["seconds"]), excluded
+            )
         except (OSError, EOFError, ValueError, KeyError):
             todo.append(p)
     if todo:
@@ -287,7 +299,12 @@ def ground_truth(
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(path.name + ".tmp")
             with gzip.open(tmp, "wt", encoding="utf-8") as f:
-                json.dump({"outputs": to_json(list(gt.outputs)), "seconds": list(gt.seconds)}, f)
+                record = {
+                    "outputs": to_json(list(gt.outputs)),
+                    "seconds": list(gt.seconds),
+                    "excluded": {str(k): v for k, v in gt.excluded.items()},
+                }
+                json.dump(record, f)
             tmp.replace(path)
             found[p.task_id] = gt
     return found

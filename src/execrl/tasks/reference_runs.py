@@ -17,7 +17,7 @@ import hashlib
 import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from execrl.tasks.errors import TaskDataError
@@ -27,6 +27,8 @@ STDOUT_KEPT = 60_000  # under the sandbox's 64 KiB of kept stdout
 MARK = "\x1eEXECRL\t"
 BATCH_ITEMS = 200
 BATCH_BYTES = 4 << 20
+MAX_NODES = 2_000_000  # execrl.sandbox.plain.MAX_NODES: the largest value a run can return
+TOO_BIG = "OutputTooLarge"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +44,12 @@ class ReferenceRun:
 
 @dataclass(frozen=True, slots=True)
 class ReferenceOutputs:
-    outputs: tuple[Any, ...]
+    outputs: tuple[Any, ...]  # None at the excluded inputs
     seconds: tuple[float, ...]
+    # Inputs whose reference run exceeds what the sandbox lets any program do (its memory or
+    # time limit, or an output over MAX_NODES values, which no candidate could return either),
+    # with the reason: they cannot be graded here, so loaders leave them out and record them.
+    excluded: dict[int, str] = field(default_factory=dict)
 
 
 # Runs reference programs and returns their outputs; injected so that tests and callers choose.
@@ -54,7 +60,12 @@ DRIVER = r"""
 def __execrl_driver():
     import base64, contextlib, hashlib, io, json, math, sys, time
 
+    budget = [0]
+
     def enc(v):
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise OverflowError("OutputTooLarge")
         t = type(v)
         if v is None or t is bool or t is int or t is str:
             return v
@@ -104,9 +115,12 @@ def __execrl_driver():
                 dt = time.perf_counter() - t0
             if req["not_none"]:
                 value = value is not None
+            budget[0] = req["max_nodes"]
             text = json.dumps(enc(value), separators=(",", ":"), allow_nan=False)
         except Exception as exc:
             msg = ascii(str(exc)[:500])[1:-1].replace("\\t", " ")
+            if str(exc) == "OutputTooLarge":
+                msg = "OutputTooLarge"
             out.write("%s%d\tERR\t%s: %s\n" % (req["mark"], i, type(exc).__name__, msg))
             continue
         digest = hashlib.sha256(text.encode()).hexdigest()
@@ -132,6 +146,7 @@ def _request(run: ReferenceRun, items: list[int], piece: tuple[int, int] | None)
             "mark": MARK,
             "budget": STDOUT_KEPT,
             "piece": piece,
+            "max_nodes": MAX_NODES,
         }
     )
 
@@ -157,6 +172,7 @@ class _Pending:
     digests: dict[int, str]
     lengths: dict[int, int]
     errors: list[str]
+    excluded: dict[int, str]
 
 
 def _parse(p: _Pending, stdout: str, items: list[int], piece: bool) -> list[int]:
@@ -169,6 +185,9 @@ def _parse(p: _Pending, stdout: str, items: list[int], piece: bool) -> list[int]
         i_s, rest = line[len(MARK) :].split("\t", 1)
         i = int(i_s)
         reported.add(i)
+        if rest.endswith(f": {TOO_BIG}"):
+            p.excluded[i] = f"the reference's output has over {MAX_NODES:,} values"
+            continue
         if rest.startswith("ERR\t"):
             p.errors.append(f"{p.run.key}: the reference solution failed on input {i}: {rest[4:]}")
             continue
@@ -199,8 +218,10 @@ def sandbox_runner(workers: int = 2, progress: bool = True) -> ReferenceRunner:
         from execrl.sandbox import Job, Limits, Sandbox  # see the module docstring
         from execrl.tasks.schema import StdioCase, StdioTests
 
-        limits = Limits(wall_s=600, cpu_s=600, memory_mb=4096, scratch_mb=256)
-        pending = [_Pending(r, {}, {}, {}, {}, []) for r in runs]
+        # EvalPlus gives a group at most 61 s, so a reference slower than that on one input
+        # could not be graded anyway; 4 GiB is EvalPlus's memory limit.
+        limits = Limits(wall_s=120, cpu_s=120, memory_mb=4096, scratch_mb=256)
+        pending = [_Pending(r, {}, {}, {}, {}, [], {}) for r in runs]
         # First round: every input in batches; later rounds: what did not fit, alone or sliced.
         work: list[tuple[_Pending, list[int], tuple[int, int] | None]] = [
             (p, b, None) for p in pending for b in _batches(p.run)
@@ -221,10 +242,16 @@ def sandbox_runner(workers: int = 2, progress: bool = True) -> ReferenceRunner:
                 again: list[tuple[_Pending, int]] = []
                 for (p, items, piece), r in zip(work, results, strict=True):
                     if r.verdict.value not in ("PASSED", "WRONG_ANSWER"):
-                        p.errors.append(
-                            f"{p.run.key}: the reference solution did not run: "
-                            f"{r.verdict.value} {r.message}".rstrip()
-                        )
+                        why = f"{r.verdict.value} {r.message}".rstrip()
+                        if piece is None and len(items) == 1:
+                            p.excluded[items[0]] = f"the reference hit a sandbox limit: {why}"
+                        elif piece is None:  # find the input that did it: each alone
+                            for i in items:
+                                p.lengths.pop(i, None)
+                                again.append((p, i))
+                        else:
+                            p.errors.append(f"{p.run.key}: the reference did not run: {why}")
+                        bar.update(1)
                         continue
                     again.extend((p, i) for i in _parse(p, r.stdout, items, piece is not None))
                     bar.update(1)
@@ -264,14 +291,19 @@ def _second_round(missing: list[tuple[_Pending, int]]) -> list[Any]:
 
 
 def _finish(p: _Pending) -> ReferenceOutputs:
-    outputs, seconds = [], []
+    outputs: list[Any] = []
+    seconds: list[float] = []
     for i in range(len(p.run.inputs)):
+        if i in p.excluded:
+            outputs.append(None)
+            seconds.append(0.0)
+            continue
         text = p.texts.get(i)
         if text is None or hashlib.sha256(text.encode()).hexdigest() != p.digests.get(i):
             raise TaskDataError(f"{p.run.key}: the output of the reference on input {i} was lost")
         outputs.append(from_json(json.loads(text)))
         seconds.append(p.seconds[i])
-    return ReferenceOutputs(tuple(outputs), tuple(seconds))
+    return ReferenceOutputs(tuple(outputs), tuple(seconds), dict(sorted(p.excluded.items())))
 
 
 def _bar(total: int, enabled: bool) -> Any:

@@ -69,9 +69,11 @@ def list_benchmarks() -> list[Benchmark]:
     return list(BENCHMARKS.values())
 
 
-def locate_benchmark(name: str, data_dir: str | Path | None = None) -> Found | None:
+def locate_benchmark(
+    name: str, data_dir: str | Path | None = None, download: bool = True
+) -> Found | None:
     b = _get(name)
-    return locate(b.data, data_dir) if b.data else None
+    return locate(b.data, data_dir, download) if b.data else None
 
 
 def load_benchmark(

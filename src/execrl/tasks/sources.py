@@ -84,6 +84,10 @@ def locate(spec: DataFile, data_dir: str | Path | None = None, download: bool = 
             return Found(download_hub_copy(spec, cached), f"downloaded {spec.hub.path}")
         except ImportError:
             tried.append(f"a download of {spec.hub.path} (the `datasets` package is not installed)")
+        except TaskDataError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - offline, hub errors: all mean "not found here"
+            tried.append(f"a download of {spec.hub.path} ({type(exc).__name__}: {exc})"[:300])
     where = f"<data dir>/{spec.dataset}/{spec.filename}"
     if root is not None:
         where = str(root / spec.dataset / spec.filename)

@@ -26,6 +26,7 @@ SPLITS = ("train", "test")
 TEST_FRACTION = 5  # one task identity in 5 is held out for test
 N_VISIBLE, N_HIDDEN = 3, 10
 MAX_DIFFICULTY = 5
+GIVE_UP_AFTER = 20_000
 
 
 def identity(family: str, spec: Spec) -> str:
@@ -88,9 +89,11 @@ def generate(
     rng = random.Random(f"execrl-synthetic-{seed}")
     tasks: list[Task] = []
     seen: set[str] = set()
-    for _ in range(400 * n + 1000):
+    misses = 0  # draws in a row that gave no new task: the space is used up
+    while misses < GIVE_UP_AFTER:
         if len(tasks) == n:
             return tasks
+        misses += 1
         family = rng.choice(names)
         d = difficulty or rng.randint(1, MAX_DIFFICULTY)
         spec = FAMILIES[family](rng, d)
@@ -101,6 +104,7 @@ def generate(
         tests = _tests(spec, ident)
         if tests is None:
             continue
+        misses = 0
         visible, hidden = tests
         tasks.append(
             Task(

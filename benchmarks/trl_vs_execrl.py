@@ -1,0 +1,236 @@
+"""execrl's trainer against TRL's GRPOTrainer, side by side in one run, on equal terms.
+
+Both train the same tiny Llama (random init, built here: nothing is downloaded) on the same
+synthetic tasks (`execrl.tasks.synthetic.generate`), with the same reward (execrl's
+sandbox-backed pass fraction: the same program construction, the same sandbox, the same
+limits), group size, prompts per step, token budget, learning rate, optimiser (AdamW, beta2,
+grad clip), clip range (0.2 / 0.28, DAPO token-mean loss, group-std advantages), no KL and no
+reference model, one optimiser step per batch, no dynamic sampling, no trackers.
+
+A step's time is the step's own work: for execrl the `time/collect_s + time/update_s` it logs,
+for TRL the time between its `on_step_begin` and `on_step_end` callbacks. Model loading and
+set-up are not counted on either side; the first step of each (warm-up) is left out of the
+rates when there are at least three steps.
+
+    .venv/bin/python benchmarks/trl_vs_execrl.py --steps 6
+
+The last line of stdout is JSON: execrl_steps_per_s, trl_steps_per_s, ratio (execrl / TRL),
+execrl_reward_last and trl_reward_last (mean reward over the last `--last` steps), and the
+settings and machine load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("EXECRL_TRACKERS", "none")  # TRL runs with report_to="none" too
+
+
+def build_model(directory: Path, tasks, seed: int) -> Path:
+    from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+
+    corpus = [t.prompt for t in tasks] + [t.reference or "" for t in tasks]
+    tokenizer = train_bpe_tokenizer(corpus * 4, vocab_size=512)
+    return save_pretrained(new_llama(tokenizer, TinyLlamaShape(), seed=seed), tokenizer, directory)
+
+
+class PassFractionForTRL:
+    """TRL reward function scoring exactly as execrl's rollouts do (`rl.rollout.build_sample`,
+    the sandbox, `rewards.execution.PassFraction`); sandbox errors are None (unscorable)."""
+
+    __name__ = "pass_fraction"
+
+    def __init__(self, tasks, sandbox, limits) -> None:
+        from execrl.rewards.execution import PassFraction
+
+        self.tasks, self.sandbox, self.limits, self.reward = tasks, sandbox, limits, PassFraction()
+
+    def __call__(self, prompts, completions, completion_ids=None, task_index=None, **_):
+        from execrl.rl.rollout import build_sample
+        from execrl.sandbox import Job
+        from execrl.sandbox.verdict import Verdict
+
+        ids = completion_ids or [[]] * len(completions)
+        samples = [
+            build_sample(self.tasks[i], text, len(tok))
+            for i, text, tok in zip(task_index, completions, ids, strict=True)
+        ]
+        runnable = [i for i, s in enumerate(samples) if s.program is not None]
+        jobs = [
+            Job(program=samples[i].program, tests=samples[i].task.tests,
+                entry_point=samples[i].task.entry_point, limits=self.limits)
+            for i in runnable
+        ]  # fmt: skip
+        results = dict(zip(runnable, self.sandbox.run_many(jobs), strict=True)) if jobs else {}
+        scores: list[float | None] = []
+        for i, s in enumerate(samples):
+            r = results.get(i)
+            if r is None:
+                scores.append(0.0)  # no code: what execrl's rollouts give
+            elif r.verdict is Verdict.SANDBOX_ERROR:
+                scores.append(None)
+            else:
+                scores.append(self.reward(dataclasses.replace(s, result=r)).score)
+        return scores
+
+
+def run_execrl(args, model_dir: Path, tasks, out: Path) -> dict:
+    from execrl.rewards.execution import PassFraction
+    from execrl.rl.config import load_config
+    from execrl.rl.run import train
+
+    batch = args.group_size * args.prompts
+    # the prompts TRL gets, unchanged: no `def` line appended where the config has that option
+    same_prompts = ["data.signature_prompt=false"] if _has_field("data", "signature_prompt") else []
+    config = load_config(None, same_prompts + [
+        f"model.path={str(model_dir)!r}", "model.chat='off'", "model.device='cpu'",
+        f"run.out_dir={str(out)!r}", "run.name='execrl'", f"run.steps={args.steps}",
+        f"run.seed={args.seed}", "data.heldout=''",
+        f"rl.group_size={args.group_size}", f"rl.groups_per_step={args.prompts}",
+        f"rl.micro_batch_size={batch}", "rl.dynamic_sampling=false", "rl.prompt_sampler='uniform'",
+        "rl.kl_coef=0.0", "rl.loss_agg='token_mean'", "rl.clip_low=0.2", "rl.clip_high=0.28",
+        f"sampling.max_new_tokens={args.max_new_tokens}", f"sampling.groups_per_generate={args.prompts}",
+        "sampling.temperature=1.0", "sampling.top_p=1.0",
+        f"optim.lr={args.lr}", "optim.beta2=0.99", "optim.grad_clip=1.0", "optim.schedule='constant'",
+        f"sandbox.workers={args.workers}", f"sandbox.wall_s={args.wall_s}",
+    ])  # fmt: skip
+    train(config, tasks=tasks, heldout=[], reward=PassFraction(), quiet=True)
+    rows = [json.loads(x) for x in (out / "execrl" / "metrics.jsonl").read_text().splitlines()]
+    return {
+        "step_s": [r["time/collect_s"] + r["time/update_s"] for r in rows],
+        "reward": [r["reward_mean"] for r in rows],
+        "len_mean": statistics.fmean(r["len_mean"] for r in rows),
+    }
+
+
+def _has_field(section: str, name: str) -> bool:
+    from execrl.rl.config import TrainConfig
+
+    sections = {f.name: f.default_factory() for f in dataclasses.fields(TrainConfig)}
+    return name in {f.name for f in dataclasses.fields(sections[section])}
+
+
+def run_trl(args, model_dir: Path, tasks, out: Path) -> dict:
+    from datasets import Dataset
+    from transformers import AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from execrl.sandbox import Limits, Sandbox
+
+    class StepTimer(TrainerCallback):
+        def __init__(self) -> None:
+            self.times: list[float] = []
+
+        def on_step_begin(self, *a, **k):
+            self.start = time.perf_counter()
+
+        def on_step_end(self, *a, **k):
+            self.times.append(time.perf_counter() - self.start)
+
+    dataset = Dataset.from_dict(
+        {"prompt": [t.prompt for t in tasks], "task_index": list(range(len(tasks)))}
+    )
+    grpo = GRPOConfig(
+        output_dir=str(out / "trl"), per_device_train_batch_size=args.group_size * args.prompts,
+        num_generations=args.group_size, max_completion_length=args.max_new_tokens,
+        max_steps=args.steps, learning_rate=args.lr, lr_scheduler_type="constant",
+        warmup_steps=0, adam_beta2=0.99, weight_decay=0.0, max_grad_norm=1.0, beta=0.0,
+        epsilon=0.2, epsilon_high=0.28, loss_type="dapo", scale_rewards="group",
+        temperature=1.0, top_p=1.0, num_iterations=1, gradient_accumulation_steps=1,
+        logging_steps=1, report_to="none", save_strategy="no", use_cpu=True, bf16=False,
+        seed=args.seed, disable_tqdm=True, dataloader_num_workers=0,
+        gradient_checkpointing=False,  # execrl does not recompute activations either
+    )  # fmt: skip
+    timer = StepTimer()
+    with Sandbox(workers=args.workers) as sandbox:
+        reward = PassFractionForTRL(tasks, sandbox, Limits(wall_s=args.wall_s))
+        trainer = GRPOTrainer(
+            model=str(model_dir), reward_funcs=[reward], args=grpo, train_dataset=dataset,
+            processing_class=AutoTokenizer.from_pretrained(model_dir), callbacks=[timer],
+        )  # fmt: skip
+        with contextlib.redirect_stdout(sys.stderr):  # TRL prints its logs: keep stdout JSON
+            trainer.train()
+    logs = [e for e in trainer.state.log_history if "reward" in e]
+    return {
+        "step_s": timer.times,
+        "reward": [e["reward"] for e in logs],
+        "len_mean": statistics.fmean(e.get("completions/mean_length", 0.0) for e in logs),
+    }
+
+
+def rate(step_s: list[float]) -> float:
+    timed = step_s[1:] if len(step_s) >= 3 else step_s  # the first step warms up
+    return len(timed) / sum(timed)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--group-size", type=int, default=4)
+    p.add_argument("--prompts", type=int, default=2, help="prompts (groups) per step")
+    p.add_argument("--max-new-tokens", type=int, default=32, help="the token budget")
+    p.add_argument("--n-tasks", type=int, default=8)
+    p.add_argument("--difficulty", type=int, default=1)
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--workers", type=int, default=2, help="sandbox workers (each side)")
+    p.add_argument("--wall-s", type=float, default=2.0)
+    p.add_argument("--last", type=int, default=3, help="steps averaged for the final reward")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--model", help="an HF-format model directory (default: a tiny random Llama)")
+    args = p.parse_args(argv)
+
+    from execrl.tasks.synthetic import generate
+
+    tasks = list(
+        generate(seed=args.seed, n=args.n_tasks, difficulty=args.difficulty, split="train")
+    )
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="execrl-trl-bench-") as tmp:
+        out = Path(tmp)
+        model_dir = Path(args.model) if args.model else build_model(out / "model", tasks, args.seed)
+        results = {}
+        for name, run in (("execrl", run_execrl), ("trl", run_trl)):
+            start = time.perf_counter()
+            results[name] = run(args, model_dir, tasks, out)
+            r = results[name]
+            print(
+                f"{name:6s}: {rate(r['step_s']):.3f} steps/s over {len(r['step_s'])} steps "
+                f"(step seconds {', '.join(f'{s:.2f}' for s in r['step_s'])}; "
+                f"{time.perf_counter() - start:.0f} s with set-up); mean completion "
+                f"{r['len_mean']:.1f} tokens; reward per step "
+                f"{', '.join(f'{x:.3f}' for x in r['reward'])}",
+                file=sys.stderr,
+            )
+    ex, trl = results["execrl"], results["trl"]
+    summary = {
+        "execrl_steps_per_s": round(rate(ex["step_s"]), 4),
+        "trl_steps_per_s": round(rate(trl["step_s"]), 4),
+        "ratio": round(rate(ex["step_s"]) / rate(trl["step_s"]), 3),
+        "execrl_reward_last": round(statistics.fmean(ex["reward"][-args.last :]), 4),
+        "trl_reward_last": round(statistics.fmean(trl["reward"][-args.last :]), 4),
+        "execrl_len_mean": round(ex["len_mean"], 1),
+        "trl_len_mean": round(trl["len_mean"], 1),
+        "steps": args.steps,
+        "group_size": args.group_size,
+        "batch": args.group_size * args.prompts,
+        "max_new_tokens": args.max_new_tokens,
+        "loadavg_before": [round(x, 2) for x in load_before],
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        "cpus": os.cpu_count(),
+    }
+    print(f"ratio execrl / TRL: {summary['ratio']:.2f}x", file=sys.stderr)
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

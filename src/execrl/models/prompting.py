@@ -1,0 +1,58 @@
+"""Signature prompts: a task's request as a comment followed by its function's `def` line.
+
+A small code model that must retype the function name often gets it wrong (asked for `times_80`
+it writes `def times_70`), and the program then fails with a NameError however right the body
+is. Ending the prompt with the signature makes the model continue the body, HumanEval style:
+
+    # Write a function times_80(x) that returns x times 80.
+    def times_80(x):
+        return x * 80          <- the completion
+
+The program that runs is the prompt followed by the completion (the prompt is code), which
+`rl.rollout.build_sample` already does for code prompts. The `def` line comes from the task's
+reference solution and repeats only what the request already says (name and arguments), so it
+leaks nothing of the answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from execrl.tasks.schema import Task
+
+
+def signature_split(task: Task) -> tuple[str, str] | None:
+    """(the reference up to and including the entry point's `def` line, the rest: the body),
+    or None when the task has no reference defining its entry point at the top level."""
+    if not task.reference or not task.entry_point:
+        return None
+    pattern = rf"^(async\s+)?def\s+{re.escape(task.entry_point)}\s*\(.*?\)[^:\n]*:[ \t]*\n"
+    match = re.search(pattern, task.reference, re.M | re.S)
+    if match is None:
+        return None
+    return task.reference[: match.end()], task.reference[match.end() :]
+
+
+def is_code_prompt(prompt: str) -> bool:
+    """Whether a prompt is already code the model continues (HumanEval style)."""
+    head = prompt.lstrip()
+    return head.startswith(("def ", "from ", "import ", "class ", "@", "#")) or '"""' in prompt
+
+
+def signature_prompt(task: Task) -> str | None:
+    """The request as comment lines, then the reference's code through the `def` line."""
+    split = signature_split(task)
+    if split is None or is_code_prompt(task.prompt):
+        return None
+    comment = "\n".join(f"# {line}".rstrip() for line in task.prompt.strip().splitlines())
+    return f"{comment}\n{split[0]}"
+
+
+def with_signature_prompts(tasks: list[Task]) -> list[Task]:
+    """The tasks with signature prompts where one can be built; other tasks unchanged."""
+    out = []
+    for task in tasks:
+        prompt = signature_prompt(task)
+        out.append(task if prompt is None else dataclasses.replace(task, prompt=prompt))
+    return out

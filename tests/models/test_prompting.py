@@ -1,0 +1,72 @@
+"""Signature prompts and the SFT pairs of the embedded default, on hand-written tasks."""
+
+from execrl.models.default import DefaultRecipe, build_default_model, sft_pairs
+from execrl.models.loading import load_policy
+from execrl.models.prompting import signature_prompt, signature_split, with_signature_prompts
+from execrl.models.sft import SFTSettings
+from execrl.models.tiny import TinyLlamaShape, train_bpe_tokenizer
+from execrl.rl.rollout import build_sample
+from execrl.tasks import CallTests, Task
+
+TESTS = CallTests(((2,),), (160,))
+TIMES = Task(
+    id="t/times_80",
+    prompt="Write a function times_80(x) that returns x times 80.",
+    tests=TESTS,
+    entry_point="times_80",
+    reference="def times_80(x):\n    return x * 80\n",
+)
+
+
+def test_signature_prompt_ends_with_the_def_line():
+    assert signature_prompt(TIMES) == (
+        "# Write a function times_80(x) that returns x times 80.\ndef times_80(x):\n"
+    )
+    assert signature_split(TIMES) == ("def times_80(x):\n", "    return x * 80\n")
+
+
+def test_imports_before_the_def_line_stay_in_the_prompt():
+    task = Task(id="t/r", prompt="Write r(xs) that\nsorts xs.", tests=TESTS, entry_point="r",
+                reference="import math\n\ndef r(xs) -> list:\n    return sorted(xs)\n")  # fmt: skip
+    assert (
+        signature_prompt(task)
+        == "# Write r(xs) that\n# sorts xs.\nimport math\n\ndef r(xs) -> list:\n"
+    )
+
+
+def test_tasks_without_a_usable_reference_or_with_code_prompts_are_unchanged():
+    code = Task(id="c", prompt="def f(x):\n    ", tests=TESTS, entry_point="f",
+                reference="def f(x):\n    return x\n")  # fmt: skip
+    no_ref = Task(id="n", prompt="Write f.", tests=TESTS, entry_point="f")
+    other = Task(
+        id="o", prompt="Write f.", tests=TESTS, entry_point="f", reference="def g():\n  1\n"
+    )
+    assert with_signature_prompts([code, no_ref, other]) == [code, no_ref, other]
+
+
+def test_sft_pair_is_the_body_and_the_program_is_prompt_plus_completion():
+    ((prompt, completion),) = sft_pairs([TIMES])
+    assert completion == "    return x * 80\n"
+    (task,) = with_signature_prompts([TIMES])
+    sample = build_sample(task, completion, n_tokens=5)
+    assert sample.program == prompt + completion
+    namespace: dict = {}
+    exec(sample.program, namespace)  # our own hand-written program
+    assert namespace["times_80"](2) == 160
+
+
+def test_individual_digits_tokenize_a_number_the_same_everywhere():
+    tok = train_bpe_tokenizer(["times_54(x) x * 54 54 54"] * 20, 300, individual_digits=True)
+    pieces = tok.convert_ids_to_tokens(tok("times_54 x * 54")["input_ids"])
+    assert pieces.count("5") == 2 and pieces.count("4") == 2, pieces
+
+
+def test_build_default_model_saves_a_loadable_raw_prompt_model(tmp_path):
+    recipe = DefaultRecipe(
+        shape=TinyLlamaShape(hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64),
+        vocab_size=300, sft=SFTSettings(steps=2, batch_size=2, warmup=1),
+    )  # fmt: skip
+    directory = build_default_model(tmp_path / "m", [TIMES] * 4, recipe, log=lambda m: None)
+    policy = load_policy(str(directory))
+    assert not getattr(policy.tokenizer, "chat_template", None)  # continues code: no template
+    assert (directory / "execrl_recipe.json").is_file()

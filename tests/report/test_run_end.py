@@ -1,0 +1,38 @@
+"""`execrl train` drives the telemetry: TensorBoard events, example completions and the report
+are in the run directory at the end of a one-step run on a tiny random model."""
+
+import json
+
+import pytest
+
+from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+from execrl.report import examples as ex
+from execrl.rl.run import train
+from rl.conftest import CORPUS, LetterE, tasks, tiny_config
+
+
+@pytest.mark.slow  # a whole (one-step) run: model, sandbox, update, report
+def test_a_run_ends_with_its_report(tmp_path, monkeypatch):
+    monkeypatch.delenv("EXECRL_TRACKERS", raising=False)
+    tokenizer = train_bpe_tokenizer(CORPUS, vocab_size=300)
+    shape = TinyLlamaShape(
+        hidden=32, layers=2, heads=2, kv_heads=1, intermediate=64, max_positions=128
+    )
+    model = save_pretrained(new_llama(tokenizer, shape, seed=0), tokenizer, tmp_path / "m")
+    config = tiny_config(
+        model, tmp_path, "run.steps=1", "rl.groups_per_step=2", "rl.dynamic_sampling=false"
+    )
+    train(config, tasks=tasks(), heldout=[], reward=LetterE(), quiet=True)
+    run = tmp_path / "run"
+    assert list((run / "tensorboard").glob("events.out.tfevents.*"))
+    logged = ex.read(run / "examples.jsonl")
+    # 2 groups of 4: the 2 best and the 2 worst of the step, with the reward's score
+    assert [e.step for e in logged] == [0] * 4
+    assert logged[0].score >= logged[-1].score and logged[0].task.startswith("t")
+    assert sorted(p.name for p in (run / "report").glob("*.png")) == [
+        "kl.png", "pass_rate.png", "reward.png", "verdicts.png"
+    ]  # fmt: skip
+    page = (run / "report.html").read_text()
+    assert (
+        "steps logged: 1;" in page and json.loads((run / "summary.json").read_text())["steps"] == 1
+    )
