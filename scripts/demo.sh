@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine (until the trainer lands: evaluate the bundled HumanEval samples).
+# The main job on a fresh machine: train the embedded default with GRPO on the procedural suite
+# (the model is built on first use), printing held-out pass@1 before and after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/venv.sh
-.venv/bin/execrl eval-samples examples/humaneval_samples.jsonl --benchmark humaneval "$@"
+.venv/bin/execrl train "$@"

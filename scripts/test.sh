@@ -5,4 +5,4 @@ cd "$(dirname "$0")/.."
 bash scripts/venv.sh
 .venv/bin/ruff check src tests benchmarks
 .venv/bin/ruff format --check src tests benchmarks
-.venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest -q -m "not slow" "$@"

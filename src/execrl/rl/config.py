@@ -84,7 +84,7 @@ class RLConfig:
 
 @dataclass
 class OptimConfig:
-    lr: float = 1e-3  # high for RL, right for the 0.85M-parameter default; lower it for real models
+    lr: float = 5e-5  # measured on the default: 1e-3 and 2e-4 lower held-out pass@1
     weight_decay: float = 0.0
     beta1: float = 0.9
     beta2: float = 0.99
