@@ -198,12 +198,18 @@ def default_keep() -> list[str]:
     return sorted(os.path.realpath(p) for p in paths if os.path.isdir(p))
 
 
-def make_scratch(uid: int | None) -> str:
-    """A fresh scratch directory owned by the run's uid, the only place it may write."""
-    if uid is None:
+def make_scratch(uid: int | None, private_tmp: bool = True) -> str:
+    """A fresh scratch directory owned by the run's uid, the only place it may write.
+
+    The fixed path is only safe inside the worker's own /tmp (the filesystem layer); without
+    it, workers of several pools would share the host's /tmp."""
+    if uid is None or not private_tmp:
         import tempfile
 
-        return tempfile.mkdtemp(prefix="execrl-run-")
+        path = tempfile.mkdtemp(prefix="execrl-run-")
+        if uid is not None:
+            os.chown(path, uid, uid)
+        return path
     if os.path.lexists(SCRATCH):
         remove_scratch(SCRATCH)
     os.mkdir(SCRATCH, 0o700)

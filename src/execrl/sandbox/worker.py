@@ -91,7 +91,7 @@ def _run_unit(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any])
 
 def _spawn(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
     uid = ctx["uid"]
-    scratch = isolation.make_scratch(uid)
+    scratch = isolation.make_scratch(uid, "filesystem" in ctx["layers"])
     if unit.get("files") or unit.get("source"):
         execunit.put_files(scratch, unit, uid)
     stdin_fd = _stdin_for(unit, scratch)

@@ -45,7 +45,8 @@ MBPP_PLUS = DataFile("mbppplus", "MbppPlus-v0.2.0.jsonl.gz")
 MIN_TIME_LIMIT = 1.0  # evalplus/config.py DEFAULT_MIN_TIME_LIMIT
 GT_TIME_LIMIT_FACTOR = 4.0  # DEFAULT_GT_TIME_LIMIT_FACTOR
 TIMEOUT_PER_TASK = 60.0  # EVALPLUS_TIMEOUT_PER_TASK's default
-GROUND_TRUTH_VERSION = 2  # bump when the way expected outputs are computed changes
+CACHE_CHUNK = 16  # tasks per reference run, each chunk cached as it completes
+GROUND_TRUTH_VERSION = 3  # bump when the way expected outputs are computed changes
 
 MBPP_OUTPUT_NOT_NONE_TASKS = ("check_str", "text_match_three", "text_starta_endb")
 MBPP_OUTPUT_SET_EQ_TASKS = (
@@ -292,22 +293,30 @@ def ground_truth(
             )
             for p in todo
         ]
-        computed = (runner or sandbox_runner())(runs)
-        for p in todo:
-            gt = computed[p.task_id]
-            path = _cache_path(data, p)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + ".tmp")
-            with gzip.open(tmp, "wt", encoding="utf-8") as f:
-                record = {
-                    "outputs": to_json(list(gt.outputs)),
-                    "seconds": list(gt.seconds),
-                    "excluded": {str(k): v for k, v in gt.excluded.items()},
-                }
-                json.dump(record, f)
-            tmp.replace(path)
-            found[p.task_id] = gt
+        run = runner or sandbox_runner()
+        computed: dict[str, ReferenceOutputs] = {}
+        for start in range(0, len(runs), CACHE_CHUNK):  # a failure loses one chunk, not all
+            out = run(runs[start : start + CACHE_CHUNK])
+            computed.update(out)
+            _save(data, [p for p in todo if p.task_id in out], out)
+        found.update(computed)
     return found
+
+
+def _save(data: Path, problems: list[Problem], computed: dict[str, ReferenceOutputs]) -> None:
+    for p in problems:
+        gt = computed[p.task_id]
+        path = _cache_path(data, p)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        with gzip.open(tmp, "wt", encoding="utf-8") as f:
+            record = {
+                "outputs": to_json(list(gt.outputs)),
+                "seconds": list(gt.seconds),
+                "excluded": {str(k): v for k, v in gt.excluded.items()},
+            }
+            json.dump(record, f)
+        tmp.replace(path)
 
 
 def load_evalplus(

@@ -67,6 +67,8 @@ def __execrl_driver():
         if budget[0] < 0:
             raise OverflowError("OutputTooLarge")
         t = type(v)
+        if t is int and v.bit_length() > 14_000:  # over ~4,200 digits: JSON cannot carry it
+            raise OverflowError("OutputTooLarge")
         if v is None or t is bool or t is int or t is str:
             return v
         if t is float:
@@ -186,7 +188,10 @@ def _parse(p: _Pending, stdout: str, items: list[int], piece: bool) -> list[int]
         i = int(i_s)
         reported.add(i)
         if rest.endswith(f": {TOO_BIG}"):
-            p.excluded[i] = f"the reference's output has over {MAX_NODES:,} values"
+            p.excluded[i] = (
+                f"the reference's output has over {MAX_NODES:,} values, or an integer of over "
+                "4,200 digits (past Python's int-to-str limit)"
+            )
             continue
         if rest.startswith("ERR\t"):
             p.errors.append(f"{p.run.key}: the reference solution failed on input {i}: {rest[4:]}")
