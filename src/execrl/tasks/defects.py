@@ -6,10 +6,6 @@ from __future__ import annotations
 
 KNOWN_DEFECTS: dict[str, dict[str, str]] = {
     "mbpp+": {
-        "Mbpp/88": (
-            "the reference returns collections.Counter; a call test's output must be plain data, "
-            "and the sandbox refuses dict subclasses (EvalPlus compares Counter == dict)"
-        ),
         "Mbpp/599": (
             "the reference needs about 30 s for its plus inputs on a quiet machine, and EvalPlus "
             "caps a group at 61 s: on a loaded machine it times out"

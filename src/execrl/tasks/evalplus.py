@@ -46,7 +46,7 @@ MIN_TIME_LIMIT = 1.0  # evalplus/config.py DEFAULT_MIN_TIME_LIMIT
 GT_TIME_LIMIT_FACTOR = 4.0  # DEFAULT_GT_TIME_LIMIT_FACTOR
 TIMEOUT_PER_TASK = 60.0  # EVALPLUS_TIMEOUT_PER_TASK's default
 CACHE_CHUNK = 16  # tasks per reference run, each chunk cached as it completes
-GROUND_TRUTH_VERSION = 3  # bump when the way expected outputs are computed changes
+GROUND_TRUTH_VERSION = 4  # bump when the way expected outputs are computed changes
 
 MBPP_OUTPUT_NOT_NONE_TASKS = ("check_str", "text_match_three", "text_starta_endb")
 MBPP_OUTPUT_SET_EQ_TASKS = (

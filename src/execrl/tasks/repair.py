@@ -23,7 +23,6 @@ QUIXBUGS = DataFile("quixbugs", "quixbugs_python.jsonl")
 OBJECT_RETURNS = {
     "flatten": "a generator, which the tests turn into a list",
     "kheapsort": "a generator, which the tests turn into a list",
-    "shortest_path_lengths": "a collections.defaultdict, compared with a dict",
 }
 
 

@@ -1,0 +1,163 @@
+"""`execrl eval`: generate completions with a model and evaluate them, resumably.
+
+    execrl eval --model PATH_OR_HF_ID --benchmark humaneval -n 10 -k 1,10
+    execrl eval --model openai:http://localhost:8000/v1#MODEL --benchmark mbpp+
+
+Writes, in --out-dir: samples.jsonl (+ samples.meta.json), results.jsonl and summary.json; the
+summary is also the last line of stdout with --json, as `eval-samples` prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from execrl.eval.commands import print_summary
+from execrl.eval.evaluate import evaluate, result_record, summarize, write_jsonl_atomic
+from execrl.eval.generation import GenerationMeta, SamplesFile, first_n, generate_missing
+from execrl.progress import progress_bar
+from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
+from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
+from execrl.tasks.registry import load_benchmark
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval", help="generate completions with a model and evaluate them")
+    p.add_argument(
+        "--model",
+        required=True,
+        help="a model directory in Hugging Face format, a hub id, 'default', "
+        "or openai:URL#MODEL for an OpenAI-compatible completion server",
+    )
+    p.add_argument("--benchmark", default="humaneval", help="benchmark name, or jsonl:PATH")
+    p.add_argument("-n", type=int, default=1, help="samples per task")
+    p.add_argument("-k", default="1", help="comma-separated k of pass@k to print, each <= n")
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help="sampling temperature (default: 0, greedy, when n = 1, else 0.8)",
+    )
+    p.add_argument("--top-p", type=float, default=0.95)
+    p.add_argument("--max-new-tokens", type=int, default=512)
+    p.add_argument(
+        "--chat",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="use the chat template (auto: when the tokenizer has one; servers: off)",
+    )
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, or auto")
+    p.add_argument("--batch-size", type=int, default=16, help="sequences per generate call")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--limit", type=int, default=0, help="only the first N tasks (0: all)")
+    p.add_argument(
+        "--out-dir",
+        type=Path,
+        default=None,
+        help="where samples, results and summary go (default: evals/BENCH__MODEL)",
+    )
+    p.add_argument("--restart", action="store_true", help="discard samples from an earlier run")
+    p.add_argument("--workers", type=int, default=2, help="sandbox workers")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="wall-clock seconds per sample (default: the benchmark's own limits)",
+    )
+    p.add_argument("--data-dir", default=None, help="benchmark data directory")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON, last line")
+    p.add_argument(
+        "--allow-weaker-sandbox",
+        action="store_true",
+        help="run even if some isolation layers are unavailable",
+    )
+    p.set_defaults(handler=run_eval)
+
+
+def _fail(message: str) -> int:
+    print(f"execrl eval: error: {message}", file=sys.stderr)
+    return 2
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    try:
+        ks = sorted({int(k) for k in args.k.split(",") if k.strip()})
+    except ValueError:
+        return _fail(f"-k {args.k!r}: give comma-separated integers, e.g. -k 1,10")
+    if args.n < 1 or not ks or ks[0] < 1 or ks[-1] > args.n:
+        return _fail(f"-k {args.k} with -n {args.n}: each k must be between 1 and n")
+    temperature = (
+        args.temperature if args.temperature is not None else (0.0 if args.n == 1 else 0.8)
+    )
+    if args.n > 1 and temperature == 0:
+        print("execrl eval: warning: greedy decoding gives n identical samples", file=sys.stderr)
+    try:
+        tasks = load_benchmark(args.benchmark, args.data_dir)
+    except (TaskDataError, DataNotFound, UnknownBenchmark, OSError) as exc:
+        return _fail(str(exc))
+    if args.limit > 0:
+        tasks = tasks[: args.limit]
+    out_dir = args.out_dir or Path("evals") / _slug(f"{args.benchmark}__{args.model}")
+    try:
+        generator = _open_generator(args)
+    except (ValueError, FileNotFoundError, OSError, ImportError) as exc:
+        return _fail(str(exc))
+    meta = GenerationMeta(
+        args.model,
+        args.benchmark,
+        args.n,
+        temperature,
+        args.top_p,
+        args.max_new_tokens,
+        generator.chat,
+    )
+    from execrl.models.backends import GenerationParams, ServerError
+
+    params = GenerationParams(
+        temperature, args.top_p, args.max_new_tokens, batch_size=args.batch_size
+    )
+    try:
+        samples_file = SamplesFile(out_dir / "samples.jsonl", meta, restart=args.restart)
+        with progress_bar(len(tasks) * args.n, "generate") as advance:
+            made = generate_missing(generator, tasks, samples_file, params, progress=advance)
+        samples = first_n(samples_file.read(tasks), tasks, args.n)
+    except (TaskDataError, ServerError) as exc:
+        return _fail(str(exc))
+    print(
+        f"generated {made} samples ({len(samples) - made} from an earlier run) in "
+        f"{samples_file.path}",
+        file=sys.stderr,
+    )
+    limits = None if args.timeout is None else Limits(wall_s=args.timeout)
+    try:
+        with Sandbox(workers=args.workers, allow_missing_layers=args.allow_weaker_sandbox) as sb:
+            with progress_bar(len(samples), "evaluate") as advance:
+                results = evaluate(samples, tasks, "solution", sb, limits, progress=advance)
+    except (SandboxUnavailable, TaskDataError) as exc:
+        return _fail(str(exc))
+    summary = {
+        **summarize(args.benchmark, results),
+        "model": args.model,
+        "temperature": temperature,
+        "out_dir": str(out_dir),
+    }
+    write_jsonl_atomic(out_dir / "results.jsonl", [result_record(r) for r in results])
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print_summary(summary, args.json, shown=[f"pass@{k}" for k in ks])
+    return 0
+
+
+def _open_generator(args: argparse.Namespace):
+    import torch
+
+    from execrl.models.backends import open_generator
+
+    torch.manual_seed(args.seed)
+    return open_generator(args.model, chat=args.chat, device=args.device)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^\w.+-]+", "_", text).strip("_")[:120]

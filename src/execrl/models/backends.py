@@ -1,0 +1,165 @@
+"""Text generators for evaluation: a Hugging Face causal LM in this process, or any server that
+speaks the OpenAI completions API (vLLM, SGLang, llama.cpp's server, TGI).
+
+Both take prompt texts and give back n raw completions per prompt; what the text means as a
+program is decided by the caller (`eval.generation`). A model is named `openai:URL#MODEL` for a
+server, and by a path, hub id or `default` otherwise (`models.loading`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from execrl.models.chat import format_prompt, uses_chat_template
+
+OPENAI_PREFIX = "openai:"
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationParams:
+    temperature: float = 0.0  # 0 means greedy
+    top_p: float = 1.0
+    max_new_tokens: int = 512
+    stop: tuple[str, ...] = ()  # used for plain completion only; chat ends at eos
+    batch_size: int = 16  # sequences per generate call (HF) or per request (server)
+
+
+class Generator(Protocol):
+    chat: bool  # whether prompts go through a chat template (instruct models)
+
+    def generate(self, prompts: Sequence[str], n: int, params: GenerationParams) -> list[list[str]]:
+        """n raw completions for each prompt, in prompt order."""
+        ...
+
+
+def open_generator(model: str, *, chat: str = "auto", device: str = "auto") -> Generator:
+    """The generator a `--model` argument names; chat is auto | on | off."""
+    if model.startswith(OPENAI_PREFIX):
+        url, sep, name = model[len(OPENAI_PREFIX) :].partition("#")
+        if not sep or not url or not name:
+            raise ValueError(
+                f"--model {model!r}: a server is named openai:URL#MODEL, "
+                "e.g. openai:http://localhost:8000/v1#Qwen/Qwen2.5-Coder-7B-Instruct"
+            )
+        return OpenAIGenerator(url, name, chat=chat == "on")
+    return HFGenerator(model, chat=chat, device=device)
+
+
+class HFGenerator:
+    """A transformers causal LM; prompts through its chat template when it has one."""
+
+    def __init__(self, model: str, *, chat: str = "auto", device: str = "auto") -> None:
+        import torch
+
+        from execrl.models.loading import load_policy
+
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        dtype = "bfloat16" if device.startswith("cuda") else "float32"
+        self.policy = load_policy(model, device=device, dtype=dtype)
+        self.policy.model.eval()
+        wanted = {"auto": None, "on": True, "off": False}[chat]
+        self.chat = uses_chat_template(self.policy.tokenizer, wanted)
+
+    def generate(self, prompts: Sequence[str], n: int, params: GenerationParams) -> list[list[str]]:
+        from execrl.models.sampling import SamplingParams, sample
+
+        tokenizer = self.policy.tokenizer
+        ids = [
+            tokenizer(
+                format_prompt(tokenizer, p, chat=self.chat), add_special_tokens=not self.chat
+            )["input_ids"]
+            for p in prompts
+        ]
+        sampling = SamplingParams(
+            temperature=params.temperature,
+            top_p=params.top_p,
+            max_new_tokens=params.max_new_tokens,
+            stop=() if self.chat else params.stop,
+            batch_size=params.batch_size,
+        )
+        completions = sample(self.policy.model, tokenizer, ids, sampling, n=n)
+        return [[c.text for c in completions[i * n : (i + 1) * n]] for i in range(len(prompts))]
+
+
+class ServerError(RuntimeError):
+    """The completion server refused a request or answered something we cannot read."""
+
+
+class OpenAIGenerator:
+    """POST /completions (or /chat/completions with chat on) to an OpenAI-compatible server."""
+
+    retries = 3  # connection failures and 5xx answers are retried, with a pause that doubles
+
+    def __init__(self, url: str, model: str, *, chat: bool = False, timeout_s: float = 600) -> None:
+        self.base = url.rstrip("/")
+        if not self.base.endswith("/v1"):
+            self.base += "/v1"
+        self.model = model
+        self.chat = chat
+        self.timeout_s = timeout_s
+
+    def generate(self, prompts: Sequence[str], n: int, params: GenerationParams) -> list[list[str]]:
+        return [self._one(p, n, params) for p in prompts]
+
+    def _one(self, prompt: str, n: int, params: GenerationParams) -> list[str]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "n": n,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "max_tokens": params.max_new_tokens,
+        }
+        if self.chat:
+            body["messages"] = [{"role": "user", "content": prompt}]
+            answer = self._post("/chat/completions", body)
+        else:
+            body["prompt"] = prompt
+            if params.stop:
+                body["stop"] = list(params.stop)
+            answer = self._post("/completions", body)
+        try:
+            choices = sorted(answer["choices"], key=lambda c: c.get("index", 0))
+            texts = [c["message"]["content"] if self.chat else c["text"] for c in choices]
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ServerError(
+                f"{self.base}: the answer has no choices[].{'message.content' if self.chat else 'text'} "
+                f"({exc!r}); is this an OpenAI-compatible server?"
+            ) from None
+        if len(texts) != n or not all(isinstance(t, str) for t in texts):
+            raise ServerError(f"{self.base}: asked for {n} completions, got {len(texts)}")
+        return texts
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        data = json.dumps(body).encode()
+        pause = 1.0
+        for attempt in range(self.retries + 1):
+            request = urllib.request.Request(
+                self.base + path, data=data, headers={"Content-Type": "application/json"}
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                    return json.loads(response.read())
+            except urllib.error.HTTPError as exc:
+                detail = exc.read()[:300].decode(errors="replace")
+                if exc.code < 500 or attempt == self.retries:
+                    raise ServerError(
+                        f"{self.base}{path}: HTTP {exc.code}: {detail} (model {self.model!r})"
+                    ) from None
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+                if attempt == self.retries:
+                    raise ServerError(
+                        f"{self.base}{path}: no answer after {self.retries + 1} tries ({exc}); "
+                        "is the server running?"
+                    ) from None
+            except json.JSONDecodeError:
+                raise ServerError(f"{self.base}{path}: the answer is not JSON") from None
+            time.sleep(pause)
+            pause *= 2
+        raise AssertionError("unreachable")
