@@ -20,7 +20,14 @@ from execrl.eval.evaluate import evaluate, result_record
 from execrl.eval.samples import Sample
 from execrl.tasks import load_benchmark
 
-HE_IDS = ["HumanEval/0", "HumanEval/2", "HumanEval/4", "HumanEval/32", "HumanEval/35", "HumanEval/107"]
+HE_IDS = [
+    "HumanEval/0",
+    "HumanEval/2",
+    "HumanEval/4",
+    "HumanEval/32",
+    "HumanEval/35",
+    "HumanEval/107",
+]
 MBPP_IDS = ["Mbpp/2", "Mbpp/88", "Mbpp/124", "Mbpp/558", "Mbpp/581", "Mbpp/737", "Mbpp/793"]
 FILES = {
     "humaneval": "humanevalplus/HumanEvalPlus-v0.1.10.jsonl.gz",
@@ -30,7 +37,9 @@ FILES = {
 # input with `continue`, skipping the line that counts the input as done, so no HumanEval/32
 # solution can pass there, not even the reference; execrl applies the oracle as intended
 # (|poly(xs, x)| <= atol).
-EVALPLUS_DEFECTS = {"HumanEval/32": "every solution fails (find_zero oracle skips its progress count)"}
+EVALPLUS_DEFECTS = {
+    "HumanEval/32": "every solution fails (find_zero oracle skips its progress count)"
+}
 TRANSFORMS = {
     "int_as_float": "if type(out) is int: out = float(out)",
     "nudged": "if type(out) is float: out = out + 1e-9",
@@ -70,7 +79,11 @@ def _problems(data, dataset: str, ids: list[str], ep) -> dict[str, dict]:
         not_none = p["entry_point"] in ep.not_none
         for group in ("base", "plus"):
             p[group], p[f"{group}_time"] = ep.trusted_exec(
-                code, p[f"{group}_input"], p["entry_point"], record_time=True, output_not_none=not_none
+                code,
+                p[f"{group}_input"],
+                p["entry_point"],
+                record_time=True,
+                output_not_none=not_none,
             )
     return problems
 
@@ -87,12 +100,18 @@ def _variants(reference: str, entry: str, base_inputs: list) -> dict[str, str]:
         + f"    if len(repr(args)) > {longest}:\n        return None\n    return _reference_entry(*args)\n",
     }
     for name, line in TRANSFORMS.items():
-        out[name] = reference + wrap + f"    out = _reference_entry(*args)\n    {line}\n    return out\n"
+        out[name] = (
+            reference + wrap + f"    out = _reference_entry(*args)\n    {line}\n    return out\n"
+        )
     return out
 
 
-@pytest.mark.parametrize("dataset, bench, ids", [("humaneval", "humaneval+", HE_IDS), ("mbpp", "mbpp+", MBPP_IDS)])
-def test_verdicts_equal_evalplus_base_and_plus(evalplus, sandbox, tmp_path, monkeypatch, dataset, bench, ids):
+@pytest.mark.parametrize(
+    "dataset, bench, ids", [("humaneval", "humaneval+", HE_IDS), ("mbpp", "mbpp+", MBPP_IDS)]
+)
+def test_verdicts_equal_evalplus_base_and_plus(
+    evalplus, sandbox, tmp_path, monkeypatch, dataset, bench, ids
+):
     from tests.conftest import shared_data_dir
 
     data = shared_data_dir()
