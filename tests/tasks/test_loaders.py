@@ -22,6 +22,7 @@ COUNTS = {
     "humaneval": 164,
     "mbpp": 500,
     "mbpp-full": 974,
+    "mbpp-train": 374,
     "mbpp-sanitized": 427,
     "humanevalfix": 164,
     "quixbugs": 40,
@@ -219,3 +220,9 @@ def test_a_failed_download_is_not_found_with_the_reason(tmp_path, monkeypatch):
     monkeypatch.setenv("EXECRL_CACHE_DIR", str(tmp_path / "cache"))
     with pytest.raises(DataNotFound, match=r"ConnectionError: no network"):
         load_benchmark("mbpp-sanitized", tmp_path)
+
+
+def test_mbpp_train_and_test_splits_do_not_overlap(data_dir):
+    train = {t.metadata["task_id"] for t in load_benchmark("mbpp-train", data_dir)}
+    test = {t.metadata["task_id"] for t in load_benchmark("mbpp", data_dir)}
+    assert min(train) == 601 and max(train) == 974 and not train & test

@@ -38,6 +38,7 @@ MBPP_SANITIZED = DataFile(
     ),
 )
 TEST_SPLIT = range(11, 511)
+TRAIN_SPLIT = range(601, 975)  # for training on MBPP while evaluating on its test split
 # References that return a re.Match, which the original harness's `==` or truth test accepts:
 # their entry point may return objects (`Task.strict_returns`). Found by `execrl tasks
 # validate`; tests/tasks checks each entry is needed. (Dict subclasses such as Counter are plain
@@ -97,17 +98,23 @@ def _task(
     )
 
 
-def read_mbpp(path: Path, test_split_only: bool) -> list[Task]:
+SPLITS = {"test": TEST_SPLIT, "train": TRAIN_SPLIT}  # the paper's split by task id
+
+
+def read_mbpp(path: Path, split: str | None) -> list[Task]:
+    """All tasks (split None) or one split of the original paper's, checked to be complete."""
     tasks = []
+    source = {"test": "mbpp", "train": "mbpp-train", None: "mbpp-full"}[split]
     for where, rec in read_records(path):
         setup = field(where, rec, "test_setup_code").replace("\r\n", "\n")
-        source = "mbpp" if test_split_only else "mbpp-full"
         task = _task(where, rec, "text", setup, source, NON_PLAIN_RETURNS)
-        if not test_split_only or task.metadata["task_id"] in TEST_SPLIT:
+        if split is None or task.metadata["task_id"] in SPLITS[split]:
             tasks.append(task)
-    if test_split_only and len(tasks) != len(TEST_SPLIT):
+    if split is not None and len(tasks) != len(SPLITS[split]):
+        ids = SPLITS[split]
         raise TaskDataError(
-            f"{path}: the test split (task ids 11-510) should have 500 tasks, found {len(tasks)}"
+            f"{path}: the {split} split (task ids {ids.start}-{ids.stop - 1}) should have "
+            f"{len(ids)} tasks, found {len(tasks)}"
         )
     return tasks
 

@@ -1,6 +1,6 @@
 """Benchmarks by name: `load_benchmark("mbpp+")`, `list_benchmarks()`.
 
-Names: humaneval, humaneval+, mbpp, mbpp-full, mbpp-sanitized, mbpp+, humanevalfix, quixbugs,
+Names: humaneval, humaneval+, mbpp, mbpp-train, mbpp-full, mbpp-sanitized, mbpp+, humanevalfix, quixbugs,
 codejam, synthetic[:key=value,...] (see `execrl.tasks.synthetic`), and jsonl:PATH (a file in
 HumanEval's format or in execrl's own schema, told apart by its first record).
 """
@@ -46,8 +46,9 @@ BENCHMARKS: dict[str, Benchmark] = {
             lambda p, **kw: load_evalplus(p, "humaneval", "humaneval+", **kw),
             needs_reference_runs=True,
         ),
-        Benchmark("mbpp", "MBPP test split (ids 11-510)", MBPP_FULL, 500, lambda p: read_mbpp(p, True)),
-        Benchmark("mbpp-full", "MBPP, all tasks", MBPP_FULL, 974, lambda p: read_mbpp(p, False)),
+        Benchmark("mbpp", "MBPP test split (ids 11-510)", MBPP_FULL, 500, lambda p: read_mbpp(p, "test")),
+        Benchmark("mbpp-train", "MBPP train split (ids 601-974)", MBPP_FULL, 374, lambda p: read_mbpp(p, "train")),
+        Benchmark("mbpp-full", "MBPP, all tasks", MBPP_FULL, 974, lambda p: read_mbpp(p, None)),
         Benchmark("mbpp-sanitized", "MBPP hand-verified subset", MBPP_SANITIZED, 427, read_mbpp_sanitized),
         Benchmark(
             "mbpp+",
