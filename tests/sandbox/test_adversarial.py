@@ -152,6 +152,11 @@ def test_always_equal_swallowed_by_test_code(sandbox):
             "import collections\ncollections.Counter.__eq__ = lambda s, o: True\ndef f(x):\n    return collections.Counter('a')\n",
             "import collections\ndef check(candidate):\n    assert collections.Counter(candidate(1)) == collections.Counter('bb')\n",
         ),
+        (  # one entry that held None deleted and another planted: the class dict keeps its size
+            "import collections\ndel collections.Counter.__hash__\n"
+            "collections.Counter.__contains__ = lambda s, k: True\ndef f(x):\n    return 'a'\n",
+            "import collections\ndef check(candidate):\n    assert 'z' in collections.Counter(candidate(1))\n",
+        ),
     ],
 )
 def test_monkeypatching(sandbox, program, setup):

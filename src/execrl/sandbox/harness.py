@@ -456,12 +456,15 @@ def _snapshot(unit: dict[str, Any], state: dict[str, Any]) -> Any:
     setattr_, delattr_, type_name = type.__setattr__, type.__delattr__, _type_name
     sysmods, tampered = sys.modules, state["tampered"]
 
+    missing = object()
+
     def changed(d: Any, snap: dict[str, Any]) -> bool:
-        # Identity, never ==: comparing would call a planted object's __eq__.
+        # Identity, never ==: comparing would call a planted object's __eq__. A missing key
+        # reads as a sentinel, so deleting an entry that held None and adding another is seen.
         if len_(d) != len_(snap):
             return True
         get = d.get
-        return any_(get(k) is not v for k, v in snap.items())
+        return any_(get(k, missing) is not v for k, v in snap.items())
 
     def restore() -> None:
         for name, mod in entries:
