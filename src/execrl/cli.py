@@ -12,7 +12,7 @@ COMMAND_MODULES = (
     "execrl.eval.commands",
     "execrl.eval.eval_command",
     "execrl.sandbox.commands",
-    "execrl.rl.commands",
+    "execrl.train_command",
     "execrl.report.commands",
     "execrl.tasks.commands",
 )

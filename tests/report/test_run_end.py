@@ -7,7 +7,7 @@ import pytest
 
 from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
 from execrl.report import examples as ex
-from execrl.rl.run import train
+from execrl.train_command import train_with_telemetry
 from rl.conftest import CORPUS, LetterE, tasks, tiny_config
 
 
@@ -22,7 +22,7 @@ def test_a_run_ends_with_its_report(tmp_path, monkeypatch):
     config = tiny_config(
         model, tmp_path, "run.steps=1", "rl.groups_per_step=2", "rl.dynamic_sampling=false"
     )
-    train(config, tasks=tasks(), heldout=[], reward=LetterE(), quiet=True)
+    train_with_telemetry(config, tasks=tasks(), heldout=[], reward=LetterE(), quiet=True)
     run = tmp_path / "run"
     assert list((run / "tensorboard").glob("events.out.tfevents.*"))
     logged = ex.read(run / "examples.jsonl")

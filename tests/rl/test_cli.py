@@ -24,11 +24,17 @@ def test_train_cli_end_to_end(tiny_model_dir, tmp_path, capsys):
     assert {"reward_mean", "pass_rate", "sandbox_error_rate", "time/generate_s"} <= set(row)
 
 
-def test_bad_config_is_a_clear_error(tmp_path, capsys):
+def test_bad_config_is_a_clear_error(tmp_path, capsys, monkeypatch):
     assert main(["train", "--set", "rl.nope=1"]) == 2
-    assert "unknown key rl.nope" in capsys.readouterr().out
+    assert "unknown key rl.nope" in capsys.readouterr().err
     assert main(["train", "--set", "rl.group_size='x'"]) == 2
-    assert "rl.group_size must be int" in capsys.readouterr().out
+    assert "rl.group_size must be int" in capsys.readouterr().err
+    # An unknown tracker, in the config or the environment, fails before any model is loaded.
+    assert main(["train", "--set", "run.trackers='tensorbored'"]) == 2
+    assert "unknown tracker 'tensorbored'" in capsys.readouterr().err
+    monkeypatch.setenv("EXECRL_TRACKERS", "tensorboard,nope")
+    assert main(["train"]) == 2
+    assert "unknown tracker 'nope'" in capsys.readouterr().err
 
 
 def test_train_on_the_embedded_default_end_to_end(tmp_path, capsys, monkeypatch):

@@ -1,11 +1,12 @@
-"""The training run's telemetry beyond metrics.jsonl, as one callback `rl.run.train` drives.
+"""The training run's telemetry beyond metrics.jsonl: the observer `execrl train` hands to
+`rl.run.train` (which, a lower layer, never imports this one; see `execrl.train_command`).
 
     telemetry = Telemetry(run_dir, config, tasks, first_step, enabled=rank == 0)  # at start
     telemetry.step(row, collected)   # each step: trackers, example completions
     telemetry.end(summary)           # at the end: close trackers, build the report
 
-Trackers (TensorBoard by default; W&B, MLflow on request) are chosen by `EXECRL_TRACKERS`
-(see `report.trackers`); a missing package is an error here, before any training step.
+Trackers (TensorBoard by default; W&B, MLflow on request) are chosen by `run.trackers` or
+`EXECRL_TRACKERS` (see `report.trackers`); a missing package is an error before any step.
 """
 
 from __future__ import annotations

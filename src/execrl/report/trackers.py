@@ -1,7 +1,7 @@
 """Where per-step metrics go besides metrics.jsonl: TensorBoard, and optionally W&B or MLflow.
 
-Chosen with the environment variable `EXECRL_TRACKERS` (comma-separated; default
-`tensorboard`; `none` writes only metrics.jsonl). Weights & Biases and MLflow are never
+Chosen by the config's `run.trackers`, else the environment variable `EXECRL_TRACKERS`
+(comma-separated; default `tensorboard`; `none` writes only metrics.jsonl). Weights & Biases and MLflow are never
 dependencies: asking for one that is not installed is an error before training starts, naming
 the package to install. W&B reads its own settings (`WANDB_PROJECT`, `WANDB_MODE`, ...) and
 MLflow its own (`MLFLOW_TRACKING_URI`, `MLFLOW_EXPERIMENT_NAME`).
@@ -92,7 +92,9 @@ PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
 
 
 def tracker_names(spec: str | None = None) -> tuple[str, ...]:
-    """Parse `EXECRL_TRACKERS` (or `spec`); unknown names and missing packages are errors."""
+    """Parse `spec` (the config's `run.trackers`) or else `EXECRL_TRACKERS`; unknown names and
+    missing packages are errors naming where the setting came from."""
+    origin = "run.trackers" if spec is not None else ENV
     spec = os.environ.get(ENV) if spec is None else spec
     if spec is None or not spec.strip():
         names = DEFAULT
@@ -103,13 +105,13 @@ def tracker_names(spec: str | None = None) -> tuple[str, ...]:
     for name in names:
         if name not in PACKAGES:
             raise ValueError(
-                f"{ENV}={spec!r}: unknown tracker {name!r}; choose from "
+                f"{origin}={spec!r}: unknown tracker {name!r}; choose from "
                 f"{', '.join(PACKAGES)} (comma-separated) or 'none'"
             )
         if importlib.util.find_spec(PACKAGES[name]) is None:
             raise TrackerUnavailable(
-                f"{ENV} asks for {name}, but the {PACKAGES[name]!r} package is not installed: "
-                f"`pip install {PACKAGES[name]}`, or remove {name} from {ENV}"
+                f"{origin} asks for {name}, but the {PACKAGES[name]!r} package is not installed: "
+                f"`pip install {PACKAGES[name]}`, or remove {name} from {origin}"
             )
     return names
 

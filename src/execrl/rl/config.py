@@ -107,6 +107,9 @@ class RunConfig:
     name: str = ""  # run directory name; default: a timestamp
     checkpoint_every: int = 0  # steps between checkpoints; 0 saves only at the end
     resume: str = ""  # a run directory to continue from its last checkpoint
+    # Where per-step metrics go besides metrics.jsonl: comma-separated tensorboard, wandb,
+    # mlflow, or none; "" reads $EXECRL_TRACKERS, and without it TensorBoard.
+    trackers: str = ""
 
 
 @dataclass

@@ -13,9 +13,10 @@ import os
 import random
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -41,9 +42,32 @@ class Setup:
     heldout: list[Task]
 
 
+class StepObserver(Protocol):
+    """What watches a run from above this layer (the report layer's telemetry)."""
+
+    def step(self, row: dict[str, Any], collected: Any) -> None: ...
+
+    def end(self, summary: dict[str, Any]) -> Any: ...
+
+
+# (run_dir, config, training tasks, first step, whether this process reports) -> observer
+ObserverFactory = Callable[[Path, TrainConfig, list[Task], int, bool], StepObserver]
+
+
+class _Unobserved:
+    def step(self, row: dict[str, Any], collected: Any) -> None:
+        return None
+
+    def end(self, summary: dict[str, Any]) -> None:
+        return None
+
+
 def train(config: TrainConfig, *, tasks: list[Task] | None = None, heldout: list[Task] | None = None,
-          reward: Any = None, quiet: bool = False) -> dict[str, Any]:  # fmt: skip
-    """Run the training `config` describes; returns the summary (also written to summary.json)."""
+          reward: Any = None, quiet: bool = False,
+          observer: ObserverFactory | None = None) -> dict[str, Any]:  # fmt: skip
+    """Run the training `config` describes; returns the summary (also written to summary.json).
+    `observer` builds what is told of each step and of the end (`execrl train` passes the
+    report layer's telemetry: trackers, example completions, the report)."""
     from execrl.sandbox import Limits, Sandbox
 
     start = time.time()
@@ -60,9 +84,8 @@ def train(config: TrainConfig, *, tasks: list[Task] | None = None, heldout: list
     metrics = MetricsLog(
         s.run_dir / "metrics.jsonl", keep_steps=first_step, enabled=dist.rank() == 0
     )
-    from execrl.report.telemetry import Telemetry  # the report layer: the run's end only
-
-    telemetry = Telemetry(s.run_dir, c, s.tasks, first_step, enabled=dist.rank() == 0)
+    make = observer or (lambda *_: _Unobserved())
+    telemetry = make(s.run_dir, c, s.tasks, first_step, dist.rank() == 0)
     with Sandbox(workers=c.sandbox.workers) as sandbox:
         limits = Limits(wall_s=c.sandbox.wall_s)
         tok = s.policy.tokenizer
