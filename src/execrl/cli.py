@@ -14,7 +14,7 @@ COMMAND_MODULES = (
     "execrl.sandbox.commands",
     "execrl.train_command",
     "execrl.report.commands",
-    "execrl.tasks.commands",
+    "execrl.eval.tasks_command",
 )
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from execrl.eval.evaluate import evaluate, result_record, summarize
 from execrl.eval.samples import Sample
+from execrl.sandbox.reference_runner import sandbox_runner
 from execrl.tasks import load_benchmark
 from execrl.tasks.schema import CallTests, Task, TimeLimit
 
@@ -64,7 +65,9 @@ def test_mbpp_plus_base_and_plus_like_evalplus(sandbox, tmp_path, monkeypatch):
     if data is None:
         pytest.skip("no benchmark data")
     monkeypatch.setenv("EXECRL_CACHE_DIR", str(tmp_path))
-    (task,) = load_benchmark("mbpp+", data, ids=["Mbpp/88"])  # freq_count; base inputs are short
+    (task,) = load_benchmark(
+        "mbpp+", data, ids=["Mbpp/88"], reference_runner=sandbox_runner()
+    )  # freq_count; base inputs are short
     hack = "def freq_count(xs):\n    if len(xs) > 13:\n        return {}\n    return {x: xs.count(x) for x in xs}\n"
     results = evaluate(
         [Sample(task.id, code, "s", {}) for code in (task.reference, hack)],

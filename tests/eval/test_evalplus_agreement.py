@@ -18,6 +18,7 @@ import pytest
 
 from execrl.eval.evaluate import evaluate, result_record
 from execrl.eval.samples import Sample
+from execrl.sandbox.reference_runner import sandbox_runner
 from execrl.tasks import load_benchmark
 
 HE_IDS = [
@@ -118,7 +119,7 @@ def test_verdicts_equal_evalplus_base_and_plus(
     if data is None:
         pytest.skip("no benchmark data")
     monkeypatch.setenv("EXECRL_CACHE_DIR", str(tmp_path))
-    tasks = load_benchmark(bench, data, ids=ids)
+    tasks = load_benchmark(bench, data, ids=ids, reference_runner=sandbox_runner())
     problems = _problems(data, dataset, ids, evalplus)
     samples, theirs = [], []
     for task in tasks:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from execrl.sandbox import Job, Limits, Sandbox
+from execrl.sandbox.reference_runner import sandbox_runner
 from execrl.tasks import load_benchmark
 from execrl.tasks.defects import KNOWN_DEFECTS
 from execrl.tasks.errors import TaskDataError
 from execrl.tasks.evalplus import mbpp_deserialize_inputs, time_limit
-from execrl.tasks.reference_runs import ReferenceRun, sandbox_runner
-from execrl.tasks.schema import AssertTests, CallTests
-from execrl.tasks.validate import job_limits
+from execrl.tasks.reference_runs import ReferenceRun
+from execrl.tasks.schema import AssertTests, CallTests, job_limits
 
 MBPP_IDS = ["Mbpp/2", "Mbpp/88", "Mbpp/124", "Mbpp/558", "Mbpp/581", "Mbpp/737", "Mbpp/793"]
 HE_IDS = ["HumanEval/0", "HumanEval/2", "HumanEval/32"]
@@ -33,7 +33,9 @@ def mbpp(cache):
     d = shared_data_dir()
     if d is None:
         pytest.skip("no benchmark data")
-    return {t.id: t for t in load_benchmark("mbpp+", d, ids=MBPP_IDS)}
+    return {
+        t.id: t for t in load_benchmark("mbpp+", d, ids=MBPP_IDS, reference_runner=sandbox_runner())
+    }
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +45,10 @@ def he(cache):
     d = shared_data_dir()
     if d is None:
         pytest.skip("no benchmark data")
-    return {t.id: t for t in load_benchmark("humaneval+", d, ids=HE_IDS)}
+    return {
+        t.id: t
+        for t in load_benchmark("humaneval+", d, ids=HE_IDS, reference_runner=sandbox_runner())
+    }
 
 
 def _run(task, program, group="tests"):

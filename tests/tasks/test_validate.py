@@ -8,13 +8,14 @@ import json
 
 import pytest
 
+from execrl.eval.tasks_command import register
+from execrl.eval.validate import validate
+from execrl.sandbox.reference_runner import sandbox_runner
 from execrl.tasks import load_benchmark
-from execrl.tasks.commands import register
 from execrl.tasks.defects import KNOWN_DEFECTS, TIMING_DEPENDENT
 from execrl.tasks.mbpp import NON_PLAIN_RETURNS, NON_PLAIN_RETURNS_SANITIZED
 from execrl.tasks.repair import OBJECT_RETURNS
 from execrl.tasks.schema import TimeLimit
-from execrl.tasks.validate import validate
 
 WITH_REFERENCES = ["humaneval", "mbpp", "mbpp-full", "mbpp-sanitized", "humanevalfix", "quixbugs"]
 
@@ -113,7 +114,8 @@ def test_validate_exits_nonzero_on_a_new_failure(tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [*WITH_REFERENCES, "mbpp+", "humaneval+"])
 def test_every_reference_passes_except_documented_defects(data_dir, name):
-    failures = validate(load_benchmark(name, data_dir), progress=False)
+    tasks = load_benchmark(name, data_dir, reference_runner=sandbox_runner())
+    failures = validate(tasks, progress=False)
     known = KNOWN_DEFECTS.get(name, {})
     assert {f.task_id for f in failures} <= set(known), failures
     must_fail = {i for i in known if (name, i) not in TIMING_DEPENDENT}

@@ -17,6 +17,7 @@ from execrl.eval.evaluate import (
 from execrl.eval.samples import FORMATS, read_samples
 from execrl.progress import progress_bar
 from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
+from execrl.sandbox.reference_runner import sandbox_runner
 from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 from execrl.tasks.registry import load_benchmark
 
@@ -75,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_eval_samples(args: argparse.Namespace) -> int:
     try:
-        tasks = load_benchmark(args.benchmark, args.data_dir)
+        tasks = load_benchmark(args.benchmark, args.data_dir, reference_runner=sandbox_runner())
         samples, fmt = read_samples(args.samples, args.format)
         samples, unknown = match_samples(samples, tasks, args.samples, args.ignore_unknown)
     except (TaskDataError, DataNotFound, UnknownBenchmark, OSError) as exc:

@@ -20,6 +20,7 @@ from execrl.eval.evaluate import evaluate, result_record, summarize, write_jsonl
 from execrl.eval.generation import GenerationMeta, SamplesFile, first_n, generate_missing
 from execrl.progress import progress_bar
 from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
+from execrl.sandbox.reference_runner import sandbox_runner
 from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 from execrl.tasks.registry import load_benchmark
 
@@ -95,7 +96,7 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.n > 1 and temperature == 0:
         print("execrl eval: warning: greedy decoding gives n identical samples", file=sys.stderr)
     try:
-        tasks = load_benchmark(args.benchmark, args.data_dir)
+        tasks = load_benchmark(args.benchmark, args.data_dir, reference_runner=sandbox_runner())
     except (TaskDataError, DataNotFound, UnknownBenchmark, OSError) as exc:
         return _fail(str(exc))
     if args.limit > 0:

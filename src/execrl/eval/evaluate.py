@@ -15,8 +15,7 @@ from execrl.eval.passk import mean_pass_at_k
 from execrl.eval.samples import Sample, program_for
 from execrl.sandbox import ExecutionResult, Job, Limits, Sandbox, Verdict
 from execrl.tasks.errors import TaskDataError
-from execrl.tasks.schema import Task
-from execrl.tasks.validate import job_limits
+from execrl.tasks.schema import Task, job_limits
 
 
 @dataclass(frozen=True, slots=True)

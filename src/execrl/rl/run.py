@@ -224,9 +224,10 @@ def load_tasks(source: str, split: str, n: int, c: TrainConfig) -> list[Task]:
         from execrl.models.default import synthetic_tasks
 
         return synthetic_tasks(seed=c.run.seed, n=n, difficulty=c.data.difficulty, split=split)
+    from execrl.sandbox.reference_runner import sandbox_runner
     from execrl.tasks.registry import load_benchmark
 
-    return load_benchmark(source)[:n]
+    return load_benchmark(source, reference_runner=sandbox_runner())[:n]
 
 
 def evaluate(s: Setup, sandbox, limits, reward, chat) -> float:

@@ -33,7 +33,6 @@ from execrl.tasks.reference_runs import (
     ReferenceOutputs,
     ReferenceRun,
     ReferenceRunner,
-    sandbox_runner,
 )
 from execrl.tasks.schema import AssertTests, CallTests, Compare, Task, TimeLimit
 from execrl.tasks.sources import DataFile, cache_dir, field, make_task, read_records
@@ -293,7 +292,13 @@ def ground_truth(
             )
             for p in todo
         ]
-        run = runner or sandbox_runner()
+        if runner is None:
+            raise TaskDataError(
+                f"{data}: the expected outputs of {len(todo)} task(s) are not cached yet; they "
+                "come from running each reference in the sandbox: pass reference_runner="
+                "execrl.sandbox.reference_runner.sandbox_runner() (execrl's commands do)"
+            )
+        run = runner
         computed: dict[str, ReferenceOutputs] = {}
         for start in range(0, len(runs), CACHE_CHUNK):  # a failure loses one chunk, not all
             out = run(runs[start : start + CACHE_CHUNK])

@@ -7,8 +7,8 @@ driver decodes each input, times the call, and prints the output as tagged JSON.
 returns at most `STDOUT_KEPT` bytes of stdout per run, so the driver prints outputs only while
 they fit, and outputs that did not fit are fetched again, alone or in slices.
 
-The sandbox is a higher layer than tasks: it is imported inside `sandbox_runner` only, so the
-module-level import graph stays one-way and `execrl.tasks` imports without it.
+This module is the pure part (the driver, batching, parsing); the sandbox layer runs it
+(`execrl.sandbox.reference_runner.sandbox_runner`), so tasks never imports the sandbox.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ __execrl_driver()
 """
 
 
-def _request(run: ReferenceRun, items: list[int], piece: tuple[int, int] | None) -> str:
+def request(run: ReferenceRun, items: list[int], piece: tuple[int, int] | None) -> str:
     return json.dumps(
         {
             "entry": run.entry_point,
@@ -153,7 +153,7 @@ def _request(run: ReferenceRun, items: list[int], piece: tuple[int, int] | None)
     )
 
 
-def _batches(run: ReferenceRun) -> list[list[int]]:
+def batches(run: ReferenceRun) -> list[list[int]]:
     batches: list[list[int]] = [[]]
     size = 0
     for i, args in enumerate(run.inputs):
@@ -167,7 +167,7 @@ def _batches(run: ReferenceRun) -> list[list[int]]:
 
 
 @dataclass
-class _Pending:
+class Pending:
     run: ReferenceRun
     texts: dict[int, str]
     seconds: dict[int, float]
@@ -177,7 +177,7 @@ class _Pending:
     excluded: dict[int, str]
 
 
-def _parse(p: _Pending, stdout: str, items: list[int], piece: bool) -> list[int]:
+def parse_stdout(p: Pending, stdout: str, items: list[int], piece: bool) -> list[int]:
     """Record what a run printed; return the items that did not fit (or were cut off)."""
     missing = []
     reported: set[int] = set()
@@ -216,68 +216,12 @@ def _parse(p: _Pending, stdout: str, items: list[int], piece: bool) -> list[int]
     return missing + unreported
 
 
-def sandbox_runner(workers: int = 2, progress: bool = True) -> ReferenceRunner:
-    """A ReferenceRunner on execrl's sandbox."""
-
-    def run_all(runs: Sequence[ReferenceRun]) -> dict[str, ReferenceOutputs]:
-        from execrl.sandbox import Job, Limits, Sandbox  # see the module docstring
-        from execrl.tasks.schema import StdioCase, StdioTests
-
-        # EvalPlus gives a group at most 61 s, so a reference slower than that on one input
-        # could not be graded anyway; 4 GiB is EvalPlus's memory limit.
-        limits = Limits(wall_s=120, cpu_s=120, memory_mb=4096, scratch_mb=256)
-        pending = [_Pending(r, {}, {}, {}, {}, [], {}) for r in runs]
-        # First round: every input in batches; later rounds: what did not fit, alone or sliced.
-        work: list[tuple[_Pending, list[int], tuple[int, int] | None]] = [
-            (p, b, None) for p in pending for b in _batches(p.run)
-        ]
-        bar = _bar(len(work), progress)
-        with Sandbox(workers=workers) as sb:
-            while work:
-                jobs = [
-                    Job(
-                        program=f"__execrl_source = {p.run.program!r}\n" + DRIVER,
-                        tests=StdioTests(cases=(StdioCase(_request(p.run, items, piece), ""),)),
-                        limits=limits,
-                        id=p.run.key,
-                    )
-                    for p, items, piece in work
-                ]
-                results = sb.run_many(jobs)
-                again: list[tuple[_Pending, int]] = []
-                for (p, items, piece), r in zip(work, results, strict=True):
-                    if r.verdict.value not in ("PASSED", "WRONG_ANSWER"):
-                        why = f"{r.verdict.value} {r.message}".rstrip()
-                        if piece is None and len(items) == 1:
-                            p.excluded[items[0]] = f"the reference hit a sandbox limit: {why}"
-                        elif piece is None:  # find the input that did it: each alone
-                            for i in items:
-                                p.lengths.pop(i, None)
-                                again.append((p, i))
-                        else:
-                            p.errors.append(f"{p.run.key}: the reference did not run: {why}")
-                        bar.update(1)
-                        continue
-                    again.extend((p, i) for i in _parse(p, r.stdout, items, piece is not None))
-                    bar.update(1)
-                work = _second_round(again)
-                bar.total = bar.n + len(work)
-        bar.close()
-        errors = [e for p in pending for e in p.errors]
-        if errors:
-            more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
-            raise TaskDataError("; ".join(errors[:5]) + more)
-        return {p.run.key: _finish(p) for p in pending}
-
-    return run_all
-
-
-def _second_round(missing: list[tuple[_Pending, int]]) -> list[Any]:
+def second_round(missing: list[tuple[Pending, int]]) -> list[Any]:
     """Outputs that did not fit: small ones re-batched by their known length, large ones
     fetched in slices, each slice a run of its own."""
     piece = STDOUT_KEPT - 1000
     work: list[Any] = []
-    batch: dict[int, tuple[_Pending, list[int], int]] = {}
+    batch: dict[int, tuple[Pending, list[int], int]] = {}
     for p, i in missing:
         if i not in p.lengths:  # cut off before it was reported: run it alone
             work.append((p, [i], None))
@@ -295,7 +239,7 @@ def _second_round(missing: list[tuple[_Pending, int]]) -> list[Any]:
     return work
 
 
-def _finish(p: _Pending) -> ReferenceOutputs:
+def finish(p: Pending) -> ReferenceOutputs:
     outputs: list[Any] = []
     seconds: list[float] = []
     for i in range(len(p.run.inputs)):
@@ -311,7 +255,7 @@ def _finish(p: _Pending) -> ReferenceOutputs:
     return ReferenceOutputs(tuple(outputs), tuple(seconds), dict(sorted(p.excluded.items())))
 
 
-def _bar(total: int, enabled: bool) -> Any:
+def progress_bar(total: int, enabled: bool) -> Any:
     from tqdm import tqdm
 
     return tqdm(

@@ -85,8 +85,9 @@ def load_benchmark(
     reference_runner: ReferenceRunner | None = None,
 ) -> list[Task]:
     """The tasks of a benchmark, by name. `ids` keeps only those tasks (for the EvalPlus
-    benchmarks it also limits which references are run); `reference_runner` replaces the
-    sandbox that computes EvalPlus expected outputs."""
+    benchmarks it also limits which references are run). EvalPlus expected outputs not yet
+    cached are computed by `reference_runner`, which runs the references (this layer cannot:
+    pass `execrl.sandbox.reference_runner.sandbox_runner()`); without one they are an error."""
     if name.startswith("jsonl:"):
         tasks = read_jsonl_tasks(Path(name[len("jsonl:") :]))
     elif name == "synthetic" or name.startswith("synthetic:"):

@@ -1,19 +1,13 @@
-"""`execrl tasks validate`: every reference solution against its own tests, in the sandbox.
-
-The sandbox is a higher layer than tasks, so it is imported inside `validate` only: the
-module-level import graph stays one-way, and this module is loaded only by the command.
-"""
+"""`execrl tasks validate`: every reference solution against its own tests, in the sandbox."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from execrl.tasks.schema import Task
-
-DEFAULT_WALL_S = 10.0  # benchmarks without official limits (HumanEval's harness uses 3 s per task)
+from execrl.sandbox import Job, Limits, Sandbox
+from execrl.tasks.schema import Task, job_limits
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,22 +17,9 @@ class Failure:
     message: str
 
 
-def job_limits(task: Task, group: str = "tests") -> dict[str, Any]:
-    """Keyword arguments for `Limits` from the task's own time limits, where it has them."""
-    t = task.time_limits.get(group)
-    if t is None:
-        return {"wall_s": DEFAULT_WALL_S}
-    kw: dict[str, Any] = {"wall_s": t.wall_s, "cpu_s": t.wall_s + 1}
-    if t.test_wall_s is not None:
-        kw["test_wall_s"] = t.test_wall_s
-    return kw
-
-
 def validate(tasks: Sequence[Task], workers: int = 2, progress: bool = True) -> list[Failure]:
     """Run each task's reference; the failures, with their verdicts. Tasks without a
     reference are not run (the caller says how many)."""
-    from execrl.sandbox import Job, Limits, Sandbox  # see the module docstring
-
     runnable = [t for t in tasks if t.reference is not None]
     jobs = [
         Job(

@@ -1,7 +1,7 @@
 """`execrl tasks list | show ID | validate BENCH`.
 
-Command modules sit on top of the layers (see cli.py): `validate` reaches the sandbox through
-`execrl.tasks.validate`, which imports it only when it runs.
+In the eval layer because showing an EvalPlus task may first run its reference in the sandbox
+(its expected outputs), and `validate` runs every reference there.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import json
 import sys
 from typing import Any
 
+from execrl.eval.validate import validate
+from execrl.sandbox.reference_runner import sandbox_runner
 from execrl.tasks.defects import KNOWN_DEFECTS
 from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 from execrl.tasks.jsonl import task_to_dict
@@ -133,7 +135,13 @@ def cmd_show(args: argparse.Namespace) -> int:
         return _fail(f"cannot tell the benchmark of {args.id!r}; pass --benchmark NAME")
     try:
         ids = None if bench.startswith(("synthetic", "jsonl:")) else [args.id]
-        tasks = [t for t in load_benchmark(bench, args.data_dir, ids=ids) if t.id == args.id]
+        tasks = [
+            t
+            for t in load_benchmark(
+                bench, args.data_dir, ids=ids, reference_runner=sandbox_runner()
+            )
+            if t.id == args.id
+        ]
     except (DataNotFound, TaskDataError, UnknownBenchmark, ValueError) as exc:
         return _fail(str(exc))
     if not tasks:
@@ -143,10 +151,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from execrl.tasks.validate import validate
-
     try:
-        tasks = load_benchmark(args.benchmark, args.data_dir)
+        tasks = load_benchmark(args.benchmark, args.data_dir, reference_runner=sandbox_runner())
     except (DataNotFound, TaskDataError, UnknownBenchmark, ValueError) as exc:
         return _fail(str(exc))
     no_ref = sum(1 for t in tasks if t.reference is None)
