@@ -234,6 +234,7 @@ class RewardConfig:
     wall_s: float = 3.0  # wall-clock limit of one run (all its tests)
     memory_mb: int = 2048  # memory limit of one run
     chunk_size: int = 256  # samples executed at once; bounds memory, overlaps execution and scoring
+    analysis_workers: int = 1  # processes for static/style/security analyses; 0: in-process
     run_visible: bool = False  # run visible tests even when the tree needs none (gap detection)
     hacks: HackPolicy = field(default_factory=HackPolicy)
     token_credit: TokenCredit = field(default_factory=TokenCredit)
@@ -244,6 +245,10 @@ class RewardConfig:
             raise RewardConfigError(f"reward.program: {self.program!r} must be extract or continue")
         if self.chunk_size < 1 or self.workers < 1:
             raise RewardConfigError("reward.chunk_size and reward.workers must be at least 1")
+        if self.analysis_workers < 0:
+            raise RewardConfigError(
+                f"reward.analysis_workers: {self.analysis_workers} must be 0 (in-process) or more"
+            )
 
     def reward(self) -> Reward:
         return build_reward(self.tree)

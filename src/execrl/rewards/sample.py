@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from execrl.sandbox.verdict import ExecutionResult
 from execrl.tasks.schema import Task
+
+if TYPE_CHECKING:
+    from execrl.rewards.analysis import Analysis
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +32,8 @@ class Sample:
     n_tokens: int | None = None  # completion length in tokens, when known
     offsets: tuple[tuple[int, int], ...] | None = None  # (start, end) characters of each token
     noise_flipped: bool = False  # injected label noise reversed `result`
+    # raw results of execution-free analyses the scorer ran ahead (analysis.py); None: none
+    analyses: Mapping[Analysis, Any] | None = None
 
     def execution(self, tests: str = "hidden") -> ExecutionResult:
         """The result of `tests` ("hidden" or "visible"); tasks without visible tests fall back

@@ -9,6 +9,8 @@ This is the API the trainer calls:
 
 Samples are executed `chunk_size` at a time, two chunks in flight, the next running in the
 sandbox while the current one is scored: memory stays bounded and scoring hides behind execution.
+The execution-free analyses of the tree (static, style, security) run meanwhile in worker
+processes (`analyser.py`), so they neither serialise with scoring nor hold the GIL.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from execrl.rewards import hacks
+from execrl.rewards.analyser import Analyser, Pending, analyses_of
 from execrl.rewards.base import HIDDEN, TOKENS, VISIBLE, Reward
 from execrl.rewards.config import RewardConfig, check_names
 from execrl.rewards.extract import extract_code
@@ -81,6 +84,8 @@ class RewardScorer:
         self._noise = NoiseInjector(self.config.noise)
         self._sandbox = sandbox
         self._own_sandbox = sandbox is None
+        analyses = analyses_of(self.reward)
+        self._analyser = Analyser(analyses, self.config.analysis_workers) if analyses else None
         self._steps = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -94,6 +99,8 @@ class RewardScorer:
         return self._sandbox
 
     def close(self) -> None:
+        if self._analyser is not None:
+            self._analyser.close()  # restarts on the next score(); only its processes end
         if self._own_sandbox and self._sandbox is not None:
             self._sandbox.close()
             self._sandbox = None
@@ -170,18 +177,32 @@ class RewardScorer:
     # -- execution ---------------------------------------------------------------------------
 
     def _executed_chunks(self, samples: list[Sample]) -> Iterator[list[Sample]]:
-        """Chunks in order, executed two at a time: the sandbox's pool is shared safely, so the
-        next chunk fills workers the current one's stragglers leave idle (no barrier)."""
+        """Chunks in order, two executing at a time: the sandbox's pool is shared safely, so the
+        next chunk fills workers the current one's stragglers leave idle (no barrier). Each
+        chunk's analyses start with its execution; once a chunk has executed, the next one
+        starts before its analyses are awaited and it is scored, so the sandbox never waits
+        for the analyses or the scoring."""
         size = self.config.chunk_size
-        chunks = [samples[i : i + size] for i in range(0, len(samples), size)]
+        chunks = iter([samples[i : i + size] for i in range(0, len(samples), size)])
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="execrl-rewards") as pool:
-            pending: deque[Future[list[Sample]]] = deque()
-            for chunk in chunks:
-                pending.append(pool.submit(self.execute, chunk))
-                if len(pending) == 2:
-                    yield pending.popleft().result()
+            pending: deque[tuple[Future[list[Sample]], Pending | None]] = deque()
+
+            def start() -> None:
+                chunk = next(chunks, None)
+                if chunk is not None:
+                    running = pool.submit(self.execute, chunk)  # first: the long pole
+                    ahead = self._analyser.submit(chunk) if self._analyser is not None else None
+                    pending.append((running, ahead))
+
+            start()
+            start()
             while pending:
-                yield pending.popleft().result()
+                running, ahead = pending.popleft()
+                executed = running.result()
+                start()
+                if ahead is not None and self._analyser is not None:
+                    executed = self._analyser.attach(ahead, executed)
+                yield executed
 
     def execute(self, samples: Sequence[Sample]) -> list[Sample]:
         """Run the tests the reward needs; programs that could not be extracted are not run."""
@@ -237,5 +258,7 @@ class RewardScorer:
 
 
 def _light(sample: Sample) -> Sample:
-    """What the monitor keeps of a sample: no offsets (they can be long)."""
-    return replace(sample, offsets=None) if sample.offsets is not None else sample
+    """What the monitor keeps of a sample: no offsets (they can be long), no analyses."""
+    if sample.offsets is None and sample.analyses is None:
+        return sample
+    return replace(sample, offsets=None, analyses=None)

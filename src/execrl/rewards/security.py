@@ -2,36 +2,62 @@
 
 from __future__ import annotations
 
+import io
 import logging
-import os
-import tempfile
+import threading
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
+from execrl.rewards.analysis import Analysis, analysed
 from execrl.rewards.base import leaf, require
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
-from execrl.rewards.syntax import parses
 
 DEFAULT_SEVERITY = {"LOW": 0.1, "MEDIUM": 0.3, "HIGH": 0.6}
+_FILENAME = "candidate.py"
+_local = threading.local()  # one bandit manager per thread: bandit's objects are not shared
+
+
+def _manager() -> Any:
+    """A manager built once per thread: loading bandit's test set costs as much as a scan."""
+    mgr = getattr(_local, "manager", None)
+    if mgr is None:
+        logging.getLogger("bandit").setLevel(logging.ERROR)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # bandit's plugin loader warns about its arguments
+            from bandit.core import config, manager
+
+            mgr = manager.BanditManager(config.BanditConfig(), "file", quiet=True)
+        _local.manager = mgr
+    return mgr
 
 
 def bandit_findings(program: str) -> list[tuple[str, str]]:
-    """(severity, test id) of each finding, e.g. ("HIGH", "B602")."""
-    require("bandit", "security")
-    logging.getLogger("bandit").setLevel(logging.ERROR)
-    # bandit reads files; one private temporary directory per call keeps threads apart
-    with tempfile.TemporaryDirectory(prefix="execrl-bandit-") as tmp, warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # bandit's plugin loader warns about its own arguments
-        from bandit.core import config, manager
+    """(severity, test id) of each finding, e.g. ("HIGH", "B602").
 
-        mgr = manager.BanditManager(config.BanditConfig(), "file", quiet=True)
-        path = os.path.join(tmp, "candidate.py")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(program)
-        mgr.discover_files([path])
-        mgr.run_tests()
+    Scans from memory the way bandit scans a file (its `_parse_file`: nosec comments, the AST
+    visitor, the whole-file tests), with the manager's per-file state reset: no temporary
+    files and no per-call test-set loading, which were two thirds of the cost.
+    `tests/rewards/test_analysis_pool.py` checks it against bandit's own file scan."""
+    require("bandit", "security")
+    mgr = _manager()  # first: bandit's first import warns, and _manager silences that
+    from bandit.core import meta_ast, metrics
+
+    mgr.results, mgr.scores, mgr.skipped = [], [], []
+    mgr.metrics, mgr.b_ma = metrics.Metrics(), meta_ast.BanditMetaAst()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mgr._parse_file(_FILENAME, io.BytesIO(program.encode("utf-8")), [_FILENAME])
     return [(str(i.severity), str(i.test_id)) for i in mgr.get_issue_list()]
+
+
+def _tree_bandit_findings(program: str, tree: object) -> list[tuple[str, str]]:
+    """The `Analysis` form: bandit parses the source itself; the tree says it parses."""
+    return bandit_findings(program)
+
+
+BANDIT = Analysis("bandit", _tree_bandit_findings)
 
 
 @dataclass(frozen=True)
@@ -57,10 +83,14 @@ class Security:
     def bounds(self) -> tuple[float, float]:
         return (-self.max_penalty, 0.0)
 
+    @property
+    def analysis(self) -> Analysis:
+        return BANDIT
+
     def __call__(self, sample: Sample) -> RewardResult:
-        if not parses(sample.program):
+        findings = analysed(sample, BANDIT)
+        if findings is None:  # no program, or it does not parse
             return leaf(self.name, -self.max_penalty)
-        assert sample.program is not None
         w = {**DEFAULT_SEVERITY, **self.severity}
-        penalty = sum(w.get(sev, 0.0) for sev, _ in bandit_findings(sample.program))
+        penalty = sum(w.get(sev, 0.0) for sev, _ in findings)
         return leaf(self.name, -min(self.max_penalty, penalty))

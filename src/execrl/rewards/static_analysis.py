@@ -7,10 +7,10 @@ program at all, gets -max_penalty: nothing about it can be vouched for.
 from __future__ import annotations
 
 import ast
-import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 
+from execrl.rewards.analysis import Analysis, analysed, parse
 from execrl.rewards.base import leaf, require
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
@@ -30,15 +30,15 @@ _TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
 def issue_counts(program: str) -> Counter[str] | None:
     """Issues by category, or None when the program does not parse."""
+    tree = parse(program)
+    return None if tree is None else tree_issue_counts(program, tree)
+
+
+def tree_issue_counts(program: str, tree: ast.Module) -> Counter[str]:
+    """Issues by category of an already parsed program (the `Analysis` the leaf names)."""
     require("pyflakes", "static")
     from pyflakes.checker import Checker
 
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(program)
-    except (SyntaxError, ValueError):
-        return None
     counts: Counter[str] = Counter()
     for message in Checker(tree, filename="<candidate>").messages:
         counts[_CATEGORIES.get(type(message).__name__, "other")] += 1
@@ -87,10 +87,19 @@ class StaticAnalysis:
     def bounds(self) -> tuple[float, float]:
         return (-self.max_penalty, 0.0)
 
+    @property
+    def analysis(self) -> Analysis:
+        return PYFLAKES
+
     def __call__(self, sample: Sample) -> RewardResult:
-        counts = issue_counts(sample.program) if sample.program is not None else None
+        counts = analysed(sample, PYFLAKES)
         if counts is None:
             return leaf(self.name, -self.max_penalty)
         w = {**DEFAULT_WEIGHTS, **self.weights}
         penalty = sum(w[cat] * n for cat, n in counts.items())
         return leaf(self.name, -min(self.max_penalty, penalty))
+
+
+# Defined after the function it names; weights stay in the leaf, so every `static` leaf of a
+# tree shares this one analysis (and its cached result).
+PYFLAKES = Analysis("pyflakes", tree_issue_counts)

@@ -6,10 +6,10 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from execrl.rewards.analysis import Analysis, analysed
 from execrl.rewards.base import leaf, require
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
-from execrl.rewards.syntax import parses
 
 
 @functools.lru_cache(maxsize=16)
@@ -32,6 +32,13 @@ def style_violations(program: str, max_line_length: int = 100, ignore: tuple[str
     return int(checker.check_all())
 
 
+def _tree_style_violations(
+    program: str, tree: object, max_line_length: int, ignore: tuple[str, ...]
+) -> int:
+    """The `Analysis` form: pycodestyle reads lines, not the tree (that it parses is enough)."""
+    return style_violations(program, max_line_length, ignore)
+
+
 @dataclass(frozen=True)
 class Style:
     """-min(max_penalty, per_violation * violations); a program that does not parse gets
@@ -51,9 +58,14 @@ class Style:
     def bounds(self) -> tuple[float, float]:
         return (-self.max_penalty, 0.0)
 
+    @property
+    def analysis(self) -> Analysis:
+        return Analysis(
+            "pycodestyle", _tree_style_violations, (self.max_line_length, tuple(self.ignore))
+        )
+
     def __call__(self, sample: Sample) -> RewardResult:
-        if not parses(sample.program):
+        n = analysed(sample, self.analysis)
+        if n is None:  # no program, or it does not parse
             return leaf(self.name, -self.max_penalty)
-        assert sample.program is not None
-        n = style_violations(sample.program, self.max_line_length, tuple(self.ignore))
         return leaf(self.name, -min(self.max_penalty, self.per_violation * n))

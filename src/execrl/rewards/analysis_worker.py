@@ -1,0 +1,205 @@
+"""Worker processes for the execution-free analyses, and the pool that feeds them.
+
+Each worker is a fresh interpreter running `main()` below, as the sandbox's workers are, and
+not a multiprocessing child: a forked child would copy the trainer (its threads' held locks, a
+model's memory), and forkserver and spawn children re-run the caller's main script, which a
+training script without a `__main__` guard cannot survive. The protocol is length-prefixed
+pickles on the worker's stdin and stdout, one request and one reply at a time (a frame that
+fails to unpickle leaves the stream in step):
+
+    parent -> worker   sys.path (once), then (analyses, programs) per request
+    worker -> parent   ("ok", [results per program]) or ("error", text)
+
+The parent trusts what comes back: the worker analyses untrusted programs but never runs them.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import traceback
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import IO, Any
+
+from execrl.rewards.analysis import Analysis, AnalysisError, analyse_many
+
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory holding `execrl`
+
+
+class WorkerDied(AnalysisError):
+    """The worker process ended while it owed a reply."""
+
+
+_HEADER = struct.Struct("!Q")
+
+
+def write_frame(pipe: IO[bytes], message: object) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    pipe.write(_HEADER.pack(len(data)) + data)
+    pipe.flush()
+
+
+def read_frame(pipe: IO[bytes]) -> bytes:
+    """One frame's bytes; EOFError when the other side is gone."""
+    head = pipe.read(_HEADER.size)
+    if len(head) < _HEADER.size:
+        raise EOFError("pipe closed")
+    (size,) = _HEADER.unpack(head)
+    data = pipe.read(size)
+    if len(data) < size:
+        raise EOFError("pipe closed mid-frame")
+    return data
+
+
+class _Worker:
+    """One worker process and its pipes; used by one thread at a time."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH", "")) if p
+        )
+        self.proc = subprocess.Popen(
+            # -c, not -m: running a module of an imported package as __main__ loads it twice
+            [sys.executable, "-c", "from execrl.rewards.analysis_worker import main; main()"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            close_fds=True,
+        )
+        # the caller's sys.path, so analyses defined in its modules unpickle in the worker
+        try:
+            self._send([p for p in sys.path if isinstance(p, str)])
+        except OSError as exc:
+            raise WorkerDied(f"it did not start: {exc}; {self._how_it_ended()}") from exc
+
+    def _send(self, message: object) -> None:
+        assert self.proc.stdin is not None
+        write_frame(self.proc.stdin, message)
+
+    def call(self, analyses: Sequence[Analysis], programs: Sequence[str]) -> list[Any]:
+        assert self.proc.stdout is not None
+        try:
+            data = (tuple(analyses), list(programs))
+            pickle.dumps(data[0])
+        except (pickle.PicklingError, AttributeError, TypeError) as exc:
+            raise AnalysisError(
+                f"the analyses {[a.name for a in analyses]} cannot be sent to a worker process "
+                f"({exc}): an Analysis's function must be defined at module level; or set "
+                "reward.analysis_workers = 0"
+            ) from exc
+        try:
+            self._send(data)
+            kind, payload = pickle.loads(read_frame(self.proc.stdout))
+        except (OSError, EOFError, pickle.UnpicklingError) as exc:
+            raise WorkerDied(self._how_it_ended()) from exc
+        if kind != "ok":
+            raise AnalysisError(f"an analysis worker could not run the analyses: {payload}")
+        return payload
+
+    def _how_it_ended(self) -> str:
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.close()
+            return "it stopped answering"
+        if code < 0:
+            name = signal.Signals(-code).name
+            hint = " (out of memory?)" if name == "SIGKILL" else ""
+            return f"killed by {name}{hint}"
+        return f"exit code {code}"
+
+    def close(self) -> None:
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+        try:
+            self.proc.wait(timeout=5)  # stdin closed: the worker's loop ends
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class WorkerPool:
+    """`submit(analyses, programs)` -> a Future of the results, run by one of `workers`
+    processes, started on first use. A dead worker fails its request with `WorkerDied` and is
+    replaced on the next request."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._idle: queue.SimpleQueue[_Worker | None] = queue.SimpleQueue()
+        for _ in range(workers):
+            self._idle.put(None)  # None: not started yet
+        # Threads only wait on pipes (no GIL held); one per worker, so none waits for a worker.
+        self._threads = ThreadPoolExecutor(workers, thread_name_prefix="execrl-analysis")
+        self._all: list[_Worker] = []
+        self._lock = threading.Lock()
+
+    def submit(self, analyses: Sequence[Analysis], programs: Sequence[str]) -> Future[list[Any]]:
+        return self._threads.submit(self._run, tuple(analyses), list(programs))
+
+    def _run(self, analyses: tuple[Analysis, ...], programs: list[str]) -> list[Any]:
+        worker = self._idle.get()
+        try:
+            if worker is None:
+                worker = _Worker()
+                with self._lock:
+                    self._all.append(worker)
+            return worker.call(analyses, programs)
+        except WorkerDied:
+            with self._lock:
+                if worker in self._all:
+                    self._all.remove(worker)
+            worker = None  # replaced by a new process on the next request
+            raise
+        finally:
+            self._idle.put(worker)
+
+    def close(self) -> None:
+        self._threads.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            for w in self._all:
+                w.close()
+            self._all.clear()
+
+
+def _serve(requests: IO[bytes], replies: IO[bytes]) -> None:
+    """The worker's loop: until stdin closes, analyse each request's programs."""
+    try:
+        paths = pickle.loads(read_frame(requests))
+    except EOFError:
+        return
+    sys.path[:0] = [p for p in paths if p not in sys.path]
+    while True:
+        try:
+            frame = read_frame(requests)
+        except EOFError:
+            return
+        try:
+            analyses, programs = pickle.loads(frame)
+            reply: tuple[str, Any] = ("ok", analyse_many(programs, analyses))
+        except Exception:  # noqa: BLE001 - e.g. an analysis function it cannot import
+            reply = ("error", traceback.format_exc(limit=3))
+        write_frame(replies, reply)
+
+
+def main() -> None:
+    # Ctrl-C reaches the whole process group: the parent handles it and closes the workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The reply channel is a private copy of stdout; fd 1 goes to stderr, so an analyser that
+    # prints cannot corrupt a reply.
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    _serve(sys.stdin.buffer, replies)
