@@ -191,7 +191,8 @@ def f(x):
         TRACE_SKIP.replace("sys.settrace(tracer)", "sys.setprofile(tracer)"),
         TRACE_SKIP.replace(
             "sys.settrace(tracer)",
-            "import threading\nthreading.settrace(tracer)\nthreading.Thread(target=lambda: None).start()",
+            # joined, so that the thread has asked for its trace hook before the tests run
+            "import threading\nthreading.settrace(tracer)\nt = threading.Thread(target=lambda: None)\nt.start()\nt.join()",
         ),
         "def f(x):\n    import sys\n    sys.settrace(lambda *a: None)\n    return 0\n",
     ],

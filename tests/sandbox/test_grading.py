@@ -188,3 +188,18 @@ def test_missing_layers_are_an_error_unless_opted_out(monkeypatch):
     with Sandbox(workers=1, allow_missing_layers=True) as sb:
         assert "network" not in sb.layers
         assert sb.run(assert_job(HONEST)).passed
+
+
+def test_large_returns_and_long_chatty_runs_are_read_in_time(sandbox):
+    from execrl.sandbox import Job, Limits
+    from execrl.tasks.schema import CallTests
+
+    # 40 outputs of ~200 KB each: many times the channel pipe's buffer, read while the run goes.
+    big = "def f(i):\n    return 'x' * 200_000 + str(i)\n"
+    tests = CallTests(
+        inputs=tuple((i,) for i in range(40)),
+        expected=tuple("x" * 200_000 + str(i) for i in range(40)),
+    )
+    r = sandbox.run(Job(big, tests, "f", limits=Limits(wall_s=10)))
+    assert r.passed, (r.verdict, r.message)
+    assert r.wall_s < 5
