@@ -203,3 +203,9 @@ def test_large_returns_and_long_chatty_runs_are_read_in_time(sandbox):
     r = sandbox.run(Job(big, tests, "f", limits=Limits(wall_s=10)))
     assert r.passed, (r.verdict, r.message)
     assert r.wall_s < 5
+
+
+def test_the_cap_on_returned_values_is_named_as_the_worker_sets_it():
+    from execrl.sandbox import grade, worker
+
+    assert grade.CHANNEL_CAP_MB << 20 == worker.CHANNEL_CAP

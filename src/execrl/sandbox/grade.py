@@ -17,6 +17,8 @@ from execrl.sandbox.job import Job
 from execrl.sandbox.verdict import ExecutionResult, TestOutcome, Verdict
 from execrl.tasks.schema import CallTests, StdioTests
 
+CHANNEL_CAP_MB = 256  # worker.CHANNEL_CAP, which the worker keeps to its own small imports
+
 _CLS = {
     "wrong": Verdict.WRONG_ANSWER,
     "memory": Verdict.MEMORY_LIMIT,
@@ -81,10 +83,15 @@ def _limit_verdict(job: Job, raw: dict[str, Any]) -> tuple[Verdict, str] | None:
     if any(e.get("t") == "setup_error" for e in raw.get("events", ())):
         msg = next(e.get("msg", "") for e in raw["events"] if e.get("t") == "setup_error")
         return Verdict.SANDBOX_ERROR, f"sandbox setup failed: {msg}"
+    if raw.get("timed_out") == "test":
+        return Verdict.TIMEOUT, f"per-test wall-clock limit of {job.limits.test_wall_s:g}s exceeded"
     if raw.get("timed_out"):
         return Verdict.TIMEOUT, f"wall-clock limit of {job.limits.wall_s:g}s exceeded"
+    if raw.get("output_limit") == "channel":
+        return Verdict.OUTPUT_LIMIT, f"returned values over the {CHANNEL_CAP_MB} MiB limit of a run"
     if raw.get("output_limit"):
-        return Verdict.OUTPUT_LIMIT, f"output over the {job.limits.output_bytes}-byte limit"
+        stream = raw["output_limit"] if isinstance(raw["output_limit"], str) else "output"
+        return Verdict.OUTPUT_LIMIT, f"{stream} over the {job.limits.output_bytes}-byte limit"
     sig = raw.get("signal")
     if sig is not None:
         name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
