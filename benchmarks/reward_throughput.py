@@ -8,8 +8,13 @@ analysis cache cannot help: the worst case. Paths, interleaved and repeated (bes
 
   sandbox          Sandbox.run_many on the programs the scorer runs
   exec-only        RewardScorer, tree = pass_fraction
-  static mix       RewardScorer, pass_fraction + static + style + security, analyses in a worker
-  static serial    the same tree with reward.analysis_workers = 0 (analyses in the caller)
+  static mix       RewardScorer, pass_fraction + static + style + security, analyses in a worker,
+                   with the pure-Python analysers (pyflakes, pycodestyle, bandit)
+  ruff mix         the same tree with backend = "ruff" on the three leaves: one ruff per chunk
+  static serial    the same trees with reward.analysis_workers = 0 (analyses in the caller)
+  ruff serial
+`--backend python|ruff|both` picks the analysers (both by default, in the same run as the
+sandbox-alone baseline).
 
 Each scorer is new per repeat (an empty analysis cache) and warmed on other programs first, as
 a trainer's long-lived scorer is. Prints the figures, then one JSON line.
@@ -28,15 +33,26 @@ from execrl.sandbox import Job, Limits, Sandbox
 from execrl.tasks import Task
 from execrl.tasks.registry import load_benchmark
 
-STATIC_MIX = {
-    "type": "sum",
-    "terms": [
-        {"weight": 1.0, "type": "pass_fraction"},
-        {"weight": 0.2, "type": "static"},
-        {"weight": 0.1, "type": "style"},
-        {"weight": 0.2, "type": "security"},
-    ],
+BACKENDS = {
+    "python": {"static": "pyflakes", "style": "pycodestyle", "security": "bandit"},
+    "ruff": {"static": "ruff", "style": "ruff", "security": "ruff"},
 }
+
+
+def static_mix(backend: str) -> dict:
+    """pass_fraction + static + style + security, the analyses from `BACKENDS[backend]`."""
+    use = BACKENDS[backend]
+    return {
+        "type": "sum",
+        "terms": [
+            {"weight": 1.0, "type": "pass_fraction"},
+            {"weight": 0.2, "type": "static", "backend": use["static"]},
+            {"weight": 0.1, "type": "style", "backend": use["style"]},
+            {"weight": 0.2, "type": "security", "backend": use["security"]},
+        ],
+    }
+
+
 GROUP = (
     "{}",
     "{}",
@@ -108,7 +124,10 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2, help="sandbox workers")
     ap.add_argument("--distinct", action="store_true", help="every program different")
     ap.add_argument("--analysis-workers", type=int, default=RewardConfig().analysis_workers)
-    ap.add_argument("--no-serial", action="store_true", help="skip the in-process static path")
+    ap.add_argument("--no-serial", action="store_true", help="skip the in-process static paths")
+    ap.add_argument(
+        "--backend", choices=("python", "ruff", "both"), default="both", help="the analysers"
+    )
     args = ap.parse_args()
     tasks, texts = completions(args.n, args.distinct)
     limits = Limits(wall_s=3.0, memory_mb=RewardConfig().memory_mb)
@@ -119,10 +138,19 @@ def main() -> None:
     paths: dict[str, Callable[[Sandbox], tuple[float, float]]] = {
         "sandbox": lambda sb: timed(lambda: sb.run_many(jobs)),
         "exec-only": lambda sb: scorer_run(sb, {"type": "pass_fraction"}, 1, tasks, texts),
-        "static mix": lambda sb: scorer_run(sb, STATIC_MIX, args.analysis_workers, tasks, texts),
     }
-    if not args.no_serial:
-        paths["static serial"] = lambda sb: scorer_run(sb, STATIC_MIX, 0, tasks, texts)
+    backends = ("python", "ruff") if args.backend == "both" else (args.backend,)
+    label = {"python": "static", "ruff": "ruff"}
+    for backend in backends:
+        tree = static_mix(backend)
+        paths[f"{label[backend]} mix"] = lambda sb, tree=tree: scorer_run(
+            sb, tree, args.analysis_workers, tasks, texts
+        )
+    for backend in () if args.no_serial else backends:
+        tree = static_mix(backend)
+        paths[f"{label[backend]} serial"] = lambda sb, tree=tree: scorer_run(
+            sb, tree, 0, tasks, texts
+        )
     times: dict[str, list[tuple[float, float]]] = {k: [] for k in paths}
     load0 = os.getloadavg()[0]
     with Sandbox(workers=args.workers) as sb:
@@ -147,6 +175,7 @@ def main() -> None:
                 "distinct_programs": len(set(texts)),
                 "sandbox_workers": args.workers,
                 "analysis_workers": args.analysis_workers,
+                "backends": list(backends),
                 **{f"{key[k]}_exec_per_s": round(r, 1) for k, r in rate.items()},
                 **{f"{key[k]}_ratio": round(r / base, 3) for k, r in rate.items()},
                 **{f"{key[k]}_cpu_ms": round(c, 2) for k, c in cpu_ms.items()},

@@ -1,6 +1,7 @@
 """Running a reward tree's analyses ahead of scoring: in worker processes, deduplicated, cached.
 
-pyflakes, pycodestyle and bandit are pure Python and cost a few milliseconds a program. Run in
+pyflakes, pycodestyle and bandit are pure Python and cost a few milliseconds a program (ruff, a
+batched analysis, costs a process start per batch and far less per program). Run in
 the scorer's thread they serialise with scoring and hold the GIL that the sandbox pool's
 threads need to feed their workers; in worker processes (`analysis_worker.py`) they overlap
 execution instead.
@@ -12,13 +13,14 @@ and only the chunks the scorer has in flight are being analysed.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from execrl.rewards.analysis import Analysis, AnalysisError, analyse
+from execrl.rewards.analysis import Analysis, AnalysisError, analyse_many
 from execrl.rewards.analysis_worker import WorkerDied, WorkerPool
 from execrl.rewards.config import children
 from execrl.rewards.sample import Sample
@@ -67,6 +69,8 @@ class Analyser:
         self.analyses = analyses
         self.workers = workers
         self.piece = piece  # programs per round trip: small enough to spread over workers
+        # A batched analysis (ruff) pays a process start per call: one piece per worker per chunk.
+        self.batched = any(a.batched for a in analyses)
         self.cache_size = cache_size
         self._cache: OrderedDict[bytes, Results] = OrderedDict()
         self._inflight: dict[bytes, tuple[Future[list[Results]], int]] = {}
@@ -99,13 +103,15 @@ class Analyser:
             else:
                 todo.setdefault(key, s.program)  # type: ignore[arg-type]
         if self.workers == 0:  # here and now, in the caller's thread
-            for key, program in todo.items():
-                pending.hits[key] = analyse(program, self.analyses)
-                self._store(key, pending.hits[key])
+            found = analyse_many(list(todo.values()), self.analyses) if todo else []
+            for key, results in zip(todo, found, strict=True):
+                pending.hits[key] = results
+                self._store(key, results)
             return pending
         keys = list(todo)
-        for i in range(0, len(keys), self.piece):
-            part = keys[i : i + self.piece]
+        piece = math.ceil(len(keys) / self.workers) if self.batched else self.piece
+        for i in range(0, len(keys), max(piece, 1)):
+            part = keys[i : i + piece]
             if self._pool is None:
                 self._pool = WorkerPool(self.workers)
             future = self._pool.submit(self.analyses, [todo[k] for k in part])

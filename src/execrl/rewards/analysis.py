@@ -1,10 +1,11 @@
-"""Execution-free analyses (pyflakes, pycodestyle, bandit) as values that can run ahead of scoring.
+"""Execution-free analyses (pyflakes, pycodestyle, bandit, ruff) as values that can run ahead of scoring.
 
 A leaf such as `Style` names the analysis it reads as an `Analysis`: a module-level function and
 its settings. That makes it hashable, so results are cached by program, and picklable, so a
 worker process can run it while the sandbox executes (`analyser.py`). The scorer attaches the
 raw results to each sample (`Sample.analyses`); a leaf scoring a sample without them runs its
-analysis itself. Both paths call `analyse`, so they give the same results, failures included.
+analysis itself. Both paths call `analyse_many`, so they give the same results, failures included.
+A `batched` analysis (ruff: one subprocess for many programs) is called once per batch.
 """
 
 from __future__ import annotations
@@ -27,11 +28,15 @@ class Analysis:
     `fn` must live at module level (it is pickled by name for worker processes) and be a pure
     function of the program and `args`: its result is cached by program. Settings that only
     weigh the result (penalty weights) belong to the leaf, not to `args`, so leaves that differ
-    only in weights share one analysis."""
+    only in weights share one analysis.
 
-    name: str  # for people: "pyflakes", "pycodestyle", "bandit"
+    `batched`: `fn(programs, trees, *args)` returns one result per program (a result may be a
+    `Failed`), so a cost paid per call (starting a process) is paid once per batch."""
+
+    name: str  # for people: "pyflakes", "pycodestyle", "bandit", "ruff"
     fn: Callable[..., Any]
     args: tuple[Any, ...] = ()
+    batched: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,28 +64,49 @@ def parse(program: str) -> ast.Module | None:
 def analyse(program: str, analyses: Sequence[Analysis]) -> tuple[Any, ...]:
     """Each analysis's raw result on one shared parse of `program`; None for every analysis
     when it does not parse (the leaves give such programs -max_penalty)."""
-    try:
-        tree = parse(program)
-    except Exception as exc:  # noqa: BLE001 - RecursionError, MemoryError on deep nesting
-        return (Failed(_describe(exc)),) * len(analyses)
-    if tree is None:
-        return (None,) * len(analyses)
-    out: list[Any] = []
-    for a in analyses:
+    return analyse_many([program], analyses)[0]
+
+
+def analyse_many(programs: Sequence[str], analyses: Sequence[Analysis]) -> list[tuple[Any, ...]]:
+    """`analyse` over a batch: one round trip to a worker process, and one call of each batched
+    analysis, for many programs. A batched analysis that raises fails every program it had."""
+    out: list[list[Any]] = [[None] * len(analyses) for _ in programs]
+    parsed: list[tuple[int, ast.Module]] = []
+    for i, program in enumerate(programs):
         try:
-            out.append(a.fn(program, tree, *a.args))
-        except Exception as exc:  # noqa: BLE001 - reported where the leaf reads it
-            out.append(Failed(_describe(exc)))
-    return tuple(out)
+            tree = parse(program)
+        except Exception as exc:  # noqa: BLE001 - RecursionError, MemoryError on deep nesting
+            out[i] = [Failed(_describe(exc))] * len(analyses)
+            continue
+        if tree is not None:
+            parsed.append((i, tree))
+    for j, a in enumerate(analyses):
+        if a.batched:
+            for (i, _), result in zip(parsed, _batch(a, programs, parsed), strict=True):
+                out[i][j] = result
+            continue
+        for i, tree in parsed:
+            try:
+                out[i][j] = a.fn(programs[i], tree, *a.args)
+            except Exception as exc:  # noqa: BLE001 - reported where the leaf reads it
+                out[i][j] = Failed(_describe(exc))
+    return [tuple(r) for r in out]
+
+
+def _batch(a: Analysis, programs: Sequence[str], parsed: list[tuple[int, ast.Module]]) -> list[Any]:
+    if not parsed:
+        return []
+    try:
+        results = list(a.fn([programs[i] for i, _ in parsed], [t for _, t in parsed], *a.args))
+        if len(results) != len(parsed):
+            raise AnalysisError(f"{len(results)} results for {len(parsed)} programs")
+    except Exception as exc:  # noqa: BLE001 - reported where each leaf reads it
+        return [Failed(_describe(exc))] * len(parsed)
+    return results
 
 
 def _describe(exc: BaseException) -> str:
     return "".join(traceback.format_exception_only(exc)).strip()
-
-
-def analyse_many(programs: Sequence[str], analyses: Sequence[Analysis]) -> list[tuple[Any, ...]]:
-    """`analyse` over a chunk: one round trip to a worker process for many programs."""
-    return [analyse(p, analyses) for p in programs]
 
 
 _MISSING = object()

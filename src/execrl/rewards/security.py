@@ -1,4 +1,4 @@
-"""Security findings from bandit, weighted by severity."""
+"""Security findings from bandit, or from ruff's S rules (bandit's tests), weighted by severity."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import io
 import logging
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from execrl.rewards.analysis import Analysis, analysed
@@ -62,11 +64,13 @@ BANDIT = Analysis("bandit", _tree_bandit_findings)
 
 @dataclass(frozen=True)
 class Security:
-    """-min(max_penalty, sum of severity weights of bandit's findings)."""
+    """-min(max_penalty, sum of severity weights of bandit's findings). With `backend = "ruff"`
+    the findings are ruff's S rules, each at the severity bandit gives its test."""
 
     name: str = "security"
     severity: dict[str, float] = field(default_factory=dict)  # over DEFAULT_SEVERITY
     max_penalty: float = 1.0
+    backend: str = "bandit"  # or "ruff": its S rules, one subprocess per chunk
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.severity) - set(DEFAULT_SEVERITY))
@@ -74,6 +78,8 @@ class Security:
             raise ValueError(
                 f"security severity: unknown levels {unknown}; known: {sorted(DEFAULT_SEVERITY)}"
             )
+        if self.backend not in ("bandit", "ruff"):
+            raise ValueError(f'security backend: {self.backend!r} must be "bandit" or "ruff"')
 
     @property
     def needs(self) -> frozenset[str]:
@@ -83,14 +89,32 @@ class Security:
     def bounds(self) -> tuple[float, float]:
         return (-self.max_penalty, 0.0)
 
+    @cached_property
+    def _backend(self) -> tuple[Analysis, Callable[[Any], Any]]:
+        """The analysis and the reading of its result into (severity, test id), chosen once."""
+        if self.backend == "bandit":
+            return BANDIT, _as_findings
+        from execrl.rewards import ruff_backend
+
+        return ruff_backend.ruff_analysis(), _ruff_security
+
     @property
     def analysis(self) -> Analysis:
-        return BANDIT
+        return self._backend[0]
 
     def __call__(self, sample: Sample) -> RewardResult:
-        findings = analysed(sample, BANDIT)
-        if findings is None:  # no program, or it does not parse
+        analysis, read = self._backend
+        raw = analysed(sample, analysis)
+        if raw is None:  # no program, or it does not parse
             return leaf(self.name, -self.max_penalty)
         w = {**DEFAULT_SEVERITY, **self.severity}
-        penalty = sum(w.get(sev, 0.0) for sev, _ in findings)
+        penalty = sum(w.get(sev, 0.0) for sev, _ in read(raw))
         return leaf(self.name, -min(self.max_penalty, penalty))
+
+
+def _as_findings(findings: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return findings
+
+
+def _ruff_security(findings: Any) -> tuple[tuple[str, str], ...]:
+    return findings.security  # a ruff_backend.RuffFindings

@@ -1,14 +1,19 @@
 """Static analysis without execution: undefined names, unused names (pyflakes), unreachable code.
 
 Score = -min(max_penalty, sum of per-issue weights). A program that does not parse, or no
-program at all, gets -max_penalty: nothing about it can be vouched for.
+program at all, gets -max_penalty: nothing about it can be vouched for. `backend = "ruff"` reads
+ruff's F rules instead of pyflakes (ruff_backend.py); unreachable code is counted on the AST by
+both backends.
 """
 
 from __future__ import annotations
 
 import ast
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
 
 from execrl.rewards.analysis import Analysis, analysed, parse
 from execrl.rewards.base import leaf, require
@@ -71,6 +76,7 @@ class StaticAnalysis:
     name: str = "static"
     weights: dict[str, float] = field(default_factory=dict)  # per issue, over DEFAULT_WEIGHTS
     max_penalty: float = 1.0
+    backend: str = "pyflakes"  # or "ruff": its F rules, one subprocess per chunk
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.weights) - set(DEFAULT_WEIGHTS))
@@ -78,6 +84,8 @@ class StaticAnalysis:
             raise ValueError(
                 f"static weights: unknown categories {unknown}; known: {sorted(DEFAULT_WEIGHTS)}"
             )
+        if self.backend not in ("pyflakes", "ruff"):
+            raise ValueError(f'static backend: {self.backend!r} must be "pyflakes" or "ruff"')
 
     @property
     def needs(self) -> frozenset[str]:
@@ -87,17 +95,31 @@ class StaticAnalysis:
     def bounds(self) -> tuple[float, float]:
         return (-self.max_penalty, 0.0)
 
+    @cached_property
+    def _backend(self) -> tuple[Analysis, Callable[[Any], Counter[str]]]:
+        """The analysis and the reading of its result into categories, chosen once."""
+        if self.backend == "pyflakes":
+            return PYFLAKES, _as_counts
+        from execrl.rewards import ruff_backend  # it imports unreachable_blocks from here
+
+        return ruff_backend.ruff_analysis(), ruff_backend.static_counts
+
     @property
     def analysis(self) -> Analysis:
-        return PYFLAKES
+        return self._backend[0]
 
     def __call__(self, sample: Sample) -> RewardResult:
-        counts = analysed(sample, PYFLAKES)
-        if counts is None:
+        analysis, read = self._backend
+        raw = analysed(sample, analysis)
+        if raw is None:
             return leaf(self.name, -self.max_penalty)
         w = {**DEFAULT_WEIGHTS, **self.weights}
-        penalty = sum(w[cat] * n for cat, n in counts.items())
+        penalty = sum(w[cat] * n for cat, n in read(raw).items())
         return leaf(self.name, -min(self.max_penalty, penalty))
+
+
+def _as_counts(counts: Counter[str]) -> Counter[str]:
+    return counts
 
 
 # Defined after the function it names; weights stay in the leaf, so every `static` leaf of a

@@ -1,8 +1,9 @@
-"""Style: a per-violation penalty from pycodestyle (PEP 8), run in-process."""
+"""Style: a per-violation penalty from pycodestyle (PEP 8), or from ruff's E and W rules."""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +11,10 @@ from execrl.rewards.analysis import Analysis, analysed
 from execrl.rewards.base import leaf, require
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
+
+# pycodestyle's DEFAULT_IGNORE, which an empty `ignore` keeps (pycodestyle 2.x); ruff has only
+# E226, E241 and E242 of these, and the ruff backend ignores them the same way.
+PYCODESTYLE_DEFAULT_IGNORE = ("E121", "E123", "E126", "E226", "E24", "E704", "W503", "W504")
 
 
 @functools.lru_cache(maxsize=16)
@@ -42,13 +47,23 @@ def _tree_style_violations(
 @dataclass(frozen=True)
 class Style:
     """-min(max_penalty, per_violation * violations); a program that does not parse gets
-    -max_penalty. `ignore` replaces pycodestyle's default ignore list (codes like "E501")."""
+    -max_penalty. `ignore` replaces pycodestyle's default ignore list (codes or prefixes like
+    "E501", "E2"); the ruff backend applies the same list to ruff's codes."""
 
     name: str = "style"
     per_violation: float = 0.05
     max_penalty: float = 1.0
     max_line_length: int = 100
     ignore: tuple[str, ...] = ()
+    backend: str = "pycodestyle"  # or "ruff": its E and W rules, one subprocess per chunk
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("pycodestyle", "ruff"):
+            raise ValueError(f'style backend: {self.backend!r} must be "pycodestyle" or "ruff"')
+        if self.backend == "ruff" and not 1 <= self.max_line_length <= 320:
+            raise ValueError(
+                f"style max_line_length: {self.max_line_length}; ruff accepts 1 to 320"
+            )
 
     @property
     def needs(self) -> frozenset[str]:
@@ -58,14 +73,27 @@ class Style:
     def bounds(self) -> tuple[float, float]:
         return (-self.max_penalty, 0.0)
 
-    @property
-    def analysis(self) -> Analysis:
-        return Analysis(
-            "pycodestyle", _tree_style_violations, (self.max_line_length, tuple(self.ignore))
+    @functools.cached_property
+    def _backend(self) -> tuple[Analysis, Callable[[Any], int]]:
+        """The analysis and the reading of its result into a violation count, chosen once."""
+        if self.backend == "pycodestyle":
+            args = (self.max_line_length, tuple(self.ignore))
+            return Analysis("pycodestyle", _tree_style_violations, args), int
+        from execrl.rewards import ruff_backend
+
+        ignore = tuple(self.ignore) or PYCODESTYLE_DEFAULT_IGNORE
+        return (
+            ruff_backend.ruff_analysis(self.max_line_length),
+            functools.partial(ruff_backend.style_count, ignore=ignore),
         )
 
+    @property
+    def analysis(self) -> Analysis:
+        return self._backend[0]
+
     def __call__(self, sample: Sample) -> RewardResult:
-        n = analysed(sample, self.analysis)
-        if n is None:  # no program, or it does not parse
+        analysis, read = self._backend
+        raw = analysed(sample, analysis)
+        if raw is None:  # no program, or it does not parse
             return leaf(self.name, -self.max_penalty)
-        return leaf(self.name, -min(self.max_penalty, self.per_violation * n))
+        return leaf(self.name, -min(self.max_penalty, self.per_violation * read(raw)))
