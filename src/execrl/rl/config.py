@@ -47,7 +47,10 @@ class DataConfig:
 
 @dataclass
 class SamplingConfig:
-    temperature: float = 1.0
+    # Measured on the default (README "Training the embedded default"): at 1.0 most samples of
+    # the small model are noise (pass@1 0.13 at T=1 vs 0.25 at T=0.6 before RL); 0.5 and 0.7
+    # reach about the same held-out pass@1 after 160 steps (0.64 / 0.63, seed 0)
+    temperature: float = 0.5
     top_p: float = 1.0
     max_new_tokens: int = 40  # the token budget of one completion
     stop: list[str] = field(default_factory=list)  # stop sequences
@@ -84,7 +87,9 @@ class RLConfig:
 
 @dataclass
 class OptimConfig:
-    lr: float = 5e-5  # measured on the default: 1e-3 and 2e-4 lower held-out pass@1
+    # Measured on the default, T=0.7, 160 steps: 2e-4 and 3e-4 the same (held-out 0.63 each,
+    # seed 0); 4e-4 worse at 80 steps; 5e-5 moves nothing in 15 steps; 1e-3 collapses
+    lr: float = 2e-4
     weight_decay: float = 0.0
     beta1: float = 0.9
     beta2: float = 0.99
@@ -101,7 +106,9 @@ class SandboxConfig:
 
 @dataclass
 class RunConfig:
-    steps: int = 15
+    # The default's held-out pass@1 plateaus by 160 steps (240 add 0-1 point); the whole run,
+    # model build included, took under 2 min on 2 lightly loaded cores
+    steps: int = 160
     seed: int = 0
     out_dir: str = "runs"  # run directories are created under it
     name: str = ""  # run directory name; default: a timestamp
