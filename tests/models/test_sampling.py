@@ -69,3 +69,33 @@ def test_greedy_is_deterministic(policy):
 def test_bad_sampling_params():
     with pytest.raises(ValueError, match="top_p"):
         SamplingParams(top_p=0)
+
+
+def test_the_decode_loop_and_hf_generate_agree_greedily(policy):
+    # left padding, eos ends and the budget: same tokens, same behaviour log-probabilities
+    ids = encode_prompts(policy.tokenizer, ["def add(a, b):\n", "x", "def neg(x):\n    return"])
+    out = {
+        engine: sample(
+            policy.model,
+            policy.tokenizer,
+            ids,
+            SamplingParams(temperature=0, max_new_tokens=10, engine=engine),
+        )
+        for engine in ("loop", "hf")
+    }
+    for a, b in zip(out["loop"], out["hf"], strict=True):
+        assert torch.equal(a.token_ids, b.token_ids) and a.finish == b.finish
+        assert torch.allclose(a.logprobs, b.logprobs, atol=1e-4)
+
+
+def test_top_p_keeps_the_smallest_nucleus():
+    from execrl.models.decode import _pick
+
+    # probabilities 0.5, 0.3, 0.2: top_p 0.6 keeps the first two, never the third
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.2]])).repeat(400, 1)
+    torch.manual_seed(0)
+    token, logp = _pick(logits, 1.0, 0.6)
+    assert set(token.tolist()) == {0, 1}
+    assert torch.allclose(logp, torch.log(torch.tensor([0.5, 0.3]))[token])
+    with pytest.raises(ValueError, match="engine"):
+        SamplingParams(engine="vllm")

@@ -1,0 +1,122 @@
+"""A direct sampling loop over a causal LM's KV cache, without `model.generate`.
+
+For the small models RL from execution feedback trains on a CPU, `generate`'s per-token
+machinery (config validation, processor and criteria lists, cache bookkeeping) costs as much as
+the model itself. This loop does only what `models.sampling` needs: one forward over the
+left-padded prompts, then one token per step for every unfinished row, recording the behaviour
+log-probability log softmax(logits / T)[token] before top-p (as `rl.logprobs` recomputes it).
+
+Rows end at an eos token (kept), at a stop sequence, or at the token budget; finished rows are
+fed the pad token and their outputs ignored.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+
+@torch.no_grad()
+def decode(
+    model: Any,
+    input_ids: torch.Tensor,  # (B, P) long, left-padded
+    attention: torch.Tensor,  # (B, P) long, 0 on padding
+    *,
+    temperature: float,
+    top_p: float,
+    max_new_tokens: int,
+    eos_ids: Sequence[int],
+    pad_id: int,
+    stop_hit: Any = None,  # (row, generated ids) -> bool: a stop sequence appeared
+) -> tuple[torch.Tensor, torch.Tensor, list[tuple[int, str]]]:
+    """(generated (B, T) long, logprobs (B, T) float32, per row (kept length, how it ended))."""
+    device = input_ids.device
+    batch = input_ids.shape[0]
+    eos = torch.tensor(list(eos_ids), dtype=torch.long, device=device)
+    cache_kw, extra = _keywords(model)
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)  # (B, P): left padding shifts positions
+    out = model(
+        input_ids=input_ids,
+        attention_mask=attention,
+        position_ids=positions,
+        use_cache=True,
+        **extra,
+    )
+    cache, logits = _cache_of(out), out.logits[:, -1, :]  # logits (B, V)
+    next_pos = positions[:, -1:] + 1  # (B, 1)
+    ones = torch.ones((batch, 1), dtype=attention.dtype, device=device)
+    pad = torch.full((batch,), pad_id, dtype=torch.long, device=device)
+    done = torch.zeros(batch, dtype=torch.bool, device=device)
+    length = torch.zeros(batch, dtype=torch.long, device=device)  # kept tokens, once done
+    how = ["length"] * batch
+    tokens: list[torch.Tensor] = []  # each (B,)
+    logps: list[torch.Tensor] = []  # each (B,)
+    for step in range(max_new_tokens):
+        token, logp = _pick(logits.float(), temperature, top_p)
+        token = torch.where(done, pad, token)
+        tokens.append(token)
+        logps.append(logp)
+        ended = ~done & torch.isin(token, eos)  # (B,)
+        for row in ended.nonzero()[:, 0].tolist():
+            how[row] = "eos"
+        if stop_hit is not None:
+            generated = torch.stack(tokens, 1)
+            for row in (~done & ~ended).nonzero()[:, 0].tolist():
+                if stop_hit(row, generated[row]):
+                    ended[row] = True
+                    how[row] = "stop"
+        length = torch.where(ended, step + 1, length)
+        done = done | ended
+        if step + 1 == max_new_tokens or bool(done.all()):
+            break
+        attention = torch.cat([attention, ones], 1)
+        out = model(
+            input_ids=token.view(-1, 1),
+            attention_mask=attention,
+            position_ids=next_pos,
+            use_cache=True,
+            **{cache_kw: cache},
+        )
+        cache, logits = _cache_of(out), out.logits[:, -1, :]
+        next_pos = next_pos + 1
+    generated = torch.stack(tokens, 1).cpu()  # (B, T)
+    logprobs = torch.stack(logps, 1).cpu()  # (B, T)
+    t = generated.shape[1]
+    kept = torch.where(done, length, t).tolist()
+    return generated, logprobs, list(zip(kept, how, strict=True))
+
+
+def _keywords(model: Any) -> tuple[str, dict[str, Any]]:
+    """The cache argument's name (transformers 5 renamed past_key_values to cache), and
+    logits_to_keep=1 where the model takes it (the prompt pass needs the last position only)."""
+    params = inspect.signature(model.forward).parameters
+    extra = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+    return ("cache" if "cache" in params else "past_key_values"), extra
+
+
+def _cache_of(out: Any) -> Any:
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
+
+
+def _pick(
+    logits: torch.Tensor, temperature: float, top_p: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample (or, at temperature 0, take the argmax) from (B, V) logits; (token, log pi)."""
+    if temperature == 0:
+        logp_all = torch.log_softmax(logits, -1)
+        token = logp_all.argmax(-1)
+        return token, logp_all.gather(1, token.view(-1, 1))[:, 0]
+    logp_all = torch.log_softmax(logits / temperature, -1)  # (B, V): the behaviour policy
+    probs = logp_all.exp()
+    if top_p < 1.0:
+        sorted_p, order = probs.sort(-1, descending=True)
+        # keep the smallest prefix whose mass reaches top_p (the first token always stays)
+        drop = sorted_p.cumsum(-1) - sorted_p >= top_p
+        sorted_p = sorted_p.masked_fill(drop, 0.0)
+        probs = torch.zeros_like(probs).scatter(1, order, sorted_p)
+    token = torch.multinomial(probs, 1)[:, 0]
+    return token, logp_all.gather(1, token.view(-1, 1))[:, 0]
