@@ -3,6 +3,7 @@
 import json
 import os
 import socket
+from pathlib import Path
 
 import pytest
 import torch
@@ -83,7 +84,9 @@ def _worker(rank, world, port, model_dir, out_dir):
 
 
 @pytest.mark.slow
-def test_two_processes_equal_one(tiny_model_dir, tmp_path):
+def test_two_processes_equal_one(tiny_model_dir, tmp_path, monkeypatch):
+    # spawned processes import this module by its name (tests.rl.test_train): give them the root
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
     torch.set_num_threads(1)
     train(
         tiny_config(tiny_model_dir, tmp_path / "one"),
@@ -97,7 +100,10 @@ def test_two_processes_equal_one(tiny_model_dir, tmp_path):
         port = s.getsockname()[1]
     mp.spawn(_worker, args=(2, port, tiny_model_dir, tmp_path / "two"), nprocs=2, join=True)
     one, two = _weights(tmp_path / "one" / "run"), _weights(tmp_path / "two" / "run")
+    # Equal up to rounding: the all-reduce sums the gradient in another order, and Adam turns
+    # rounding in near-zero gradients into update noise. 1e-4 is 1 % of one Adam step at the
+    # config's lr of 0.01; a wrong batch or a missing sync moves weights by whole steps.
     for k in one:
-        assert torch.allclose(one[k], two[k], atol=1e-5), k
+        assert torch.allclose(one[k], two[k], atol=1e-4), (k, (one[k] - two[k]).abs().max().item())
     r1, r2 = _rows(tmp_path / "one" / "run"), _rows(tmp_path / "two" / "run")
     assert [r["reward_mean"] for r in r1] == [r["reward_mean"] for r in r2]

@@ -33,6 +33,9 @@ def decode(
     stop_hit: Any = None,  # (row, generated ids) -> bool: a stop sequence appeared
 ) -> tuple[torch.Tensor, torch.Tensor, list[tuple[int, str]]]:
     """(generated (B, T) long, logprobs (B, T) float32, per row (kept length, how it ended))."""
+    # Under torch.distributed the policy is wrapped (DistributedDataParallel): generation needs
+    # no gradient sync, and the wrapper hides the model's keyword arguments.
+    model = getattr(model, "module", model)
     device = input_ids.device
     batch = input_ids.shape[0]
     eos = torch.tensor(list(eos_ids), dtype=torch.long, device=device)
