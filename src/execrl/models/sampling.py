@@ -99,47 +99,21 @@ def sample(
 
 
 def _sample_chunk(model, tokenizer, prompts, indices, params: SamplingParams) -> list[Completion]:
-    from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
-
     device = next(model.parameters()).device
-    pad = tokenizer.pad_token_id
     width = max(len(p) for p in prompts)
-    input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)  # (B, P) left-padded
-    attention = torch.zeros((len(prompts), width), dtype=torch.long)
+    input_ids = torch.full((len(prompts), width), tokenizer.pad_token_id, dtype=torch.long)
+    attention = torch.zeros((len(prompts), width), dtype=torch.long)  # both (B, P), left-padded
     for row, p in enumerate(prompts):
         input_ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
         attention[row, width - len(p) :] = 1
-    eos_ids = _eos_ids(model, tokenizer)
-    if params.engine == "loop":
-        return _loop_chunk(
-            model, tokenizer, prompts, indices, params, input_ids, attention, eos_ids
-        )
-    recorder = _BehaviourLogprobs(params.temperature)
-    finish = _Finish(width, eos_ids, params.stop, tokenizer)
-    greedy = params.temperature == 0
-    config = GenerationConfig(
-        do_sample=not greedy,
-        temperature=None if greedy else params.temperature,
-        top_p=None if greedy else params.top_p,
-        top_k=None,
-        max_new_tokens=params.max_new_tokens,
-        pad_token_id=pad,
-        eos_token_id=eos_ids,
-        bos_token_id=None,
+    engine = _decode_loop if params.engine == "loop" else _generate
+    generated, logprobs, ends = engine(
+        model, tokenizer, input_ids.to(device), attention.to(device), params
     )
-    sequences = model.generate(
-        input_ids=input_ids.to(device),
-        attention_mask=attention.to(device),
-        generation_config=config,
-        logits_processor=LogitsProcessorList([recorder]),
-        stopping_criteria=StoppingCriteriaList([finish]),
-    ).cpu()  # (B, P + T_max)
-    logprobs = recorder.finish(sequences)  # (B, T_max)
     results = []
     for row, index in enumerate(indices):
-        generated = sequences[row, width:]
-        length, how = finish.result(row, generated.numel())
-        tokens = generated[:length].clone()
+        length, how = ends[row]
+        tokens = generated[row, :length].clone()
         text = tokenizer.decode(tokens, skip_special_tokens=True)
         if how == "stop":
             text = _cut_at_stop(text, params.stop)
@@ -156,45 +130,61 @@ def _sample_chunk(model, tokenizer, prompts, indices, params: SamplingParams) ->
     return results
 
 
-def _loop_chunk(model, tokenizer, prompts, indices, params, input_ids, attention, eos_ids):
+# Each engine: (generated (B, T) long, behaviour logprobs (B, T), per row (kept length, how)).
+
+
+def _decode_loop(model, tokenizer, input_ids, attention, params: SamplingParams):
     from execrl.models.decode import decode
 
-    device = next(model.parameters()).device
-    stop = tuple(params.stop)
-
     def stop_hit(row: int, ids: torch.Tensor) -> bool:
-        text = tokenizer.decode(ids, skip_special_tokens=True)
-        return any(s in text for s in stop)
+        return _has_stop(tokenizer, ids, params.stop)
 
-    generated, logprobs, ends = decode(
+    return decode(
         model,
-        input_ids.to(device),
-        attention.to(device),
+        input_ids,
+        attention,
         temperature=params.temperature,
         top_p=params.top_p,
         max_new_tokens=params.max_new_tokens,
-        eos_ids=eos_ids,
+        eos_ids=_eos_ids(model, tokenizer),
         pad_id=tokenizer.pad_token_id,
-        stop_hit=stop_hit if stop else None,
+        stop_hit=stop_hit if params.stop else None,
     )
-    results = []
-    for row, index in enumerate(indices):
-        length, how = ends[row]
-        tokens = generated[row, :length].clone()
-        text = tokenizer.decode(tokens, skip_special_tokens=True)
-        if how == "stop":
-            text = _cut_at_stop(text, stop)
-        results.append(
-            Completion(
-                prompt_index=index,
-                text=text,
-                prompt_ids=torch.tensor(prompts[row], dtype=torch.long),
-                token_ids=tokens,
-                logprobs=logprobs[row, :length].clone(),
-                finish=how,
-            )
-        )
-    return results
+
+
+def _generate(model, tokenizer, input_ids, attention, params: SamplingParams):
+    from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+
+    width = input_ids.shape[1]
+    eos_ids = _eos_ids(model, tokenizer)
+    recorder = _BehaviourLogprobs(params.temperature)
+    finish = _Finish(width, eos_ids, params.stop, tokenizer)
+    greedy = params.temperature == 0
+    config = GenerationConfig(
+        do_sample=not greedy,
+        temperature=None if greedy else params.temperature,
+        top_p=None if greedy else params.top_p,
+        top_k=None,
+        max_new_tokens=params.max_new_tokens,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=eos_ids,
+        bos_token_id=None,
+    )
+    sequences = model.generate(
+        input_ids=input_ids,
+        attention_mask=attention,
+        generation_config=config,
+        logits_processor=LogitsProcessorList([recorder]),
+        stopping_criteria=StoppingCriteriaList([finish]),
+    ).cpu()  # (B, P + T_max)
+    generated = sequences[:, width:]  # (B, T_max)
+    ends = [finish.result(row, generated.shape[1]) for row in range(generated.shape[0])]
+    return generated, recorder.finish(sequences), ends
+
+
+def _has_stop(tokenizer, ids: torch.Tensor, stop: Sequence[str]) -> bool:
+    text = tokenizer.decode(ids, skip_special_tokens=True)
+    return any(s in text for s in stop)
 
 
 def _eos_ids(model, tokenizer) -> list[int]:
@@ -264,12 +254,10 @@ class _Finish:
                 continue
             if bool(torch.isin(last[row], self.eos)):
                 self.ends[row] = (length, "eos")
-            elif self.stop:
-                text = self.tokenizer.decode(
-                    input_ids[row, self.prompt_width :], skip_special_tokens=True
-                )
-                if any(s in text for s in self.stop):
-                    self.ends[row] = (length, "stop")
+            elif self.stop and _has_stop(
+                self.tokenizer, input_ids[row, self.prompt_width :], self.stop
+            ):
+                self.ends[row] = (length, "stop")
             done[row] = row in self.ends
         return done
 
