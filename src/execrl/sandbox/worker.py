@@ -324,7 +324,7 @@ def _read_all(fd: int, buf: bytearray, cap: int) -> bool:
     while len(buf) <= cap:
         try:
             chunk = os.read(fd, 1 << 16)
-        except BlockingIOError:
+        except OSError:  # BlockingIOError: empty for now, or a leftover process holds it open
             return True
         if not chunk:
             return True
@@ -347,15 +347,7 @@ def _drain(state: dict[str, Any], limits: dict[str, Any]) -> None:
     """After the child exits, read what is left in the pipes, within the same caps."""
     for fd, name in state["fds"].items():
         cap = CHANNEL_CAP if name == "channel" else limits["output_bytes"]
-        while len(state[name]) <= cap:
-            try:
-                chunk = os.read(fd, 1 << 16)
-            except OSError:  # BlockingIOError: a leftover process holds the pipe open
-                break
-            if not chunk:
-                break
-            state[name] += chunk
-        if len(state[name]) > cap:
+        if not _read_all(fd, state[name], cap):
             state["output_limit"] = name
 
 
