@@ -24,7 +24,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -200,7 +200,7 @@ def _generate_chunk(generator, chunk, have, out: SamplesFile, params, stops) -> 
         texts = generator.generate(
             [prompt_text(t, generator.chat) for t in tasks],
             need,
-            GenerationParams(**{**asdict(params), "stop": stops}),
+            replace(params, stop=stops),
         )
         for task, raws in zip(tasks, texts, strict=True):
             for i, raw in enumerate(raws):

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from execrl.models.chat import format_prompt, uses_chat_template
+from execrl.models.chat import uses_chat_template
 
 OPENAI_PREFIX = "openai:"
 
@@ -68,15 +68,10 @@ class HFGenerator:
         self.chat = uses_chat_template(self.policy.tokenizer, wanted)
 
     def generate(self, prompts: Sequence[str], n: int, params: GenerationParams) -> list[list[str]]:
-        from execrl.models.sampling import SamplingParams, sample
+        from execrl.models.sampling import SamplingParams, encode_prompts, sample
 
         tokenizer = self.policy.tokenizer
-        ids = [
-            tokenizer(
-                format_prompt(tokenizer, p, chat=self.chat), add_special_tokens=not self.chat
-            )["input_ids"]
-            for p in prompts
-        ]
+        ids = encode_prompts(tokenizer, prompts, chat=self.chat)
         sampling = SamplingParams(
             temperature=params.temperature,
             top_p=params.top_p,
