@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from execrl.models.lean_llama import LeanLlama
+
 
 @torch.no_grad()
 def decode(
@@ -39,18 +41,8 @@ def decode(
     device = input_ids.device
     batch = input_ids.shape[0]
     eos = torch.tensor(list(eos_ids), dtype=torch.long, device=device)
-    cache_kw, extra = _keywords(model)
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)  # (B, P): left padding shifts positions
-    out = model(
-        input_ids=input_ids,
-        attention_mask=attention,
-        position_ids=positions,
-        use_cache=True,
-        **extra,
-    )
-    cache, logits = _cache_of(out), out.logits[:, -1, :]  # logits (B, V)
-    next_pos = positions[:, -1:] + 1  # (B, 1)
-    ones = torch.ones((batch, 1), dtype=attention.dtype, device=device)
+    forward = LeanLlama.of(model) or _ModelForward(model)
+    logits = forward.prefill(input_ids, attention, max_new_tokens)  # (B, V)
     pad = torch.full((batch,), pad_id, dtype=torch.long, device=device)
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     length = torch.zeros(batch, dtype=torch.long, device=device)  # kept tokens, once done
@@ -75,21 +67,47 @@ def decode(
         done = done | ended
         if step + 1 == max_new_tokens or bool(done.all()):
             break
-        attention = torch.cat([attention, ones], 1)
-        out = model(
-            input_ids=token.view(-1, 1),
-            attention_mask=attention,
-            position_ids=next_pos,
-            use_cache=True,
-            **{cache_kw: cache},
-        )
-        cache, logits = _cache_of(out), out.logits[:, -1, :]
-        next_pos = next_pos + 1
+        logits = forward.step(token)
     generated = torch.stack(tokens, 1).cpu()  # (B, T)
     logprobs = torch.stack(logps, 1).cpu()  # (B, T)
     t = generated.shape[1]
     kept = torch.where(done, length, t).tolist()
     return generated, logprobs, list(zip(kept, how, strict=True))
+
+
+class _ModelForward:
+    """Any causal LM through its own forward and KV cache (the same interface as `LeanLlama`)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.cache_kw, self.extra = _keywords(model)
+
+    def prefill(
+        self, input_ids: torch.Tensor, attention: torch.Tensor, budget: int
+    ) -> torch.Tensor:
+        self.positions = (attention.cumsum(-1) - 1).clamp(min=0)  # (B, P): padding shifts them
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=self.positions,
+            use_cache=True,
+            **self.extra,
+        )
+        self.cache, self.attention = _cache_of(out), attention
+        self.next_pos = self.positions[:, -1:] + 1  # (B, 1)
+        return out.logits[:, -1, :]
+
+    def step(self, token: torch.Tensor) -> torch.Tensor:
+        self.attention = torch.cat([self.attention, torch.ones_like(self.attention[:, :1])], 1)
+        out = self.model(
+            input_ids=token.view(-1, 1),
+            attention_mask=self.attention,
+            position_ids=self.next_pos,
+            use_cache=True,
+            **{self.cache_kw: self.cache},
+        )
+        self.cache, self.next_pos = _cache_of(out), self.next_pos + 1
+        return out.logits[:, -1, :]
 
 
 def _keywords(model: Any) -> tuple[str, dict[str, Any]]:

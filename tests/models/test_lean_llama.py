@@ -1,0 +1,114 @@
+"""The lean Llama/Qwen2 decode forward reproduces the Hugging Face forward it replaces."""
+
+import pytest
+import torch
+from torch import nn
+
+from execrl.models import decode as decode_module
+from execrl.models.decode import decode
+from execrl.models.lean_llama import LeanLlama
+
+_SHAPE = dict(
+    vocab_size=97,
+    hidden_size=32,
+    intermediate_size=48,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,  # grouped-query attention, as the embedded default
+    max_position_embeddings=64,
+)
+
+
+def _llama(**extra):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    return _spread(LlamaForCausalLM(LlamaConfig(**_SHAPE, **extra)).eval())
+
+
+def _qwen2(**extra):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(1)
+    return _spread(Qwen2ForCausalLM(Qwen2Config(**_SHAPE, **extra)).eval())
+
+
+def _spread(model):
+    # The default init (std 0.02) gives near-uniform logits, where a mistake in attention or
+    # rope would hardly move them; larger weights and biases make every term count.
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.3 if p.dim() > 1 else 0.5)
+    return model
+
+
+def _prompts():
+    # three rows, left-padded to width 6: lengths 6, 3 and 1
+    ids = torch.tensor([[5, 9, 11, 3, 7, 8], [0, 0, 0, 4, 12, 30], [0, 0, 0, 0, 0, 41]])
+    return ids, (ids != 0).long()
+
+
+def _reference_logits(model, ids, attention):
+    """Logits (B, V) at the last position of the full sequence, by the model's own forward."""
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=attention, position_ids=positions)
+    return out.logits[:, -1]
+
+
+@pytest.mark.parametrize("build", [_llama, _qwen2, lambda: _llama(attention_bias=True)])
+def test_prefill_and_steps_match_the_full_forward(build):
+    model = build()
+    lean = LeanLlama.of(model)
+    assert lean is not None
+    ids, attention = _prompts()
+    logits = lean.prefill(ids, attention, budget=4)
+    assert torch.allclose(logits, _reference_logits(model, ids, attention), atol=1e-4)
+    for _ in range(4):
+        token = logits.argmax(-1)
+        ids = torch.cat([ids, token[:, None]], 1)
+        attention = torch.cat([attention, torch.ones_like(attention[:, :1])], 1)
+        logits = lean.step(token)
+        assert torch.allclose(logits, _reference_logits(model, ids, attention), atol=1e-4)
+
+
+def _decode(model, seed, temperature):
+    ids, attention = _prompts()
+    torch.manual_seed(seed)
+    return decode(
+        model,
+        ids,
+        attention,
+        temperature=temperature,
+        top_p=0.9,
+        max_new_tokens=8,
+        eos_ids=[96],
+        pad_id=0,
+    )
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_decode_gives_the_same_tokens_and_logprobs_as_the_generic_path(monkeypatch, temperature):
+    model = _llama()
+    lean_tokens, lean_logps, lean_ends = _decode(model, seed=3, temperature=temperature)
+    monkeypatch.setattr(decode_module.LeanLlama, "of", classmethod(lambda cls, m: None))
+    tokens, logps, ends = _decode(model, seed=3, temperature=temperature)
+    assert torch.equal(lean_tokens, tokens)
+    assert torch.allclose(lean_logps, logps, atol=1e-4)
+    assert lean_ends == ends
+
+
+def test_anything_it_does_not_reproduce_keeps_the_generic_path():
+    class LoraLike(nn.Linear):  # PEFT's and quantisers' layers subclass or wrap Linear
+        pass
+
+    assert LeanLlama.of(_qwen2(use_sliding_window=True, sliding_window=4)) is None
+    assert LeanLlama.of(_llama(rope_scaling={"rope_type": "dynamic", "factor": 2.0})) is None
+    assert LeanLlama.of(_llama(hidden_act="gelu")) is None
+    adapted = _llama()
+    adapted.model.layers[1].self_attn.q_proj = LoraLike(32, 32)
+    assert LeanLlama.of(adapted) is None
+    swapped = _llama()
+    swapped.model.layers[0].mlp.down_proj = nn.Identity()
+    assert LeanLlama.of(swapped) is None
+    assert LeanLlama.of(_llama()) is not None
