@@ -1,22 +1,26 @@
 """execrl's trainer against TRL's GRPOTrainer, side by side in one run, on equal terms.
 
-Both train the same tiny Llama (random init, built here: nothing is downloaded) on the same
-synthetic tasks (`execrl.tasks.synthetic.generate`), with the same reward (execrl's
-sandbox-backed pass fraction: the same program construction, the same sandbox, the same
-limits), group size, prompts per step, token budget, learning rate, optimiser (AdamW, beta2,
-grad clip), clip range (0.2 / 0.28, DAPO token-mean loss, group-std advantages), no KL and no
-reference model, one optimiser step per batch, no dynamic sampling, no trackers.
+Both train the same model (a tiny random Llama built here, nothing downloaded; or, with
+`--model default`, execrl's embedded default) on the same synthetic tasks
+(`execrl.tasks.synthetic.generate`), with the same reward (execrl's sandbox-backed pass
+fraction: the same program construction, the same sandbox, the same limits), group size,
+prompts per step, token budget, learning rate, optimiser (AdamW, beta2, grad clip), clip range
+(0.2 / 0.28, DAPO token-mean loss, group-std advantages), no KL and no reference model, one
+optimiser step per batch, no dynamic sampling, no trackers.
 
 A step's time is the step's own work: for execrl the `time/collect_s + time/update_s` it logs,
 for TRL the time between its `on_step_begin` and `on_step_end` callbacks. Model loading and
 set-up are not counted on either side; the first step of each (warm-up) is left out of the
 rates when there are at least three steps.
 
-    .venv/bin/python benchmarks/trl_vs_execrl.py --steps 6
+    .venv/bin/python benchmarks/trl_vs_execrl.py --steps 8 --rounds 3
 
-The last line of stdout is JSON: execrl_steps_per_s, trl_steps_per_s, ratio (execrl / TRL),
-execrl_reward_last and trl_reward_last (mean reward over the last `--last` steps), and the
-settings and machine load.
+Each round trains both, back to back, from the same start (who goes first alternates); the
+steps per second of each side are the median over rounds and the ratio is the median of the
+per-round ratios, so a slow spell of the machine falls on both sides of a pair. The last line
+of stdout is JSON: execrl_steps_per_s, trl_steps_per_s, ratio (execrl / TRL), ratio_per_round,
+execrl_reward_last and trl_reward_last (mean reward over the last `--last` steps of every
+round), and the settings and machine load.
 """
 
 from __future__ import annotations
@@ -33,6 +37,14 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("EXECRL_TRACKERS", "none")  # TRL runs with report_to="none" too
+
+
+def resolve_model(name: str | None, directory: Path, tasks, seed: int) -> Path:
+    if name == "default":
+        from execrl.models.default import ensure_default_model
+
+        return ensure_default_model()
+    return Path(name) if name else build_model(directory, tasks, seed)
 
 
 def build_model(directory: Path, tasks, seed: int) -> Path:
@@ -89,7 +101,7 @@ def run_execrl(args, model_dir: Path, tasks, out: Path) -> dict:
     from execrl.rl.run import train
 
     batch = args.group_size * args.prompts
-    # the prompts TRL gets, unchanged: no `def` line appended where the config has that option
+    # the prompts TRL gets, unchanged: main() already appended the signature line
     same_prompts = ["data.signature_prompt=false"] if _has_field("data", "signature_prompt") else []
     config = load_config(None, same_prompts + [
         f"model.path={str(model_dir)!r}", "model.chat='off'", "model.device='cpu'",
@@ -185,41 +197,66 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wall-s", type=float, default=2.0)
     p.add_argument("--last", type=int, default=3, help="steps averaged for the final reward")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--model", help="an HF-format model directory (default: a tiny random Llama)")
+    p.add_argument("--rounds", type=int, default=3, help="back-to-back pairs of runs")
+    p.add_argument(
+        "--model",
+        help="an HF-format model directory, or 'default' for execrl's embedded default (built "
+        "on first use; it writes some correct code, so rewards are not all 0); the default is "
+        "a tiny random Llama",
+    )
     args = p.parse_args(argv)
 
+    from execrl.models.prompting import with_signature_prompts
     from execrl.tasks.synthetic import generate
 
-    tasks = list(
-        generate(seed=args.seed, n=args.n_tasks, difficulty=args.difficulty, split="train")
+    # prompts ending in the function's signature line, the format execrl trains and the
+    # embedded default learnt; both sides get these exact strings
+    tasks = with_signature_prompts(
+        list(generate(seed=args.seed, n=args.n_tasks, difficulty=args.difficulty, split="train"))
     )
     load_before = os.getloadavg()
+    runs = {"execrl": run_execrl, "trl": run_trl}
+    results: dict[str, list[dict]] = {"execrl": [], "trl": []}
     with tempfile.TemporaryDirectory(prefix="execrl-trl-bench-") as tmp:
         out = Path(tmp)
-        model_dir = Path(args.model) if args.model else build_model(out / "model", tasks, args.seed)
-        results = {}
-        for name, run in (("execrl", run_execrl), ("trl", run_trl)):
-            start = time.perf_counter()
-            results[name] = run(args, model_dir, tasks, out)
-            r = results[name]
-            print(
-                f"{name:6s}: {rate(r['step_s']):.3f} steps/s over {len(r['step_s'])} steps "
-                f"(step seconds {', '.join(f'{s:.2f}' for s in r['step_s'])}; "
-                f"{time.perf_counter() - start:.0f} s with set-up); mean completion "
-                f"{r['len_mean']:.1f} tokens; reward per step "
-                f"{', '.join(f'{x:.3f}' for x in r['reward'])}",
-                file=sys.stderr,
-            )
+        model_dir = resolve_model(args.model, out / "model", tasks, args.seed)
+        for round_ in range(args.rounds):
+            # alternate who goes first, so a drift in machine speed falls on both sides
+            order = ("execrl", "trl") if round_ % 2 == 0 else ("trl", "execrl")
+            for name in order:
+                start = time.perf_counter()
+                r = runs[name](args, model_dir, tasks, out / f"{name}-{round_}")
+                results[name].append(r)
+                print(
+                    f"round {round_ + 1} {name:6s}: {rate(r['step_s']):.3f} steps/s over "
+                    f"{len(r['step_s'])} steps (step seconds "
+                    f"{', '.join(f'{s:.2f}' for s in r['step_s'])}; "
+                    f"{time.perf_counter() - start:.0f} s with set-up); mean completion "
+                    f"{r['len_mean']:.1f} tokens; reward per step "
+                    f"{', '.join(f'{x:.3f}' for x in r['reward'])}",
+                    file=sys.stderr,
+                )
+    ex_rates = [rate(r["step_s"]) for r in results["execrl"]]
+    trl_rates = [rate(r["step_s"]) for r in results["trl"]]
     ex, trl = results["execrl"], results["trl"]
+    ratios = [a / b for a, b in zip(ex_rates, trl_rates, strict=True)]
+
+    def reward_last(rs: list[dict]) -> float:
+        return statistics.fmean(x for r in rs for x in r["reward"][-args.last :])
+
     summary = {
-        "execrl_steps_per_s": round(rate(ex["step_s"]), 4),
-        "trl_steps_per_s": round(rate(trl["step_s"]), 4),
-        "ratio": round(rate(ex["step_s"]) / rate(trl["step_s"]), 3),
-        "execrl_reward_last": round(statistics.fmean(ex["reward"][-args.last :]), 4),
-        "trl_reward_last": round(statistics.fmean(trl["reward"][-args.last :]), 4),
-        "execrl_len_mean": round(ex["len_mean"], 1),
-        "trl_len_mean": round(trl["len_mean"], 1),
+        "execrl_steps_per_s": round(statistics.median(ex_rates), 4),
+        "trl_steps_per_s": round(statistics.median(trl_rates), 4),
+        # the median of the per-round ratios: each pair ran back to back on the same machine
+        "ratio": round(statistics.median(ratios), 3),
+        "ratio_per_round": [round(x, 3) for x in ratios],
+        "execrl_reward_last": round(reward_last(ex), 4),
+        "trl_reward_last": round(reward_last(trl), 4),
+        "execrl_len_mean": round(statistics.fmean(r["len_mean"] for r in ex), 1),
+        "trl_len_mean": round(statistics.fmean(r["len_mean"] for r in trl), 1),
         "steps": args.steps,
+        "rounds": args.rounds,
+        "model": args.model or "tiny-random",
         "group_size": args.group_size,
         "batch": args.group_size * args.prompts,
         "max_new_tokens": args.max_new_tokens,

@@ -72,6 +72,38 @@ def test_prefill_and_steps_match_the_full_forward(build):
         assert torch.allclose(logits, _reference_logits(model, ids, attention), atol=1e-4)
 
 
+@pytest.mark.parametrize("lean", [True, False])
+def test_expanded_prefill_continues_each_row_from_its_prompt(lean):
+    # three distinct prompts prefilled once, then five rows continuing them (a group sharing a
+    # prompt); each row then takes its own tokens, and must match the full forward of its
+    # own sequence
+    model = _llama()
+    forward = LeanLlama.of(model) if lean else decode_module._ModelForward(model)
+    ids, attention = _prompts()
+    forward.prefill(ids, attention, 3)
+    rows = torch.tensor([2, 0, 2, 1, 0])
+    forward.expand(rows)
+    ids, attention = ids[rows], attention[rows]
+    for step in range(3):
+        token = torch.tensor([17, 23, 5 + step, 40, 9])
+        ids = torch.cat([ids, token[:, None]], 1)
+        attention = torch.cat([attention, torch.ones_like(attention[:, :1])], 1)
+        logits = forward.step(token)
+        assert torch.allclose(logits, _reference_logits(model, ids, attention), atol=1e-4)
+
+
+def test_decode_of_a_repeated_prompt_equals_decode_of_distinct_copies(monkeypatch):
+    # greedy, so every copy of a prompt must take the same tokens as the prompt decoded alone
+    model = _llama()
+    ids, attention = _prompts()
+    rows = torch.tensor([0, 0, 1, 2, 1, 2])
+    kw = dict(temperature=0.0, top_p=1.0, max_new_tokens=6, eos_ids=[96], pad_id=0)
+    shared = decode(model, ids[rows], attention[rows], **kw)
+    alone = decode(model, ids, attention, **kw)
+    assert torch.equal(shared[0], alone[0][rows])
+    assert torch.allclose(shared[1], alone[1][rows], atol=1e-5)
+
+
 def _decode(model, seed, temperature):
     ids, attention = _prompts()
     torch.manual_seed(seed)

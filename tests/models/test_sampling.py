@@ -88,6 +88,19 @@ def test_the_decode_loop_and_hf_generate_agree_greedily(policy):
         assert torch.allclose(a.logprobs, b.logprobs, atol=1e-4)
 
 
+def test_sampling_frequencies_follow_the_probabilities():
+    from execrl.models.decode import _pick
+
+    # 20000 draws from p = (0.1, 0.6, 0.0, 0.3): each count's standard deviation is at most
+    # sqrt(20000 * 0.25) ~ 71, so 400 is over 5 sigma; a zero-probability token is never drawn
+    p = torch.tensor([0.1, 0.6, 0.0, 0.3])
+    torch.manual_seed(1)
+    token, _ = _pick(torch.log(p).repeat(20000, 1), 1.0, 1.0)
+    counts = torch.bincount(token, minlength=4)
+    assert counts[2] == 0
+    assert (counts - 20000 * p).abs().max() < 400, counts
+
+
 def test_top_p_keeps_the_smallest_nucleus():
     from execrl.models.decode import _pick
 

@@ -42,7 +42,17 @@ def decode(
     batch = input_ids.shape[0]
     eos = torch.tensor(list(eos_ids), dtype=torch.long, device=device)
     forward = LeanLlama.of(model) or _ModelForward(model)
-    logits = forward.prefill(input_ids, attention, max_new_tokens)  # (B, V)
+    # A GRPO group repeats its prompt: run each distinct prompt once and copy its cache rows.
+    distinct, row_of = torch.unique(
+        torch.cat([input_ids, attention], 1), dim=0, return_inverse=True
+    )
+    if len(distinct) < batch:
+        width = input_ids.shape[1]
+        logits = forward.prefill(distinct[:, :width], distinct[:, width:], max_new_tokens)
+        forward.expand(row_of)  # (U, ...) -> (B, ...)
+        logits = logits[row_of]  # (B, V)
+    else:
+        logits = forward.prefill(input_ids, attention, max_new_tokens)  # (B, V)
     pad = torch.full((batch,), pad_id, dtype=torch.long, device=device)
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     length = torch.zeros(batch, dtype=torch.long, device=device)  # kept tokens, once done
@@ -97,6 +107,11 @@ class _ModelForward:
         self.next_pos = self.positions[:, -1:] + 1  # (B, 1)
         return out.logits[:, -1, :]
 
+    def expand(self, rows: torch.Tensor) -> None:
+        """Row i of the decode continues prefilled row rows[i]."""
+        self.cache.batch_select_indices(rows)
+        self.attention, self.next_pos = self.attention[rows], self.next_pos[rows]
+
     def step(self, token: torch.Tensor) -> torch.Tensor:
         self.attention = torch.cat([self.attention, torch.ones_like(self.attention[:, :1])], 1)
         out = self.model(
@@ -139,5 +154,13 @@ def _pick(
         drop = sorted_p.cumsum(-1) - sorted_p >= top_p
         sorted_p = sorted_p.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter(1, order, sorted_p)
-    token = torch.multinomial(probs, 1)[:, 0]
+    # Inverse-CDF sampling: one uniform draw per row. torch.multinomial draws an exponential for
+    # every vocabulary entry, which costs more than the model's forward at batch 32 on a CPU.
+    # u < total (rounding included), so the first index whose cumulative mass exceeds u has
+    # non-zero probability: a token top-p removed is never drawn.
+    cdf = probs.cumsum(-1)  # (B, V)
+    total = cdf[:, -1:]
+    u = torch.rand(total.shape, dtype=cdf.dtype, device=cdf.device) * total
+    u = torch.minimum(u, torch.nextafter(total, torch.zeros_like(total)))
+    token = torch.searchsorted(cdf, u, right=True)[:, 0]
     return token, logp_all.gather(1, token.view(-1, 1))[:, 0]

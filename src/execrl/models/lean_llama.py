@@ -114,6 +114,14 @@ class LeanLlama:
         rope = (self.cos[positions][:, None], self.sin[positions][:, None])  # (B, 1, P, D)
         return self._forward(x, 0, rope, mask)
 
+    def expand(self, rows: torch.Tensor) -> None:
+        """Row i of the decode continues prefilled row rows[i] (a prompt shared by a group)."""
+        self.keys = [k[rows] for k in self.keys]
+        self.values = [v[rows] for v in self.values]
+        self.next_pos = self.next_pos[rows]
+        if self.valid is not None:
+            self.valid = self.valid[rows]
+
     @torch.no_grad()
     def step(self, token: torch.Tensor) -> torch.Tensor:
         """Feed one token per row (B,); the logits (B, V) of the token after it."""

@@ -4,17 +4,39 @@ A batch lays each sequence out as [left padding | prompt | completion | right pa
 completion starts at column P (the widest prompt) and the logits of completion token t sit at
 column P + t - 1. Positions count real tokens only, as in generation, so the numbers match the
 behaviour log-probabilities that sampling recorded.
+
+The completions of a GRPO group share their prompt, so the prompt's forward (most of the tokens
+when completions are short) need not run once per completion: `collate` finds the distinct
+prompts, `token_stats` runs them once with the model's KV cache, gives each row its prompt's
+keys and values, and runs only the completions on top (the shared-prefix forward of Prefix
+Grouper, Liu et al. 2025). Gradients flow through the shared keys and values to the prompt
+pass, so the loss and its gradient equal the per-row forward's to float rounding.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
-from execrl.rl.losses import entropy_from_logits
+from execrl.rl.losses import entropy_from_logprobs
+
+
+@dataclass(frozen=True, slots=True)
+class SharedPrompts:
+    """The distinct prompts of a batch, laid out as the batch lays out its prompts."""
+
+    input_ids: torch.Tensor  # (U, P) long, left-padded
+    attention_mask: torch.Tensor  # (U, P) long
+    position_ids: torch.Tensor  # (U, P) long
+    row_prompt: torch.Tensor  # (B,) long: which distinct prompt each row continues
+
+    def to(self, device: torch.device | str) -> SharedPrompts:
+        return SharedPrompts(*(x.to(device) for x in (self.input_ids, self.attention_mask,
+                                                      self.position_ids, self.row_prompt)))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +46,7 @@ class SequenceBatch:
     position_ids: torch.Tensor  # (B, P + T) long
     token_mask: torch.Tensor  # (B, T) float: 1 on real completion tokens
     prompt_width: int  # P
+    shared: SharedPrompts | None = None  # set when rows repeat a prompt
 
     @property
     def completion_ids(self) -> torch.Tensor:
@@ -36,6 +59,7 @@ class SequenceBatch:
             self.position_ids.to(device),
             self.token_mask.to(device),
             self.prompt_width,
+            None if self.shared is None else self.shared.to(device),
         )
 
 
@@ -54,7 +78,27 @@ def collate(
         attention[i, p - len(prompt) : p + len(completion)] = 1
         token_mask[i, : len(completion)] = 1
     positions = (attention.cumsum(1) - 1).clamp(min=0)
-    return SequenceBatch(ids, attention, positions, token_mask, p)
+    return SequenceBatch(ids, attention, positions, token_mask, p, _shared(prompts, ids, p))
+
+
+def _shared(prompts: Sequence[torch.Tensor], ids: torch.Tensor, p: int) -> SharedPrompts | None:
+    distinct: dict[tuple[int, ...], int] = {}  # prompt -> its index among the distinct ones
+    first_row: list[int] = []  # per distinct prompt, the first row that has it
+    row_prompt: list[int] = []
+    for row, x in enumerate(prompts):
+        key = tuple(x.tolist())
+        if key not in distinct:
+            distinct[key] = len(first_row)
+            first_row.append(row)
+        row_prompt.append(distinct[key])
+    if len(first_row) == len(prompts):
+        return None
+    u_ids = ids[first_row, :p]  # (U, P)
+    u_attention = torch.zeros_like(u_ids)
+    for u, row in enumerate(first_row):
+        u_attention[u, p - len(prompts[row]) :] = 1
+    positions = (u_attention.cumsum(1) - 1).clamp(min=0)
+    return SharedPrompts(u_ids, u_attention, positions, torch.tensor(row_prompt))
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,27 +114,125 @@ def token_stats(
     temperature: float = 1.0,
     *,
     entropy: bool = False,
+    entropy_grad: bool = False,
     hidden: bool = False,
     disable_adapter: bool = False,
 ) -> TokenStats:
-    """Forward pass; the logits are divided by the sampling temperature, as sampling did."""
+    """Forward pass; the logits are divided by the sampling temperature, as sampling did.
+
+    entropy_grad: the entropy enters the loss (an entropy bonus); otherwise it is a metric and
+    is computed outside the graph.
+    """
     scope = model.disable_adapter() if disable_adapter else contextlib.nullcontext()
     with scope:
-        out = model(
-            input_ids=batch.input_ids,
-            attention_mask=batch.attention_mask,
-            position_ids=batch.position_ids,
-            output_hidden_states=hidden,
-        )
-    p, t = batch.prompt_width, batch.token_mask.shape[1]
-    logits = out.logits[:, p - 1 : p + t - 1].float()  # (B, T, V)
+        forward = _shared_forward if _can_share(model, batch) else _full_forward
+        logits, last_hidden = forward(model, batch, hidden)  # (B, T, V), (B, T, H) or None
+    logits = logits.float()
     if temperature > 0:
         logits = logits / temperature
-    logp = (
-        torch.log_softmax(logits, dim=-1).gather(-1, batch.completion_ids.unsqueeze(-1)).squeeze(-1)
-    )
+    logp_all = torch.log_softmax(logits, dim=-1)  # (B, T, V)
+    logp = logp_all.gather(-1, batch.completion_ids.unsqueeze(-1)).squeeze(-1)
+    if entropy:
+        ent = entropy_from_logprobs(logp_all if entropy_grad else logp_all.detach())
     return TokenStats(
         logp=logp,
-        entropy=entropy_from_logits(logits) if entropy else None,
-        hidden=out.hidden_states[-1][:, p - 1 : p + t - 1] if hidden else None,
+        entropy=ent if entropy else None,
+        hidden=last_hidden,
     )
+
+
+def _full_forward(model, batch: SequenceBatch, hidden: bool):
+    """Every row's prompt and completion; column P + i - 1 scores completion token i."""
+    p, t = batch.prompt_width, batch.token_mask.shape[1]
+    out = model(
+        input_ids=batch.input_ids,
+        attention_mask=batch.attention_mask,
+        position_ids=batch.position_ids,
+        output_hidden_states=hidden,
+        **_keep_logits(model, t + 1),
+    )
+    # the LM head ran on the last t + 1 columns where the model allows it, else on all of them
+    logits = out.logits[:, -(t + 1) : -1]  # (B, T, V)
+    return logits, out.hidden_states[-1][:, p - 1 : p + t - 1] if hidden else None
+
+
+def _shared_forward(model, batch: SequenceBatch, hidden: bool):
+    """The distinct prompts once, their KV cache gathered to the rows, then the completions."""
+    shared, p, t = batch.shared, batch.prompt_width, batch.token_mask.shape[1]
+    assert shared is not None
+    inner = getattr(model, "module", model)
+    # The prompt pass goes around a DistributedDataParallel wrapper: its gradients reach the
+    # parameters through the completion pass's backward, which the wrapper does see.
+    first = inner(
+        input_ids=shared.input_ids,
+        attention_mask=shared.attention_mask,
+        position_ids=shared.position_ids,
+        use_cache=True,
+        output_hidden_states=hidden,
+        **_keep_logits(model, 1),
+    )
+    cache = _cache_of(first)
+    cache.batch_select_indices(shared.row_prompt)  # (U, ...) -> (B, ...), differentiably
+    rest = model(
+        input_ids=batch.input_ids[:, p:],
+        attention_mask=batch.attention_mask,
+        position_ids=batch.position_ids[:, p:],
+        use_cache=True,
+        output_hidden_states=hidden,
+        **{_cache_keyword(model): cache},
+    )
+    # completion token 0 is scored by the prompt's last column, token i by completion column i-1
+    logits = torch.cat([first.logits[:, -1:][shared.row_prompt], rest.logits[:, : t - 1]], 1)
+    if not hidden:
+        return logits, None
+    last = first.hidden_states[-1][:, -1:][shared.row_prompt]  # (B, 1, H)
+    return logits, torch.cat([last, rest.hidden_states[-1][:, : t - 1]], 1)
+
+
+def _can_share(model, batch: SequenceBatch) -> bool:
+    """Rows repeat a prompt and the model runs its cache in training: a plain HF causal LM
+    without gradient checkpointing (which turns the cache off), PEFT or DDP around it allowed."""
+    if batch.shared is None:
+        return False
+    inner = _unwrap(model)
+    # transformers 5 renamed is_gradient_checkpointing (older versions have only that name)
+    checkpointing = next(
+        (getattr(inner, n) for n in ("is_activation_checkpointing", "is_gradient_checkpointing")
+         if hasattr(type(inner), n)),
+        False,
+    )  # fmt: skip
+    if checkpointing:
+        return False
+    params = _forward_params(inner)
+    return "use_cache" in params and ("cache" in params or "past_key_values" in params)
+
+
+def _cache_of(out):
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
+
+
+def _cache_keyword(model) -> str:
+    # transformers 5 renamed past_key_values to cache
+    return "cache" if "cache" in _forward_params(_unwrap(model)) else "past_key_values"
+
+
+def _unwrap(model):
+    inner = getattr(model, "module", model)  # DistributedDataParallel
+    if hasattr(inner, "get_base_model"):  # PEFT passes keyword arguments through
+        inner = inner.get_base_model()
+    return inner
+
+
+def _forward_params(inner) -> set[str]:
+    forward = getattr(inner, "forward", None)
+    try:
+        return set(inspect.signature(forward).parameters) if forward is not None else set()
+    except (TypeError, ValueError):
+        return set()
+
+
+def _keep_logits(model, n: int) -> dict[str, int]:
+    """logits_to_keep=n where the model's forward takes it: the LM head and its gradient over
+    the prompt columns cost time and are never read."""
+    return {"logits_to_keep": n} if "logits_to_keep" in _forward_params(_unwrap(model)) else {}

@@ -75,7 +75,6 @@ def seq_mean_constant(
     return (loss * m).sum() / (normaliser * n)
 
 
-def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
-    """H(pi(. | s_t)) = -sum_v p log p. logits (B, T, V) -> (B, T)."""
-    logp = torch.log_softmax(logits.float(), dim=-1)
+def entropy_from_logprobs(logp: torch.Tensor) -> torch.Tensor:
+    """H(pi(. | s_t)) = -sum_v p log p, from normalised log-probabilities (B, T, V) -> (B, T)."""
     return -(logp.exp() * logp).sum(-1)

@@ -183,6 +183,7 @@ class Learner:
         c, dev = self.c, self.device
         batch = self._batch(samples)
         stats = token_stats(self.model, batch, c.sampling.temperature, entropy=True,
+                            entropy_grad=bool(c.rl.entropy_coef),
                             hidden=self.value_head is not None)  # fmt: skip
         shape = stats.logp.shape  # (B, T)
         mask = (
