@@ -1,19 +1,21 @@
 """execrl's trainer against TRL's GRPOTrainer, side by side in one run, on equal terms.
 
-Both train the same model (a tiny random Llama built here, nothing downloaded; or, with
-`--model default`, execrl's embedded default) on the same synthetic tasks
-(`execrl.tasks.synthetic.generate`), with the same reward (execrl's sandbox-backed pass
-fraction: the same program construction, the same sandbox, the same limits), group size,
-prompts per step, token budget, learning rate, optimiser (AdamW, beta2, grad clip), clip range
-(0.2 / 0.28, DAPO token-mean loss, group-std advantages), no KL and no reference model, one
-optimiser step per batch, no dynamic sampling, no trackers.
+Both train the same model (by default execrl's embedded default, a 0.85M-parameter Llama
+built on first use; `--model random` for a tiny random one; nothing is downloaded) on the same
+synthetic tasks (`execrl.tasks.synthetic.generate`, prompts ending in the signature line, as
+execrl trains), with the same reward (execrl's sandbox-backed pass fraction: the same program
+construction, the same sandbox, the same limits), group size, prompts per step, token budget
+(by default the shape `execrl train` runs: 8 prompts x 8 completions, 40 tokens), learning
+rate, optimiser (AdamW, beta2, grad clip), clip range (0.2 / 0.28, DAPO token-mean loss,
+group-std advantages), no KL and no reference model, one optimiser step per batch, no dynamic
+sampling, no trackers.
 
 A step's time is the step's own work: for execrl the `time/collect_s + time/update_s` it logs,
 for TRL the time between its `on_step_begin` and `on_step_end` callbacks. Model loading and
 set-up are not counted on either side; the first step of each (warm-up) is left out of the
 rates when there are at least three steps.
 
-    .venv/bin/python benchmarks/trl_vs_execrl.py --steps 8 --rounds 3
+    .venv/bin/python benchmarks/trl_vs_execrl.py
 
 Each round trains both, back to back, from the same start (who goes first alternates); the
 steps per second of each side are the median over rounds and the ratio is the median of the
@@ -39,12 +41,12 @@ from pathlib import Path
 os.environ.setdefault("EXECRL_TRACKERS", "none")  # TRL runs with report_to="none" too
 
 
-def resolve_model(name: str | None, directory: Path, tasks, seed: int) -> Path:
+def resolve_model(name: str, directory: Path, tasks, seed: int) -> Path:
     if name == "default":
         from execrl.models.default import ensure_default_model
 
         return ensure_default_model()
-    return Path(name) if name else build_model(directory, tasks, seed)
+    return build_model(directory, tasks, seed) if name == "random" else Path(name)
 
 
 def build_model(directory: Path, tasks, seed: int) -> Path:
@@ -186,11 +188,13 @@ def rate(step_s: list[float]) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", type=int, default=6)
-    p.add_argument("--group-size", type=int, default=4)
-    p.add_argument("--prompts", type=int, default=2, help="prompts (groups) per step")
-    p.add_argument("--max-new-tokens", type=int, default=32, help="the token budget")
-    p.add_argument("--n-tasks", type=int, default=8)
+    # defaults: the shape `execrl train` runs (rl.group_size, rl.groups_per_step,
+    # sampling.max_new_tokens)
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--group-size", type=int, default=8)
+    p.add_argument("--prompts", type=int, default=8, help="prompts (groups) per step")
+    p.add_argument("--max-new-tokens", type=int, default=40, help="the token budget")
+    p.add_argument("--n-tasks", type=int, default=32)
     p.add_argument("--difficulty", type=int, default=1)
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--workers", type=int, default=2, help="sandbox workers (each side)")
@@ -200,9 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3, help="back-to-back pairs of runs")
     p.add_argument(
         "--model",
-        help="an HF-format model directory, or 'default' for execrl's embedded default (built "
-        "on first use; it writes some correct code, so rewards are not all 0); the default is "
-        "a tiny random Llama",
+        default="default",
+        help="'default': execrl's embedded default (built on first use; it writes some correct "
+        "code, so rewards are not all 0); 'random': a tiny random Llama built here; or an "
+        "HF-format model directory",
     )
     args = p.parse_args(argv)
 
@@ -256,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         "trl_len_mean": round(statistics.fmean(r["len_mean"] for r in trl), 1),
         "steps": args.steps,
         "rounds": args.rounds,
-        "model": args.model or "tiny-random",
+        "model": args.model,
         "group_size": args.group_size,
         "batch": args.group_size * args.prompts,
         "max_new_tokens": args.max_new_tokens,
