@@ -21,8 +21,10 @@ Each round trains both, back to back, from the same start (who goes first altern
 steps per second of each side are the median over rounds and the ratio is the median of the
 per-round ratios, so a slow spell of the machine falls on both sides of a pair. The last line
 of stdout is JSON: execrl_steps_per_s, trl_steps_per_s, ratio (execrl / TRL), ratio_per_round,
-execrl_reward_last and trl_reward_last (mean reward over the last `--last` steps of every
-round), and the settings and machine load.
+execrl_reward_last and trl_reward_last (mean training reward over the last `--last` steps of
+every round: each trainer draws its own tasks, so these are not on the same tasks),
+execrl_final_reward and trl_final_reward (each final policy scored by the same evaluator on
+every task, `--eval-samples` each, at the training temperature), and the settings and load.
 """
 
 from __future__ import annotations
@@ -123,7 +125,36 @@ def run_execrl(args, model_dir: Path, tasks, out: Path) -> dict:
         "step_s": [r["time/collect_s"] + r["time/update_s"] for r in rows],
         "reward": [r["reward_mean"] for r in rows],
         "len_mean": statistics.fmean(r["len_mean"] for r in rows),
+        "final": lambda: final_reward(args, tasks, *_load(out / "execrl" / "final")),
     }
+
+
+def _load(directory: Path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    return AutoModelForCausalLM.from_pretrained(directory), AutoTokenizer.from_pretrained(directory)
+
+
+def final_reward(args, tasks, model, tokenizer) -> float:
+    """The trained policy's mean reward on every task, `--eval-samples` each at the training
+    temperature, scored by one evaluator (execrl's rollouts) for both sides: the two trainers
+    draw different tasks at each step, so their training rewards are not on the same tasks."""
+    from execrl.models.sampling import SamplingParams, encode_prompts
+    from execrl.rewards.execution import PassFraction
+    from execrl.rl.rollout import Rollouts, RolloutTimes
+    from execrl.sandbox import Limits, Sandbox
+
+    ids = encode_prompts(tokenizer, [t.prompt for t in tasks], chat=False)
+    params = SamplingParams(1.0, 1.0, args.max_new_tokens)
+    with Sandbox(workers=args.workers) as sandbox:
+        rollouts = Rollouts(model, tokenizer, tasks, ids, PassFraction(), sandbox, params,
+                            Limits(wall_s=args.wall_s), args.seed + 1, args.prompts)  # fmt: skip
+        try:
+            chunks = list(enumerate(rollouts.chunks(list(range(len(tasks))))))
+            groups = rollouts.run(chunks, args.eval_samples, 0, 0, RolloutTimes())
+        finally:
+            rollouts.close()
+    return statistics.fmean(x.score for gs in groups.values() for g in gs for x in g)
 
 
 def _has_field(section: str, name: str) -> bool:
@@ -178,6 +209,7 @@ def run_trl(args, model_dir: Path, tasks, out: Path) -> dict:
         "step_s": timer.times,
         "reward": [e["reward"] for e in logs],
         "len_mean": statistics.fmean(e.get("completions/mean_length", 0.0) for e in logs),
+        "final": lambda: final_reward(args, tasks, trainer.model.eval(), trainer.processing_class),
     }
 
 
@@ -202,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--last", type=int, default=3, help="steps averaged for the final reward")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=3, help="back-to-back pairs of runs")
+    p.add_argument("--eval-samples", type=int, default=8,
+                   help="samples per task when scoring each final policy on every task")  # fmt: skip
     p.add_argument(
         "--model",
         default="default",
@@ -231,14 +265,18 @@ def main(argv: list[str] | None = None) -> int:
             for name in order:
                 start = time.perf_counter()
                 r = runs[name](args, model_dir, tasks, out / f"{name}-{round_}")
+                took = time.perf_counter() - start
+                # every round trains the same policy (seeded): evaluate the first one only
+                r["final"] = r["final"]() if round_ == 0 else None
                 results[name].append(r)
+                final = "" if r["final"] is None else f"; final policy's reward {r['final']:.3f}"
                 print(
                     f"round {round_ + 1} {name:6s}: {rate(r['step_s']):.3f} steps/s over "
                     f"{len(r['step_s'])} steps (step seconds "
                     f"{', '.join(f'{s:.2f}' for s in r['step_s'])}; "
-                    f"{time.perf_counter() - start:.0f} s with set-up); mean completion "
+                    f"{took:.0f} s with set-up); mean completion "
                     f"{r['len_mean']:.1f} tokens; reward per step "
-                    f"{', '.join(f'{x:.3f}' for x in r['reward'])}",
+                    f"{', '.join(f'{x:.3f}' for x in r['reward'])}{final}",
                     file=sys.stderr,
                 )
     ex_rates = [rate(r["step_s"]) for r in results["execrl"]]
@@ -257,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
         "ratio_per_round": [round(x, 3) for x in ratios],
         "execrl_reward_last": round(reward_last(ex), 4),
         "trl_reward_last": round(reward_last(trl), 4),
+        "execrl_final_reward": round(ex[0]["final"], 4),
+        "trl_final_reward": round(trl[0]["final"], 4),
+        "eval_samples": args.eval_samples,
         "execrl_len_mean": round(statistics.fmean(r["len_mean"] for r in ex), 1),
         "trl_len_mean": round(statistics.fmean(r["len_mean"] for r in trl), 1),
         "steps": args.steps,

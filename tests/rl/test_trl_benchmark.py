@@ -14,7 +14,8 @@ pytest.importorskip("trl")
 
 def test_benchmark_prints_both_rates_and_their_ratio(tmp_path):
     args = ["--steps", "2", "--rounds", "2", "--model", "random", "--group-size", "2",
-            "--prompts", "2", "--max-new-tokens", "8", "--n-tasks", "4", "--last", "1"]  # fmt: skip
+            "--prompts", "2", "--max-new-tokens", "8", "--n-tasks", "4", "--last", "1",
+            "--eval-samples", "2"]  # fmt: skip
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "trl_vs_execrl.py"), *args],
         capture_output=True,
@@ -37,5 +38,7 @@ def test_benchmark_prints_both_rates_and_their_ratio(tmp_path):
     assert summary["batch"] == 4 and summary["max_new_tokens"] == 8
     assert 0.0 <= summary["execrl_reward_last"] <= 1.0
     assert 0.0 <= summary["trl_reward_last"] <= 1.0
+    assert 0.0 <= summary["execrl_final_reward"] <= 1.0
+    assert 0.0 <= summary["trl_final_reward"] <= 1.0
     # each side's rounds were printed, steps and rewards included
     assert done.stderr.count("round 1 execrl") == 1 and done.stderr.count("round 2 trl") == 1
