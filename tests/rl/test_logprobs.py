@@ -118,3 +118,34 @@ def test_shared_prompt_forward_equals_the_per_row_forward(tiny_model_dir, which)
     assert torch.allclose(shared.hidden[mask], full.hidden[mask], atol=1e-5)
     for a, b in zip(g_shared, g_full, strict=True):
         assert torch.allclose(a, b, atol=1e-4, rtol=1e-4)
+
+
+class _NoCacheBack(torch.nn.Module):
+    """Takes the cache arguments but returns no cache (as with gradient checkpointing on)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask, position_ids, use_cache=False, cache=None,
+                output_hidden_states=False):  # fmt: skip
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False,
+                          position_ids=position_ids, output_hidden_states=output_hidden_states)  # fmt: skip
+
+
+def test_a_model_that_returns_no_cache_falls_back_to_the_per_row_forward(
+    tiny_model_dir, monkeypatch
+):
+    from execrl.rl import logprobs
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    batch = _grouped_batch()
+    assert _can_share(_NoCacheBack(model), batch)
+    calls = []
+    full = logprobs._full_forward
+    monkeypatch.setattr(logprobs, "_full_forward", lambda *a: calls.append(1) or full(*a))
+    got = token_stats(_NoCacheBack(model), batch)
+    assert calls == [1]  # the shared path found no cache and ran every row instead
+    want = token_stats(_NoKeep(model), batch)
+    mask = batch.token_mask.bool()
+    assert torch.allclose(got.logp[mask], want.logp[mask], atol=1e-6)

@@ -1,9 +1,11 @@
 """Batched sampling from a policy, recording the behaviour log-probabilities of every token.
 
-Generation runs through `model.generate` (so any HF causal LM and its KV cache work), with two
-small hooks of ours: one records log pi(token) from the raw logits divided by the temperature,
-before top-p, so the number matches what the trainer recomputes (`rl.logprobs`); the other ends a
-row at eos or at a stop sequence and remembers where, so the kept tokens are exact.
+Two engines. "loop" (the default) is execrl's own KV-cache loop (`models.decode`, with the lean
+Llama/Qwen2 forward where it applies). "hf" runs `model.generate` (any HF causal LM and its
+cache) with two small hooks: one records log pi(token) from the raw logits divided by the
+temperature, before top-p, so the number matches what the trainer recomputes (`rl.logprobs`);
+the other ends a row at eos or at a stop sequence and remembers where, so the kept tokens are
+exact. The loop records the same numbers itself.
 """
 
 from __future__ import annotations

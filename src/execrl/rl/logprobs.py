@@ -172,6 +172,8 @@ def _shared_forward(model, batch: SequenceBatch, hidden: bool):
         **_keep_logits(model, 1),
     )
     cache = _cache_of(first)
+    if not hasattr(cache, "batch_select_indices"):  # a model that returned no usable cache
+        return _full_forward(model, batch, hidden)
     cache.batch_select_indices(shared.row_prompt)  # (U, ...) -> (B, ...), differentiably
     rest = model(
         input_ids=batch.input_ids[:, p:],
@@ -209,7 +211,7 @@ def _can_share(model, batch: SequenceBatch) -> bool:
 
 def _cache_of(out):
     cache = getattr(out, "cache", None)
-    return cache if cache is not None else out.past_key_values
+    return cache if cache is not None else getattr(out, "past_key_values", None)
 
 
 def _cache_keyword(model) -> str:
