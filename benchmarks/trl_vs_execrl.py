@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--workers", type=int, default=2, help="sandbox workers (each side)")
     p.add_argument("--wall-s", type=float, default=2.0)
-    p.add_argument("--last", type=int, default=3, help="steps averaged for the final reward")
+    p.add_argument("--last", type=int, default=3, help="steps averaged for the training reward")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=3, help="back-to-back pairs of runs")
     p.add_argument("--eval-samples", type=int, default=8,

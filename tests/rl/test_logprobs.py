@@ -5,7 +5,13 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from execrl.rl.logprobs import _can_share, _keep_logits, collate, token_stats
+from execrl.models.hf_forward import forward_params
+from execrl.rl.logprobs import _can_share, _keep_logits, _unwrap, collate, token_stats
+
+
+def can_share(model, batch) -> bool:
+    inner = _unwrap(model)
+    return _can_share(inner, forward_params(inner), batch)
 
 
 class _NoKeep(torch.nn.Module):
@@ -32,8 +38,8 @@ def _batch():
 
 def test_kept_columns_equal_full_logits(tiny_model_dir):
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
-    assert _keep_logits(model, 5) == {"logits_to_keep": 5}
-    assert _keep_logits(_NoKeep(model), 5) == {}
+    assert _keep_logits(forward_params(model), 5) == {"logits_to_keep": 5}
+    assert _keep_logits(forward_params(_NoKeep(model)), 5) == {}
     batch = _batch()
     kept = token_stats(model, batch, 0.7, entropy=True, hidden=True)
     full = token_stats(_NoKeep(model), batch, 0.7, entropy=True, hidden=True)
@@ -100,7 +106,7 @@ def test_shared_prompt_forward_equals_the_per_row_forward(tiny_model_dir, which)
         for p in model.parameters():
             p.normal_(0, 0.3 if p.dim() > 1 else 0.5)
     batch = _grouped_batch()
-    assert _can_share(model, batch) and not _can_share(_NoKeep(model), batch)
+    assert can_share(model, batch) and not can_share(_NoKeep(model), batch)
 
     def run(m):
         model.zero_grad()
@@ -140,7 +146,7 @@ def test_a_model_that_returns_no_cache_falls_back_to_the_per_row_forward(
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
     batch = _grouped_batch()
-    assert _can_share(_NoCacheBack(model), batch)
+    assert can_share(_NoCacheBack(model), batch)
     calls = []
     full = logprobs._full_forward
     monkeypatch.setattr(logprobs, "_full_forward", lambda *a: calls.append(1) or full(*a))

@@ -12,12 +12,12 @@ fed the pad token and their outputs ignored.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
+from execrl.models.hf_forward import cache_keyword, cache_of, forward_params
 from execrl.models.lean_llama import LeanLlama
 
 
@@ -90,21 +90,24 @@ class _ModelForward:
 
     def __init__(self, model: Any) -> None:
         self.model = model
-        self.cache_kw, self.extra = _keywords(model)
+        params = forward_params(model)
+        self.cache_kw = cache_keyword(params)
+        # the prompt pass needs the last position's logits only
+        self.extra = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
 
     def prefill(
         self, input_ids: torch.Tensor, attention: torch.Tensor, budget: int
     ) -> torch.Tensor:
-        self.positions = (attention.cumsum(-1) - 1).clamp(min=0)  # (B, P): padding shifts them
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)  # (B, P): padding shifts them
         out = self.model(
             input_ids=input_ids,
             attention_mask=attention,
-            position_ids=self.positions,
+            position_ids=positions,
             use_cache=True,
             **self.extra,
         )
-        self.cache, self.attention = _cache_of(out), attention
-        self.next_pos = self.positions[:, -1:] + 1  # (B, 1)
+        self.cache, self.attention = cache_of(out), attention
+        self.next_pos = positions[:, -1:] + 1  # (B, 1)
         return out.logits[:, -1, :]
 
     def expand(self, rows: torch.Tensor) -> None:
@@ -121,21 +124,8 @@ class _ModelForward:
             use_cache=True,
             **{self.cache_kw: self.cache},
         )
-        self.cache, self.next_pos = _cache_of(out), self.next_pos + 1
+        self.cache, self.next_pos = cache_of(out), self.next_pos + 1
         return out.logits[:, -1, :]
-
-
-def _keywords(model: Any) -> tuple[str, dict[str, Any]]:
-    """The cache argument's name (transformers 5 renamed past_key_values to cache), and
-    logits_to_keep=1 where the model takes it (the prompt pass needs the last position only)."""
-    params = inspect.signature(model.forward).parameters
-    extra = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
-    return ("cache" if "cache" in params else "past_key_values"), extra
-
-
-def _cache_of(out: Any) -> Any:
-    cache = getattr(out, "cache", None)
-    return cache if cache is not None else out.past_key_values
 
 
 def _pick(
@@ -155,7 +145,7 @@ def _pick(
         sorted_p = sorted_p.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter(1, order, sorted_p)
     # Inverse-CDF sampling: one uniform draw per row. torch.multinomial draws an exponential for
-    # every vocabulary entry, which costs more than the model's forward at batch 32 on a CPU.
+    # every vocabulary entry, about a tenth of a decode step at batch 32 on a CPU.
     # u < total (rounding included), so the first index whose cumulative mass exceeds u has
     # non-zero probability: a token top-p removed is never drawn.
     cdf = probs.cumsum(-1)  # (B, V)

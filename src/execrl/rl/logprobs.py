@@ -16,12 +16,12 @@ pass, so the loss and its gradient equal the per-row forward's to float rounding
 from __future__ import annotations
 
 import contextlib
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
+from execrl.models.hf_forward import cache_keyword, cache_of, forward_params
 from execrl.rl.losses import entropy_from_logprobs
 
 
@@ -78,10 +78,14 @@ def collate(
         attention[i, p - len(prompt) : p + len(completion)] = 1
         token_mask[i, : len(completion)] = 1
     positions = (attention.cumsum(1) - 1).clamp(min=0)
-    return SequenceBatch(ids, attention, positions, token_mask, p, _shared(prompts, ids, p))
+    shared = _shared(prompts, ids, attention, positions, p)
+    return SequenceBatch(ids, attention, positions, token_mask, p, shared)
 
 
-def _shared(prompts: Sequence[torch.Tensor], ids: torch.Tensor, p: int) -> SharedPrompts | None:
+def _shared(prompts: Sequence[torch.Tensor], ids: torch.Tensor, attention: torch.Tensor,
+            positions: torch.Tensor, p: int) -> SharedPrompts | None:  # fmt: skip
+    """The distinct prompts, cut from the first row that has each: a row's prompt columns are
+    laid out (padding, positions) exactly as the prompt alone would be."""
     distinct: dict[tuple[int, ...], int] = {}  # prompt -> its index among the distinct ones
     first_row: list[int] = []  # per distinct prompt, the first row that has it
     row_prompt: list[int] = []
@@ -93,12 +97,8 @@ def _shared(prompts: Sequence[torch.Tensor], ids: torch.Tensor, p: int) -> Share
         row_prompt.append(distinct[key])
     if len(first_row) == len(prompts):
         return None
-    u_ids = ids[first_row, :p]  # (U, P)
-    u_attention = torch.zeros_like(u_ids)
-    for u, row in enumerate(first_row):
-        u_attention[u, p - len(prompts[row]) :] = 1
-    positions = (u_attention.cumsum(1) - 1).clamp(min=0)
-    return SharedPrompts(u_ids, u_attention, positions, torch.tensor(row_prompt))
+    return SharedPrompts(ids[first_row, :p], attention[first_row, :p], positions[first_row, :p],
+                         torch.tensor(row_prompt))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,10 +123,12 @@ def token_stats(
     entropy_grad: the entropy enters the loss (an entropy bonus); otherwise it is a metric and
     is computed outside the graph.
     """
+    inner = _unwrap(model)
+    params = forward_params(inner)  # read once: the forwards below ask about it several times
     scope = model.disable_adapter() if disable_adapter else contextlib.nullcontext()
     with scope:
-        forward = _shared_forward if _can_share(model, batch) else _full_forward
-        logits, last_hidden = forward(model, batch, hidden)  # (B, T, V), (B, T, H) or None
+        forward = _shared_forward if _can_share(inner, params, batch) else _full_forward
+        logits, last_hidden = forward(model, params, batch, hidden)  # (B, T, V), (B, T, H)|None
     logits = logits.float()
     if temperature > 0:
         logits = logits / temperature
@@ -141,7 +143,7 @@ def token_stats(
     )
 
 
-def _full_forward(model, batch: SequenceBatch, hidden: bool):
+def _full_forward(model, params: frozenset[str], batch: SequenceBatch, hidden: bool):
     """Every row's prompt and completion; column P + i - 1 scores completion token i."""
     p, t = batch.prompt_width, batch.token_mask.shape[1]
     out = model(
@@ -149,14 +151,14 @@ def _full_forward(model, batch: SequenceBatch, hidden: bool):
         attention_mask=batch.attention_mask,
         position_ids=batch.position_ids,
         output_hidden_states=hidden,
-        **_keep_logits(model, t + 1),
+        **_keep_logits(params, t + 1),
     )
     # the LM head ran on the last t + 1 columns where the model allows it, else on all of them
     logits = out.logits[:, -(t + 1) : -1]  # (B, T, V)
     return logits, out.hidden_states[-1][:, p - 1 : p + t - 1] if hidden else None
 
 
-def _shared_forward(model, batch: SequenceBatch, hidden: bool):
+def _shared_forward(model, params: frozenset[str], batch: SequenceBatch, hidden: bool):
     """The distinct prompts once, their KV cache gathered to the rows, then the completions."""
     shared, p, t = batch.shared, batch.prompt_width, batch.token_mask.shape[1]
     assert shared is not None
@@ -169,11 +171,11 @@ def _shared_forward(model, batch: SequenceBatch, hidden: bool):
         position_ids=shared.position_ids,
         use_cache=True,
         output_hidden_states=hidden,
-        **_keep_logits(model, 1),
+        **_keep_logits(params, 1),
     )
-    cache = _cache_of(first)
+    cache = cache_of(first)
     if not hasattr(cache, "batch_select_indices"):  # a model that returned no usable cache
-        return _full_forward(model, batch, hidden)
+        return _full_forward(model, params, batch, hidden)
     cache.batch_select_indices(shared.row_prompt)  # (U, ...) -> (B, ...), differentiably
     rest = model(
         input_ids=batch.input_ids[:, p:],
@@ -181,7 +183,7 @@ def _shared_forward(model, batch: SequenceBatch, hidden: bool):
         position_ids=batch.position_ids[:, p:],
         use_cache=True,
         output_hidden_states=hidden,
-        **{_cache_keyword(model): cache},
+        **{cache_keyword(params): cache},
     )
     # completion token 0 is scored by the prompt's last column, token i by completion column i-1
     logits = torch.cat([first.logits[:, -1:][shared.row_prompt], rest.logits[:, : t - 1]], 1)
@@ -191,12 +193,11 @@ def _shared_forward(model, batch: SequenceBatch, hidden: bool):
     return logits, torch.cat([last, rest.hidden_states[-1][:, : t - 1]], 1)
 
 
-def _can_share(model, batch: SequenceBatch) -> bool:
+def _can_share(inner, params: frozenset[str], batch: SequenceBatch) -> bool:
     """Rows repeat a prompt and the model runs its cache in training: a plain HF causal LM
     without gradient checkpointing (which turns the cache off), PEFT or DDP around it allowed."""
     if batch.shared is None:
         return False
-    inner = _unwrap(model)
     # transformers 5 renamed is_gradient_checkpointing (older versions have only that name)
     checkpointing = next(
         (getattr(inner, n) for n in ("is_activation_checkpointing", "is_gradient_checkpointing")
@@ -205,36 +206,18 @@ def _can_share(model, batch: SequenceBatch) -> bool:
     )  # fmt: skip
     if checkpointing:
         return False
-    params = _forward_params(inner)
     return "use_cache" in params and ("cache" in params or "past_key_values" in params)
 
 
-def _cache_of(out):
-    cache = getattr(out, "cache", None)
-    return cache if cache is not None else getattr(out, "past_key_values", None)
-
-
-def _cache_keyword(model) -> str:
-    # transformers 5 renamed past_key_values to cache
-    return "cache" if "cache" in _forward_params(_unwrap(model)) else "past_key_values"
-
-
 def _unwrap(model):
+    """The model whose forward declares the keywords: inside DDP and PEFT, which pass them on."""
     inner = getattr(model, "module", model)  # DistributedDataParallel
     if hasattr(inner, "get_base_model"):  # PEFT passes keyword arguments through
         inner = inner.get_base_model()
     return inner
 
 
-def _forward_params(inner) -> set[str]:
-    forward = getattr(inner, "forward", None)
-    try:
-        return set(inspect.signature(forward).parameters) if forward is not None else set()
-    except (TypeError, ValueError):
-        return set()
-
-
-def _keep_logits(model, n: int) -> dict[str, int]:
+def _keep_logits(params: frozenset[str], n: int) -> dict[str, int]:
     """logits_to_keep=n where the model's forward takes it: the LM head and its gradient over
     the prompt columns cost time and are never read."""
-    return {"logits_to_keep": n} if "logits_to_keep" in _forward_params(_unwrap(model)) else {}
+    return {"logits_to_keep": n} if "logits_to_keep" in params else {}
