@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,16 +109,23 @@ def _relative_path(path: str) -> bool:
     return bool(path) and not path.startswith("/") and "\0" not in path and ".." not in parts
 
 
-def imported_modules(source: str) -> list[str]:
-    """Modules the test code imports: the harness snapshots them before the candidate runs."""
+@functools.lru_cache(maxsize=1024)
+def _imported(source: str) -> tuple[str, ...]:
+    # Cached: every sample of a task carries the same test code, and parsing it was half the
+    # pool's work per run.
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        return []
+        return ()
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
-    return sorted(names)
+    return tuple(sorted(names))
+
+
+def imported_modules(source: str) -> list[str]:
+    """Modules the test code imports: the harness snapshots them before the candidate runs."""
+    return list(_imported(source))

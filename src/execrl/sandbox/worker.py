@@ -68,6 +68,15 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
     uid = config.get("uid") if "uid" in layers else None
     if uid is not None:
         isolation.reap_uid(uid)  # leftovers of a pool that died with this uid
+    # Set here once rather than in every child: fork inherits all three, and each line of
+    # Python a child runs before the harness costs it page faults (a third of its fixed cost).
+    syscalls.prctl(syscalls.PR_SET_NO_NEW_PRIVS, 1)
+    syscalls.prctl(syscalls.PR_SET_DUMPABLE, 0)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    fixed_scratch = "filesystem" in layers and uid is not None  # see isolation.make_scratch
+    if fixed_scratch:
+        os.environ.clear()
+        os.environ.update(isolation.child_environment(isolation.SCRATCH))
     prepared = harness.Prepared(PREIMPORT)
     ctx_cache = execunit.make_cache(config["bin_dir"], "filesystem" in layers)
     gc.collect()
@@ -76,6 +85,7 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
         "layers": layers,
         "uid": uid,
         "vm_kb": _vm_size_kb(),
+        "fixed_scratch": fixed_scratch,
         "prepared": prepared,
         "cache": ctx_cache,
     }
@@ -107,6 +117,8 @@ def _spawn(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) ->
     token = os.urandom(16).hex().encode()
     unit = dict(unit, reap=uid is not None)
     ctx["prepared"].precompile(unit)
+    processes = limits["processes"] if unit.get("allow_threads") else 1
+    limits = dict(limits, rlimits=_rlimits(limits, ctx["vm_kb"], processes))
     t0 = time.monotonic()
     pid = os.fork()
     if pid == 0:
@@ -177,7 +189,9 @@ def _stdin_for(unit: dict[str, Any], scratch: str) -> int:
 
 
 def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, token) -> None:  # noqa: ANN001
-    """In the forked child: confine, then hand over to the harness. Never returns."""
+    """In the forked child: confine, then hand over to the harness. Never returns.
+
+    No-new-privileges, non-dumpable and the environment come from the worker (`_setup`)."""
     try:
         os.setsid()
         os.dup2(stdin_fd, 0)
@@ -187,20 +201,18 @@ def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, token) -> N
         os.closerange(4, 1 << 16)
         os.set_inheritable(3, False)
         os.chdir(scratch)
-        # Without allow_threads the run may start no thread and no process: Python 3.11 raises no
-        # audit event for a new thread, so the kernel's process limit (threads count) says no.
-        _set_rlimits(limits, ctx["vm_kb"], limits["processes"] if unit.get("allow_threads") else 1)
+        setrlimit = resource.setrlimit
+        for which, value in limits["rlimits"]:
+            setrlimit(which, value)
         uid = ctx["uid"]
         if uid is not None:
             os.setgroups([])
             os.setresgid(uid, uid, uid)
             os.setresuid(uid, uid, uid)
-        syscalls.prctl(syscalls.PR_SET_NO_NEW_PRIVS, 1)
-        syscalls.prctl(syscalls.PR_SET_DUMPABLE, 0)
         os.umask(0o077)
-        os.environ.clear()
-        os.environ.update(isolation.child_environment(scratch))
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if not ctx["fixed_scratch"]:
+            os.environ.clear()
+            os.environ.update(isolation.child_environment(scratch))
         if unit.get("argv") is not None:  # another language: exec it, confined (fd 3 closes)
             for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # ignored by Python; programs expect them
                 signal.signal(sig, signal.SIG_DFL)
@@ -218,17 +230,24 @@ def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, token) -> N
     os._exit(0)
 
 
-def _set_rlimits(limits: dict[str, Any], vm_kb: int, processes: int) -> None:
+def _rlimits(
+    limits: dict[str, Any], vm_kb: int, processes: int
+) -> list[tuple[int, tuple[int, int]]]:
+    """The child's resource limits, worked out in the worker before the fork."""
     cpu = limits["cpu_s"] if limits["cpu_s"] is not None else limits["wall_s"] + 1
     cpu_soft = max(1, math.ceil(cpu))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_soft, cpu_soft + 1))
     address_space = vm_kb * 1024 + limits["memory_mb"] * (1 << 20)
-    resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
     fsize = limits["file_size_mb"] * (1 << 20)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limits["open_files"], limits["open_files"]))
-    resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    return [
+        (resource.RLIMIT_CPU, (cpu_soft, cpu_soft + 1)),
+        (resource.RLIMIT_AS, (address_space, address_space)),
+        (resource.RLIMIT_FSIZE, (fsize, fsize)),
+        (resource.RLIMIT_NOFILE, (limits["open_files"], limits["open_files"])),
+        # Without allow_threads the run may start no thread and no process: Python 3.11 raises
+        # no audit event for a new thread, so the kernel's process limit (threads count) says no.
+        (resource.RLIMIT_NPROC, (processes, processes)),
+        (resource.RLIMIT_CORE, (0, 0)),
+    ]
 
 
 def _watch(
