@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -16,34 +15,14 @@ from pathlib import Path
 import pytest
 
 from execrl.sandbox import Verdict
-from sandbox_helpers import HONEST, assert_job, call_job
-
-HUMANEVAL_STYLE = (
-    "def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(5) == 6\n"
+from sandbox_helpers import (
+    ALWAYS_EQUAL,
+    HUMANEVAL_STYLE,
+    assert_job,
+    call_job,
+    run_attack,
+    sandbox_processes,
 )
-
-
-def run_attack(sandbox, job, threads: bool = True):
-    """Attacks get threads and processes allowed, so that the layers below the harness are tested."""
-    if threads:
-        job = dataclasses.replace(job, allow_threads=True)
-    result = sandbox.run(job)
-    assert result.verdict is not Verdict.PASSED, (result.verdict, result.message, result.stdout)
-    assert sandbox.run(assert_job(HONEST)).passed, (
-        "the pool stopped grading honest code after the attack"
-    )
-    return result
-
-
-def sandbox_processes(sandbox) -> list[str]:
-    """Processes left under the pool's run uids (other pools may be running in parallel)."""
-    uids = set(sandbox.worker_uids())
-    assert uids, "these tests need the uid layer (run as root)"
-    out = subprocess.run(
-        ["ps", "-eo", "uid=,pid=,stat=,comm="], capture_output=True, text=True, check=True
-    ).stdout
-    return [line for line in out.splitlines() if int(line.split()[0]) in uids]
-
 
 # -- exit before the tests ------------------------------------------------------------------
 
@@ -83,16 +62,6 @@ def test_skiptest(sandbox):
 
 # -- objects that lie about equality ----------------------------------------------------------
 
-ALWAYS_EQUAL = """
-class AlwaysEqual:
-    def __eq__(self, other):
-        return True
-    def __ne__(self, other):
-        return False
-    __hash__ = object.__hash__
-def f(x):
-    return AlwaysEqual()
-"""
 INT_SUBCLASS = """
 class Liar(int):
     def __eq__(self, other):

@@ -92,6 +92,8 @@ class Prepared:
             "classes": {name: _class_snapshots(mod, name) for name, (mod, _) in modules.items()},
             "encode_json": lambda obj: "".join(c_encoder(obj, 0)),
             "write": os.write,
+            # The method, not the attribute: a stream's own dict may shadow it (`_finish`).
+            "flush": io.TextIOWrapper.flush,
             "exit": os._exit,
             "kill": os.kill,
             "setrlimit": resource.setrlimit,
@@ -116,8 +118,9 @@ class Prepared:
             ),
             "code_cache": {},
         }
-        self.run_unit = _privatize()["run_unit"]
-        self.parts["protected_globals"].update(id(g) for g in _PRIVATE_GLOBALS)
+        private = _privatize()
+        self.run_unit = private[__name__]["run_unit"]
+        self.parts["protected_globals"].update(id(g) for g in private.values())
 
     def precompile(self, unit: dict[str, Any]) -> None:
         """Compile the (trusted) test code here, once per worker, instead of in every child."""
@@ -144,11 +147,12 @@ def _class_snapshots(mod: types.ModuleType, name: str) -> list[tuple[type, dict[
 _HEAPTYPE = 1 << 9
 
 
-_PRIVATE_GLOBALS: list[dict[str, Any]] = []
+def _privatize() -> dict[str, dict[str, Any]]:
+    """Copies of this module's and `plain`'s functions whose globals and builtins are private.
 
-
-def _privatize() -> dict[str, Any]:
-    """Copies of this module's and `plain`'s functions whose globals and builtins are private."""
+    Returns the private globals by module name. Nothing at module level may refer to them, and
+    no module-level value they share with the public modules may be mutable: the candidate
+    reaches the public modules through `sys.modules` (tests/sandbox/test_harness_private.py)."""
     private_builtins = dict(builtins.__dict__)
     spaces: dict[str, dict[str, Any]] = {}
     for mod in (plain, sys.modules[__name__]):
@@ -162,10 +166,8 @@ def _privatize() -> dict[str, Any]:
                 fn.__kwdefaults__ = value.__kwdefaults__
                 g[name] = fn
         spaces[mod.__name__] = g
-        _PRIVATE_GLOBALS.append(g)
-    harness_globals = spaces[__name__]
-    harness_globals["plain"] = types.SimpleNamespace(**spaces[plain.__name__])
-    return harness_globals
+    spaces[__name__]["plain"] = types.SimpleNamespace(**spaces[plain.__name__])
+    return spaces
 
 
 def _unencodable(obj: Any) -> Any:
@@ -231,11 +233,11 @@ def run_unit(unit: dict[str, Any], channel_fd: int, token: bytes, prepared: Prep
 
 def _finish(state: dict[str, Any]) -> None:
     """Flush, kill every other process of this run's uid, exit."""
+    p = state["p"]
     try:
-        state["stdout"].flush()
+        p["flush"](state["stdout"])
     except Exception:  # the candidate may have closed or broken it
         pass
-    p = state["p"]
     if state["reap"]:
         # No process or thread can start once NPROC is 0, and kill(-1) is atomic against fork,
         # so after it this process is the run's last; the worker reaps on abnormal ends.
@@ -352,10 +354,12 @@ def _run_calls(
         state["restore"]()
         try:
             encoded = encode(plain.to_json(value))
-        except plain.NotPlainData as exc:
-            send(
-                t="result", i=i, ok=False, cls="wrong", exc="NotPlainData", msg=str(exc), line=None
-            )
+        except MemoryError as exc:
+            send(t="result", i=i, ok=False, wall=wall, **_exception_fields(exc, state))
+            continue
+        except BaseException as exc:  # noqa: BLE001 - NotPlainData, or a tampered version of it
+            msg = _describe(exc)
+            send(t="result", i=i, ok=False, cls="wrong", exc="NotPlainData", msg=msg, line=None)
             continue
         send(t="result", i=i, ok=True, value=encoded, wall=wall)
 
@@ -372,9 +376,13 @@ def _guard(fn: Any, state: dict[str, Any], strict: bool) -> Any:
         if strict:
             try:
                 plain.to_json(value)
-            except plain.NotPlainData as exc:
-                state["nonplain"] = str(exc)
-                raise AssertionError(str(exc)) from None
+            except MemoryError:
+                raise
+            except BaseException as exc:  # noqa: BLE001
+                # NotPlainData, or whatever the candidate made of that class (its __str__, its
+                # __new__): any failure here is a non-plain value, and `nonplain` must be set.
+                state["nonplain"] = message = _describe(exc)
+                raise AssertionError(message) from None
         return value
 
     return guarded

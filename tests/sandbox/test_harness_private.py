@@ -1,0 +1,143 @@
+"""Attack class: reaching the harness's own state from the candidate.
+
+The harness runs on private copies of its globals (`harness._privatize`), but the candidate can
+reach every module object through `sys.modules`, every class through `object.__subclasses__`,
+and a function's globals through `__globals__` (reading it raises no audit event). A private
+object that any of these lead to, or a class the harness relies on, could be bent into a pass.
+Every program here is wrong unless the attack works."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+
+import pytest
+
+from execrl.sandbox import Verdict, harness, plain
+from sandbox_helpers import (
+    ALWAYS_EQUAL,
+    HUMANEVAL_STYLE,
+    assert_job,
+    call_job,
+    run_attack,
+    sandbox_processes,
+)
+
+# Walks whatever the sandbox's modules lead to, and the globals of every method of every class,
+# replacing each helper the harness runs with one that makes every test a no-op.
+PATCH_EVERY_REACHABLE_HELPER = """
+import sys
+
+def nothing_to_run(*args, **kwargs):
+    return compile("pass", "<tests>", "exec")
+
+seen = set()
+
+def visit(obj, depth):
+    if depth > 4 or id(obj) in seen:
+        return
+    seen.add(id(obj))
+    if isinstance(obj, dict):
+        if "_compiled" in obj:
+            obj["_compiled"] = nothing_to_run
+        for value in list(obj.values()):
+            visit(value, depth + 1)
+    elif isinstance(obj, (list, tuple, set, frozenset)):
+        for value in list(obj):
+            visit(value, depth + 1)
+    elif type(obj).__name__ == "function":
+        visit(obj.__globals__, depth + 1)
+    elif isinstance(obj, type):
+        visit(dict(vars(obj)), depth + 1)
+    elif type(obj).__name__ in ("module", "SimpleNamespace"):
+        visit(vars(obj), depth + 1)
+
+for name, module in list(sys.modules.items()):
+    if name.startswith("execrl") or name == "__main__":
+        visit(vars(module), 0)
+stack = [object]
+while stack:
+    cls = stack.pop()
+    visit(cls, 3)
+    try:
+        stack.extend(type.__subclasses__(cls))
+    except TypeError:
+        pass
+
+def f(x):
+    return 0
+"""
+
+
+def test_helpers_reached_through_modules_and_classes(sandbox):
+    r = run_attack(
+        sandbox, assert_job(PATCH_EVERY_REACHABLE_HELPER, "check(candidate)", HUMANEVAL_STYLE)
+    )
+    assert r.verdict is Verdict.WRONG_ANSWER
+
+
+SWALLOWING_TESTS = (
+    "def check(candidate):\n    try:\n        assert candidate(1) == 2\n    except Exception:\n"
+    "        pass\n"
+)
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        "NotPlainData.__str__ = lambda self: 1 / 0",  # the harness's report of it raises
+        "NotPlainData.__new__ = lambda cls, *a: 5",  # `raise NotPlainData(...)` raises TypeError
+        "NotPlainData.__init__ = lambda self, *a: 1 / 0",
+    ],
+)
+def test_tampered_not_plain_data_class(sandbox, tamper):
+    """A non-plain return must fail even when the candidate bent the class that reports it and
+    the test code swallows every exception around the call."""
+    program = (
+        "import sys\nNotPlainData = sys.modules['execrl.sandbox.plain'].NotPlainData\n"
+        f"{tamper}\n{ALWAYS_EQUAL}"
+    )
+    r = run_attack(sandbox, assert_job(program, "check(candidate)", SWALLOWING_TESTS))
+    assert r.verdict is Verdict.WRONG_ANSWER
+    assert r.tests[0].exception == "NotPlainData"
+    r = run_attack(sandbox, call_job(program, [(1,)], [2]))
+    assert r.verdict is Verdict.WRONG_ANSWER
+
+
+IMMUTABLE = (int, float, str, bytes, bool, frozenset, tuple, type(None), type, types.ModuleType)
+CALLABLE = (types.FunctionType, types.BuiltinFunctionType, types.MethodWrapperType)
+
+
+@pytest.mark.parametrize("module", [harness, plain])
+def test_module_level_values_are_immutable(module):
+    """The private globals are copies of these modules' dicts, so every module-level value is
+    shared with the public module the candidate can reach: none may be a container it could
+    change (a module-level list of the private globals once let a candidate pass)."""
+    mutable = {
+        name: type(value).__name__
+        for name, value in vars(module).items()
+        if not name.startswith("__")
+        and not isinstance(value, IMMUTABLE + CALLABLE)
+        and type(value).__name__
+        not in ("Pattern", "getset_descriptor", "method_descriptor", "_Feature")
+    }
+    assert not mutable, f"mutable module-level values in {module.__name__}: {mutable}"
+
+
+def test_daemon_that_hijacks_the_final_flush(sandbox):
+    """The harness flushes stdout after its last report and then kills every process of the
+    run; a candidate that shadows the stream's flush with its own could start a daemon there
+    and exit before the kill."""
+    program = (
+        "import os, sys, time\n"
+        "def flush():\n"
+        "    if os.fork() == 0:\n        os.setsid()\n        time.sleep(30)\n        os._exit(0)\n"
+        "    os._exit(0)\n"
+        "sys.stdout.flush = flush\n"
+        "def f(x):\n    return x + 1\n"
+    )
+    job = dataclasses.replace(
+        assert_job(program, "check(candidate)", HUMANEVAL_STYLE), allow_threads=True
+    )
+    sandbox.run(job)
+    assert sandbox_processes(sandbox) == []
