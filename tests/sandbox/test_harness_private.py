@@ -141,3 +141,33 @@ def test_daemon_that_hijacks_the_final_flush(sandbox):
     )
     sandbox.run(job)
     assert sandbox_processes(sandbox) == []
+
+
+def test_function_of_the_tests_leads_to_the_candidate_wrapper(sandbox):
+    """A test that hands the candidate a function of its own gives it the tests' globals, where
+    the wrapper the tests call sits: that wrapper must lead nowhere."""
+    program = ALWAYS_EQUAL.replace("def f(x):\n    return AlwaysEqual()\n", "") + (
+        "def f(g):\n"
+        "    wrapper = g.__globals__['candidate']\n"
+        "    for cell in wrapper.__closure__ or ():\n"
+        "        state = cell.cell_contents\n"
+        "        if isinstance(state, dict) and 'privileged' in state:\n"
+        "            state['privileged'] = True\n"
+        "    for value in list(wrapper.__globals__.values()):\n"
+        "        if type(value).__name__ == 'SimpleNamespace':\n"
+        "            value.to_json = value.exact_copy = lambda v: v\n"
+        "            value.is_exact = lambda v: True\n"
+        "    return AlwaysEqual()\n"
+    )
+    setup = "def check(candidate):\n    assert candidate(lambda y: y) == 2\n"
+    r = run_attack(sandbox, assert_job(program, "check(candidate)", setup))
+    assert r.verdict is not Verdict.PASSED
+
+
+def test_builtins_of_the_tests_reached_through_their_function(sandbox):
+    program = "def f(g):\n    g.__builtins__['abs'] = lambda x: 0\n    return 10.0\n"
+    setup = (
+        "def check(candidate):\n    v = candidate(lambda y: y)\n    assert abs(v - 0.5) < 1e-6\n"
+    )
+    r = run_attack(sandbox, assert_job(program, "check(candidate)", setup))
+    assert r.verdict is Verdict.WRONG_ANSWER

@@ -7,12 +7,12 @@ tests: frame and traceback introspection, the garbage collector's object lists, 
 profile hooks, threads, ctypes, hand-made code objects, reading the process's own memory, and
 changing attributes of classes and functions that existed before the candidate ran.
 
-The harness's own functions run on private copies of this module's and `plain`'s globals, with
+The harness's own functions run on private copies of this module's, `guard`'s and `plain`'s globals, with
 a private copy of the builtins (made in the worker by `Prepared`), so patching a module or a
 builtin cannot change what the harness does or reports. The test code gets a private copy of
 the builtins too; the standard modules it imports, and the real builtins that those modules use,
-are restored from a snapshot after every call into the candidate. Values the candidate returns
-must be plain data (see `plain`).
+are restored from a snapshot after every call into the candidate. What the tests call in place
+of the candidate, and what it checks at each call, is in `guard`.
 
 Nothing here decides a verdict: the worker and the trusted parent do that from these messages,
 and a run that did not say "done" after its last test never passes.
@@ -31,7 +31,7 @@ import sys
 import time
 import types
 
-from execrl.sandbox import plain
+from execrl.sandbox import guard, plain
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the worker 2 MB
 if TYPE_CHECKING:
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
 CANDIDATE_FILE = "<candidate>"
 TESTS_FILE = "<tests>"
-MAX_MESSAGE = 2000  # characters of an exception message kept
 CODE_CACHE_SIZE = 512  # compiled test sources kept by a worker
 
 _DENIED_EVENTS = frozenset(
@@ -77,6 +76,8 @@ class Prepared:
 
     def __init__(self, protect: list[str]) -> None:
         import _json
+        import _signal
+        import gc
 
         modules: dict[str, tuple[types.ModuleType, dict[str, Any]]] = {}
         for name in protect:
@@ -89,7 +90,9 @@ class Prepared:
         self.parts: dict[str, Any] = {
             "builtins": dict(builtins.__dict__),
             "modules": modules,
-            "classes": {name: _class_snapshots(mod, name) for name, (mod, _) in modules.items()},
+            "classes": {
+                name: guard.class_snapshots(mod, name) for name, (mod, _) in modules.items()
+            },
             "encode_json": lambda obj: "".join(c_encoder(obj, 0)),
             "write": os.write,
             # The method, not the attribute: a stream's own dict may shadow it (`_finish`).
@@ -117,6 +120,17 @@ class Prepared:
                 ),
             ),
             "code_cache": {},
+            # For `guard`, bound here because the candidate may patch the modules they are in.
+            "candidate_code": guard.CANDIDATE_CODE,
+            "function_type": types.FunctionType,
+            "gc_enable": gc.enable,
+            "gc_isenabled": gc.isenabled,
+            "gc_disable": gc.disable,
+            "setitimer": signal.setitimer,
+            "timers": (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF),
+            "getsignal": _signal.getsignal,
+            "set_handler": _signal.signal,
+            "handlers": tuple((sig, _signal.getsignal(sig)) for sig in sorted(_catchable())),
         }
         private = _privatize()
         self.run_unit = private[__name__]["run_unit"]
@@ -135,27 +149,29 @@ class Prepared:
                 cache[key] = compile(source, TESTS_FILE, "exec", dont_inherit=True, optimize=0)
 
 
-def _class_snapshots(mod: types.ModuleType, name: str) -> list[tuple[type, dict[str, Any]]]:
-    """The pure-Python classes a module defines, with their attributes, for restoring."""
-    out = []
-    for value in list(vars(mod).values()):
-        if isinstance(value, type) and value.__module__ == name and value.__flags__ & _HEAPTYPE:
-            out.append((value, dict(vars(value))))
+def _catchable() -> set[int]:
+    """The signals a handler can be set for (not SIGKILL, SIGSTOP, or those Python refuses)."""
+    out = set()
+    for sig in signal.valid_signals():
+        try:
+            signal.signal(sig, signal.getsignal(sig))
+        except (OSError, ValueError, TypeError):
+            continue
+        out.add(int(sig))
     return out
 
 
-_HEAPTYPE = 1 << 9
-
-
 def _privatize() -> dict[str, dict[str, Any]]:
-    """Copies of this module's and `plain`'s functions whose globals and builtins are private.
+    """Copies of the functions of `plain`, `guard` and this module, on private globals and a
+    private copy of the builtins; each module sees the others' private copies.
 
     Returns the private globals by module name. Nothing at module level may refer to them, and
     no module-level value they share with the public modules may be mutable: the candidate
     reaches the public modules through `sys.modules` (tests/sandbox/test_harness_private.py)."""
     private_builtins = dict(builtins.__dict__)
+    modules = (plain, guard, sys.modules[__name__])
     spaces: dict[str, dict[str, Any]] = {}
-    for mod in (plain, sys.modules[__name__]):
+    for mod in modules:
         g = dict(mod.__dict__)
         g["__builtins__"] = private_builtins
         for name, value in list(g.items()):
@@ -163,10 +179,14 @@ def _privatize() -> dict[str, dict[str, Any]]:
                 fn = types.FunctionType(
                     value.__code__, g, value.__name__, value.__defaults__, value.__closure__
                 )
-                fn.__kwdefaults__ = value.__kwdefaults__
+                fn.__kwdefaults__ = dict(value.__kwdefaults__) if value.__kwdefaults__ else None
                 g[name] = fn
         spaces[mod.__name__] = g
-    spaces[__name__]["plain"] = types.SimpleNamespace(**spaces[plain.__name__])
+    views = {mod.__name__: types.SimpleNamespace(**spaces[mod.__name__]) for mod in modules[:2]}
+    for g in spaces.values():
+        for name, value in list(g.items()):
+            if isinstance(value, types.ModuleType) and value.__name__ in views:
+                g[name] = views[value.__name__]
     return spaces
 
 
@@ -186,9 +206,11 @@ def run_unit(unit: dict[str, Any], channel_fd: int, token: bytes, prepared: Prep
         "nonplain": None,
         "extra_globals": set(),
         "tampered": [],
+        "keep": [],  # what crossed between the tests and the candidate: never freed (`guard`)
+        "gc_enabled": parts["gc_isenabled"](),
     }
     write, dumps = parts["write"], parts["encode_json"]
-    restore = state["restore"] = _snapshot(unit, state)
+    restore = state["restore"] = guard.make_restore(unit, state)
 
     tampered = state["tampered"]
 
@@ -212,7 +234,7 @@ def run_unit(unit: dict[str, Any], channel_fd: int, token: bytes, prepared: Prep
     try:
         code = compile(unit["program"], CANDIDATE_FILE, "exec", dont_inherit=True, optimize=0)
     except (SyntaxError, ValueError) as exc:  # ValueError: source with NUL bytes
-        send(t="syntax", msg=_describe(exc), line=getattr(exc, "lineno", None))
+        send(t="syntax", msg=guard.describe(exc), line=getattr(exc, "lineno", None))
         _finish(state)
     module_name = "__main__" if kind == "stdio" else "__candidate__"
     cand_ns: dict[str, Any] = {"__name__": module_name, "__builtins__": builtins}
@@ -289,15 +311,24 @@ def _compiled(state: dict[str, Any], source: str) -> types.CodeType:
 def _run_asserts(
     unit: dict[str, Any], cand_ns: dict[str, Any], state: dict[str, Any], send: Any
 ) -> None:
+    p = state["p"]
+    # From here on the candidate's code runs only inside the calls the tests make (`guard`).
+    p["gc_disable"]()
+    guard.quiet(state)
     test_ns = dict(cand_ns)
-    test_ns["__builtins__"] = dict(state["p"]["builtins"])
+    test_ns["__builtins__"] = state["test_builtins"] = dict(p["builtins"])
+    function_type = p["function_type"]
+    for name, value in cand_ns.items():  # helpers the tests may call (HumanEval/38's encode)
+        if type(value) is function_type and value.__globals__ is cand_ns:
+            test_ns[name] = guard.make_candidate(state, value, False)
     entry = unit.get("entry_point")
     if entry:
         if entry not in cand_ns:
             msg = f"the program does not define {entry!r}"
             send(t="load_error", exc="NameError", cls="error", msg=msg, line=None)
             return
-        guarded = _guard(cand_ns[entry], state, unit.get("strict_returns", True))
+        strict = unit.get("strict_returns", True)
+        guarded = guard.make_candidate(state, cand_ns[entry], strict)
         test_ns[entry] = guarded
         test_ns["candidate"] = guarded
     try:
@@ -358,34 +389,10 @@ def _run_calls(
             send(t="result", i=i, ok=False, wall=wall, **_exception_fields(exc, state))
             continue
         except BaseException as exc:  # noqa: BLE001 - NotPlainData, or a tampered version of it
-            msg = _describe(exc)
+            msg = guard.describe(exc)
             send(t="result", i=i, ok=False, cls="wrong", exc="NotPlainData", msg=msg, line=None)
             continue
         send(t="result", i=i, ok=True, value=encoded, wall=wall)
-
-
-def _guard(fn: Any, state: dict[str, Any], strict: bool) -> Any:
-    """Wrap the entry point: restore the world after each call, and insist on plain returns."""
-    restore = state["restore"]
-
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        try:
-            value = fn(*args, **kwargs)
-        finally:
-            restore()
-        if strict:
-            try:
-                plain.to_json(value)
-            except MemoryError:
-                raise
-            except BaseException as exc:  # noqa: BLE001
-                # NotPlainData, or whatever the candidate made of that class (its __str__, its
-                # __new__): any failure here is a non-plain value, and `nonplain` must be set.
-                state["nonplain"] = message = _describe(exc)
-                raise AssertionError(message) from None
-        return value
-
-    return guarded
 
 
 def _install_audit_hook(state: dict[str, Any], send: Any, allow_threads: bool) -> None:
@@ -431,83 +438,6 @@ def _install_audit_hook(state: dict[str, Any], send: Any, allow_threads: bool) -
     sys.addaudithook(hook)
 
 
-def _snapshot(unit: dict[str, Any], state: dict[str, Any]) -> Any:
-    """The function that restores the modules the tests import, their classes, and builtins.
-
-    The harness itself needs none of this (its globals are private); tests that import nothing
-    get a restore that does nothing. What a restore had to undo is recorded as tampering."""
-    names = unit.get("imports") or ()
-    if not names:
-        return _nothing
-    parts = state["p"]
-    tables: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
-        ("builtins", builtins.__dict__, parts["builtins"])
-    ]
-    classes: list[tuple[type, dict[str, Any]]] = []
-    entries: list[tuple[str, types.ModuleType]] = []
-    for name in names:
-        if name in parts["modules"]:
-            mod, snap = parts["modules"][name]
-            cls_snaps = parts["classes"][name]
-        else:  # not prepared in the worker: snapshot it here, still before the candidate runs
-            try:
-                mod = importlib.import_module(name)
-            except Exception:  # the test code will report the import failure itself
-                continue
-            snap, cls_snaps = dict(mod.__dict__), _class_snapshots(mod, name)
-            state["extra_globals"].add(id(mod.__dict__))
-        entries.append((name, mod))
-        tables.append((name, mod.__dict__, snap))
-        classes.extend(cls_snaps)
-    # Bound now: the candidate may replace the builtins.
-    len_, any_, range_, vars_, list_ = len, any, range, vars, list
-    setattr_, delattr_, type_name = type.__setattr__, type.__delattr__, _type_name
-    sysmods, tampered = sys.modules, state["tampered"]
-
-    missing = object()
-
-    def changed(d: Any, snap: dict[str, Any]) -> bool:
-        # Identity, never ==: comparing would call a planted object's __eq__. A missing key
-        # reads as a sentinel, so deleting an entry that held None and adding another is seen.
-        if len_(d) != len_(snap):
-            return True
-        get = d.get
-        return any_(get(k, missing) is not v for k, v in snap.items())
-
-    def restore() -> None:
-        for name, mod in entries:
-            if sysmods.get(name) is not mod:
-                sysmods[name] = mod
-                tampered.append(f"replaced module {name}")
-        for _ in range_(2):  # a planted __del__ may run while a table is cleared; go once more
-            dirty = False
-            for name, d, snap in tables:
-                if changed(d, snap):
-                    dirty = True
-                    tampered.append(f"modified module {name}")
-                    d.clear()
-                    d.update(snap)
-            for cls, snap in classes:
-                current = vars_(cls)
-                if changed(current, snap):
-                    dirty = True
-                    tampered.append(f"modified class {type_name(cls)}")
-                    for key in list_(current):
-                        if key not in snap:
-                            delattr_(cls, key)
-                    for key, value in snap.items():
-                        if current.get(key) is not value:
-                            setattr_(cls, key, value)
-            if not dirty:
-                return
-
-    return restore
-
-
-def _nothing() -> None:
-    return None
-
-
 def _exception_fields(exc: BaseException, state: dict[str, Any]) -> dict[str, Any]:
     if isinstance(exc, MemoryError):
         cls = "memory"
@@ -516,17 +446,12 @@ def _exception_fields(exc: BaseException, state: dict[str, Any]) -> dict[str, An
     else:
         cls = "error"
     name = _type_name(type(exc))[:100]
-    return {"cls": cls, "exc": name, "msg": _describe(exc), "line": _candidate_line(exc, state)}
-
-
-def _describe(exc: BaseException) -> str:
-    try:
-        text = str(exc)
-    except BaseException:  # noqa: BLE001 - a hostile __str__
-        text = "<unprintable exception>"
-    if type(text) is not str:
-        return "<unprintable exception>"
-    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE]
+    return {
+        "cls": cls,
+        "exc": name,
+        "msg": guard.describe(exc),
+        "line": _candidate_line(exc, state),
+    }
 
 
 def _candidate_line(exc: BaseException, state: dict[str, Any]) -> int | None:
@@ -549,6 +474,5 @@ def _candidate_line(exc: BaseException, state: dict[str, Any]) -> int | None:
     return line if type(line) is int else None
 
 
-# Unbound descriptors: a candidate's exception class cannot override them with properties.
-_get_traceback = BaseException.__dict__["__traceback__"].__get__
-_type_name = type.__dict__["__name__"].__get__
+_get_traceback = guard._get_traceback
+_type_name = guard._type_name

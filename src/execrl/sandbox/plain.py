@@ -8,7 +8,9 @@ cannot be encoded, so it can never compare equal to an expected value.
 The one exception is a dict subclass (`collections.Counter`, `OrderedDict`, `defaultdict`, which
 correct solutions return and official harnesses accept since they compare equal to a dict): it
 is encoded as the plain dict of what it really stores, read with `dict.items` (which no subclass
-can override), so whatever its own `__eq__`, `items` or `__iter__` say is never consulted.
+can override), so whatever its own `__eq__`, `items` or `__iter__` say is never consulted. In
+assert-style tests, where the test code itself compares, `exact_copy` hands the tests that plain
+dict instead of the subclass.
 """
 
 from __future__ import annotations
@@ -40,7 +42,26 @@ def encode(value: Any) -> str:
 
 def to_json(value: Any) -> Any:
     """The tagged-JSON structure of `value`; raises NotPlainData for anything else."""
-    return _enc(value, 0, [MAX_NODES])
+    return _enc(value, 0, [MAX_NODES, 0])
+
+
+def is_exact(value: Any) -> bool:
+    """Whether `value` is made only of exact built-in data types (no dict subclass either)."""
+    budget = [MAX_NODES, 0]
+    try:
+        _enc(value, 0, budget)
+    except NotPlainData:
+        return False
+    return not budget[1]
+
+
+def exact_copy(value: Any) -> Any:
+    """`value` itself if it is made of exact built-in types; if it holds a dict subclass, a copy
+    in which each is the plain dict it stores (its own methods, perhaps lying, are never seen
+    by the tests). Raises NotPlainData for anything else."""
+    budget = [MAX_NODES, 0]
+    encoded = _enc(value, 0, budget)
+    return _dec(encoded) if budget[1] else value
 
 
 def _enc(v: Any, depth: int, budget: list[int]) -> Any:
@@ -67,6 +88,7 @@ def _enc(v: Any, depth: int, budget: list[int]) -> Any:
     if t is complex:
         return {"$c": [_enc(v.real, depth + 1, budget), _enc(v.imag, depth + 1, budget)]}
     if issubclass(t, dict):  # the real type's ancestry: a faked __class__ cannot get here
+        budget[1] = 1
         return {
             "$d": [
                 [_enc(k, depth + 1, budget), _enc(x, depth + 1, budget)] for k, x in _dict_items(v)

@@ -1,0 +1,239 @@
+"""What stands between the test code and the candidate in assert-style tests.
+
+The test code and the candidate share one interpreter, so the harness keeps the candidate's code
+to the inside of its own calls and checks everything that crosses the boundary:
+
+- `make_candidate`: what the tests call in place of the entry point. It is opaque: it has no
+  closure and no globals worth having, and what it works with sits in its keyword defaults,
+  which the audit hook lets no one read or replace. (A function the tests hand the candidate
+  leads to the tests' globals, and from there to whatever the tests call.)
+- Every value that crosses is plain data (`plain`) or it fails the test: the value returned, and
+  every argument that was plain data when the candidate got it (so that nothing lying can be
+  planted in a list the tests look at afterwards). A dict subclass is handed to the tests as
+  the plain dict it stores.
+- Nothing the candidate touched is freed while the test code runs (arguments, return values,
+  exceptions and their tracebacks are kept until the run ends), the garbage collector is off
+  outside the candidate's calls, and after each call its timers are cancelled and its signal
+  handlers undone: so no finalizer, weakref callback or signal handler of the candidate can run
+  between the tests' lines, after the restore that follows each call.
+- `make_restore`: after each call, the modules the tests import, their classes, and the
+  builtins are put back as they were (and what had to be undone is reported as tampering).
+
+What is left: a test that hands the candidate an object of its own (a lambda, an instance of a
+class it defines) gives it the test's globals, whose contents the candidate can change during
+that call. The test's builtins are restored after such a call; other data the test keeps in its
+globals is not.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import sys
+import types
+
+from execrl.sandbox import plain
+
+TYPE_CHECKING = False  # typing stays out of the worker
+if TYPE_CHECKING:
+    from typing import Any
+
+NOT_PLAIN_ARGUMENT = "the candidate put a value that is not plain data into one of its arguments"
+_HEAPTYPE = 1 << 9
+
+
+def class_snapshots(mod: types.ModuleType, name: str) -> list[tuple[type, dict[str, Any]]]:
+    """The pure-Python classes a module defines, with their attributes, for restoring."""
+    out = []
+    for value in list(vars(mod).values()):
+        if isinstance(value, type) and value.__module__ == name and value.__flags__ & _HEAPTYPE:
+            out.append((value, dict(vars(value))))
+    return out
+
+
+def _template(*args: Any, _execrl_call: Any, **kwargs: Any) -> Any:
+    return _execrl_call(args, kwargs)
+
+
+# The code of what the tests call; made into a function per run by `make_candidate`.
+CANDIDATE_CODE = _template.__code__
+
+
+def make_candidate(state: dict[str, Any], fn: Any, strict: bool) -> Any:
+    """What the tests call instead of the candidate's function `fn`.
+
+    With `strict`, its return value and the arguments it got must be plain data."""
+    p = state["p"]
+    isolated: dict[str, Any] = {"__builtins__": {}}
+    guarded = p["function_type"](p["candidate_code"], isolated, "candidate")
+
+    def dispatch(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return _call(args, kwargs, fn, strict, state)
+
+    guarded.__kwdefaults__ = {"_execrl_call": dispatch}
+    state["extra_globals"].add(id(isolated))  # from now on its attributes cannot be set
+    return guarded
+
+
+def _call(
+    args: tuple[Any, ...], kwargs: dict[str, Any], fn: Any, strict: bool, state: dict[str, Any]
+) -> Any:
+    p = state["p"]
+    keep = state["keep"]
+    keep.append((args, kwargs))
+    given = (*args, *kwargs.values())
+    plain_given = [x for x in given if plain.is_exact(x)] if strict else []
+    exposed = not strict or len(plain_given) < len(given)  # maybe an object of the tests
+    if state["gc_enabled"]:
+        p["gc_enable"]()
+    try:
+        value = fn(*args, **kwargs)
+    except BaseException as exc:
+        keep.append((exc, _get_traceback(exc)))
+        raise
+    finally:
+        p["gc_disable"]()
+        quiet(state)
+        state["restore"]()
+        if exposed:
+            _restore_dict(state["test_builtins"], p["builtins"], "the tests' builtins", state)
+    keep.append(value)
+    for x in plain_given:
+        if not plain.is_exact(x):
+            state["nonplain"] = NOT_PLAIN_ARGUMENT
+            raise AssertionError(NOT_PLAIN_ARGUMENT)
+    if not strict:
+        return value
+    try:
+        return plain.exact_copy(value)
+    except MemoryError:
+        raise
+    except BaseException as exc:  # noqa: BLE001
+        # NotPlainData, or whatever the candidate made of that class (its __str__, its
+        # __new__): any failure here is a non-plain value, and `nonplain` must be set.
+        state["nonplain"] = message = describe(exc)
+        raise AssertionError(message) from None
+
+
+def quiet(state: dict[str, Any]) -> None:
+    """Cancel the candidate's timers and put every signal handler back as the worker had it.
+
+    Repeated until nothing changed: a handler that runs during the loop may set another."""
+    p = state["p"]
+    setitimer, getsignal, set_handler = p["setitimer"], p["getsignal"], p["set_handler"]
+    for _ in range(4):
+        for timer in p["timers"]:
+            setitimer(timer, 0)
+        changed = False
+        for sig, handler in p["handlers"]:
+            if getsignal(sig) is not handler:
+                set_handler(sig, handler)
+                changed = True
+        if not changed:
+            return
+
+
+def _restore_dict(
+    d: dict[str, Any], snap: dict[str, Any], what: str, state: dict[str, Any]
+) -> None:
+    if len(d) == len(snap) and all(k in d and d[k] is v for k, v in snap.items()):
+        return
+    state["tampered"].append(f"modified {what}")
+    d.clear()
+    d.update(snap)
+
+
+def describe(exc: BaseException) -> str:
+    """An exception's message, whatever its __str__ does; at most MAX_MESSAGE characters."""
+    try:
+        text = str(exc)
+    except BaseException:  # noqa: BLE001 - a hostile __str__
+        text = "<unprintable exception>"
+    if type(text) is not str:
+        return "<unprintable exception>"
+    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE]
+
+
+MAX_MESSAGE = 2000  # characters of an exception message kept
+
+
+def make_restore(unit: dict[str, Any], state: dict[str, Any]) -> Any:
+    """The function that restores the modules the tests import, their classes, and builtins.
+
+    The harness itself needs none of this (its globals are private); tests that import nothing
+    get a restore that does nothing. What a restore had to undo is recorded as tampering."""
+    names = unit.get("imports") or ()
+    if not names:
+        return _nothing
+    parts = state["p"]
+    tables: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+        ("builtins", builtins.__dict__, parts["builtins"])
+    ]
+    classes: list[tuple[type, dict[str, Any]]] = []
+    entries: list[tuple[str, types.ModuleType]] = []
+    for name in names:
+        if name in parts["modules"]:
+            mod, snap = parts["modules"][name]
+            cls_snaps = parts["classes"][name]
+        else:  # not prepared in the worker: snapshot it here, still before the candidate runs
+            try:
+                mod = importlib.import_module(name)
+            except Exception:  # the test code will report the import failure itself
+                continue
+            snap, cls_snaps = dict(mod.__dict__), class_snapshots(mod, name)
+            state["extra_globals"].add(id(mod.__dict__))
+        entries.append((name, mod))
+        tables.append((name, mod.__dict__, snap))
+        classes.extend(cls_snaps)
+    # Bound now: the candidate may replace the builtins.
+    len_, any_, range_, vars_, list_ = len, any, range, vars, list
+    setattr_, delattr_, type_name = type.__setattr__, type.__delattr__, _type_name
+    sysmods, tampered = sys.modules, state["tampered"]
+
+    missing = object()
+
+    def changed(d: Any, snap: dict[str, Any]) -> bool:
+        # Identity, never ==: comparing would call a planted object's __eq__. A missing key
+        # reads as a sentinel, so deleting an entry that held None and adding another is seen.
+        if len_(d) != len_(snap):
+            return True
+        get = d.get
+        return any_(get(k, missing) is not v for k, v in snap.items())
+
+    def restore() -> None:
+        for name, mod in entries:
+            if sysmods.get(name) is not mod:
+                sysmods[name] = mod
+                tampered.append(f"replaced module {name}")
+        for _ in range_(2):  # a planted __del__ may run while a table is cleared; go once more
+            dirty = False
+            for name, d, snap in tables:
+                if changed(d, snap):
+                    dirty = True
+                    tampered.append(f"modified module {name}")
+                    d.clear()
+                    d.update(snap)
+            for cls, snap in classes:
+                current = vars_(cls)
+                if changed(current, snap):
+                    dirty = True
+                    tampered.append(f"modified class {type_name(cls)}")
+                    for key in list_(current):
+                        if key not in snap:
+                            delattr_(cls, key)
+                    for key, value in snap.items():
+                        if current.get(key) is not value:
+                            setattr_(cls, key, value)
+            if not dirty:
+                return
+
+    return restore
+
+
+def _nothing() -> None:
+    return None
+
+
+# Unbound descriptors: a candidate's exception class cannot override them with properties.
+_get_traceback = BaseException.__dict__["__traceback__"].__get__
+_type_name = type.__dict__["__name__"].__get__

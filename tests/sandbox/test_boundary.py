@@ -1,0 +1,178 @@
+"""Attack class: the candidate's code running outside its own calls, and what crosses the boundary.
+
+The harness restores the modules the tests use after every call into the candidate. These
+attacks act after that restore, while the test code runs: a signal handler, a garbage-collector
+finalizer, a weakref callback or a finalizer planted in an argument patches `math` before the
+tests use it; or a lying object comes back through an argument or as a dict subclass. Each
+program is wrong unless the attack works (see `guard`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from execrl.sandbox import Verdict
+from sandbox_helpers import assert_job, run_attack
+
+PATCH = "math.isclose = lambda *a, **k: True"
+
+# The tests call the candidate first and use math afterwards, so a restore after the call is
+# too early to help.
+USES_MATH_LATER = (
+    "import math\ndef check(candidate):\n    v = candidate(1)\n"
+    "    for _ in range(1000000):\n        pass\n    assert math.isclose(v, 0.5)\n"
+)
+
+ASYNC_ATTACKS = {
+    "signal handler and timer": f"""
+import math, signal
+def handler(*args):
+    {PATCH}
+def f(x):
+    signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, 0.001)
+    return 0.0
+""",
+    "cpu-time timer": f"""
+import math, signal
+def handler(*args):
+    {PATCH}
+def f(x):
+    signal.signal(signal.SIGPROF, handler)
+    signal.setitimer(signal.ITIMER_PROF, 0.001)
+    return 0.0
+""",
+    "garbage-collector finalizer": f"""
+import gc, math
+class Evil:
+    def __del__(self):
+        {PATCH}
+def f(x):
+    gc.set_threshold(1, 1, 1)
+    a = Evil()
+    a.me = a
+    del a
+    return 0.0
+""",
+    "finalizer of a raised exception": f"""
+import math
+class Evil(Exception):
+    def __del__(self):
+        {PATCH}
+def f(x):
+    if x == 1:
+        raise Evil()
+    return 0.0
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ASYNC_ATTACKS))
+def test_candidate_code_between_the_tests_lines(sandbox, name):
+    setup = USES_MATH_LATER
+    if "exception" in name:  # the tests swallow the exception and go on
+        setup = (
+            "import math\ndef check(candidate):\n    v = candidate(2)\n    try:\n"
+            "        candidate(1)\n    except Exception:\n        pass\n"
+            "    assert math.isclose(v, 0.5)\n"
+        )
+    r = run_attack(sandbox, assert_job(ASYNC_ATTACKS[name], "check(candidate)", setup))
+    assert r.verdict is Verdict.WRONG_ANSWER, (r.verdict, r.message)
+
+
+# The tests drop what they passed once the call is over; whatever the candidate hung on it runs.
+DROPPED_ARGUMENT = {
+    "finalizer planted in an argument": (
+        f"import math\nclass Evil:\n    def __del__(self):\n        {PATCH}\n"
+        "def f(xs):\n    xs.append(Evil())\n    return 0.0\n",
+        "[1]",
+    ),
+    "weakref callback on an argument": (
+        "import math, weakref\nkeep = []\ndef f(s):\n"
+        f"    keep.append(weakref.ref(s, lambda r: exec({PATCH!r}, {{'math': math}})))\n"
+        "    return 0.0\n",
+        "frozenset([1])",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DROPPED_ARGUMENT))
+def test_candidate_code_on_a_dropped_argument(sandbox, name):
+    program, argument = DROPPED_ARGUMENT[name]
+    setup = (
+        f"import math\ndef check(candidate):\n    xs = {argument}\n    v = candidate(xs)\n"
+        "    xs = None\n    assert math.isclose(v, 0.5)\n"
+    )
+    r = run_attack(sandbox, assert_job(program, "check(candidate)", setup))
+    assert r.verdict is Verdict.WRONG_ANSWER
+
+
+def test_lying_object_planted_in_an_argument(sandbox):
+    """An in-place task: the tests look at the list they passed, not at the return value."""
+    program = (
+        "class AlwaysEqual(list):\n    def __eq__(self, other):\n        return True\n"
+        "def f(xs):\n    xs.append(AlwaysEqual())\n"
+    )
+    setup = "def check(candidate):\n    xs = [3, 1]\n    candidate(xs)\n    assert xs == [1, 3]\n"
+    r = run_attack(sandbox, assert_job(program, "check(candidate)", setup))
+    assert r.verdict is Verdict.WRONG_ANSWER
+    assert r.tests[0].exception == "NotPlainData"
+
+
+LYING_DICT = """
+class D(dict):
+    def __eq__(self, other):
+        return True
+    def __ne__(self, other):
+        return False
+    __hash__ = None
+def f(x):
+    return [D()]
+"""
+
+
+def test_dict_subclass_that_lies(sandbox):
+    r = run_attack(sandbox, assert_job(LYING_DICT, "assert f(1) == [{'a': 1}]"))
+    assert r.verdict is Verdict.WRONG_ANSWER
+
+
+@pytest.mark.parametrize(
+    "test",
+    [
+        "assert f('aab') == {'a': 2, 'b': 1}",
+        "import collections\nassert f('aab') == collections.Counter('aab')",
+        "assert f('aab')['a'] == 2",
+    ],
+)
+def test_counter_still_passes(sandbox, test):
+    """Honest code returns Counter, OrderedDict, defaultdict; the tests get the dict they hold."""
+    program = "import collections\ndef f(s):\n    return collections.Counter(s)\n"
+    assert sandbox.run(assert_job(program, test)).passed
+
+
+def test_honest_code_with_signals_and_gc(sandbox):
+    """What the boundary undoes must not fail honest code: an alarm of its own, the collector."""
+    program = (
+        "import gc, signal\ndef f(x):\n    signal.signal(signal.SIGALRM, lambda *a: None)\n"
+        "    signal.alarm(5)\n    gc.collect()\n    return [{'v': x}]\n"
+    )
+    test = "assert f(1) == [{'v': 1}]\nassert f(2) == [{'v': 2}]"
+    assert sandbox.run(assert_job(program, test)).passed
+
+
+def test_helpers_the_tests_call_are_guarded(sandbox):
+    """HumanEval/38 and /50 call a helper of the candidate's (`encode_cyclic`) themselves."""
+    program = (
+        f"import math, signal\ndef handler(*a):\n    {PATCH}\n"
+        "def encode(s):\n    signal.signal(signal.SIGALRM, handler)\n"
+        "    signal.setitimer(signal.ITIMER_REAL, 0.001)\n    return s\n"
+        "def f(s):\n    return s\n"
+    )
+    setup = (
+        "import math\ndef check(candidate):\n    e = encode('ab')\n    for _ in range(100000):\n"
+        "        pass\n    assert math.isclose(len(candidate(e)), 0.5)\n"
+    )
+    r = run_attack(sandbox, assert_job(program, "check(candidate)", setup))
+    assert r.verdict is Verdict.WRONG_ANSWER
+    honest = "def encode(s):\n    return object()\ndef f(s):\n    return 'x'\n"
+    ok = "def check(candidate):\n    e = encode('ab')\n    assert candidate(e) == 'x'\n"
+    assert sandbox.run(assert_job(honest, "check(candidate)", ok)).passed
