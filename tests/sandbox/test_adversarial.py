@@ -395,6 +395,25 @@ def test_environment_and_proc_secrets(tmp_path):
         del os.environ["EXECRL_TEST_SECRET"]
 
 
+@pytest.mark.parametrize(
+    "opening",
+    [
+        "open('/proc/self/mem', 'rb')",
+        "open('/proc/self/fd/../mem', 'rb')",  # paths the audit hook's pattern does not catch:
+        "open('/proc//self/mem', 'rb')",  # the kernel must refuse them (non-dumpable, own uid)
+        "open('/dev/fd/../mem', 'rb')",
+        "os.chdir('/proc/self')\nopen('mem', 'rb')",
+        "os.open('mem', os.O_RDONLY, dir_fd=os.open('/proc/self', os.O_RDONLY))",
+        "os.symlink('/proc/self/mem', 'm')\nopen('m', 'rb')",
+    ],
+)
+def test_reading_own_memory(sandbox, opening):
+    """The token lives in the harness's memory; reading /proc/self/mem would give it away."""
+    program = f"import os\n{opening}\nprint('OPENED')\ndef f(x):\n    return x + 1\n"
+    r = run_attack(sandbox, assert_job(program))
+    assert "OPENED" not in r.stdout
+
+
 # -- crashing the interpreter ------------------------------------------------------------------
 
 

@@ -176,3 +176,50 @@ def test_helpers_the_tests_call_are_guarded(sandbox):
     honest = "def encode(s):\n    return object()\ndef f(s):\n    return 'x'\n"
     ok = "def check(candidate):\n    e = encode('ab')\n    assert candidate(e) == 'x'\n"
     assert sandbox.run(assert_job(honest, "check(candidate)", ok)).passed
+
+
+def test_attribute_of_a_parent_package(sandbox):
+    """`import os.path` in the tests reads `path` off the `os` module."""
+    program = (
+        "import os, types\nos.path = types.SimpleNamespace(isabs=lambda p: True)\n"
+        "def f(x):\n    return 'relative'\n"
+    )
+    setup = "import os.path\ndef check(candidate):\n    assert os.path.isabs(candidate(1))\n"
+    r = run_attack(sandbox, assert_job(program, "check(candidate)", setup))
+    assert r.verdict is Verdict.WRONG_ANSWER
+
+
+LYING_MESSAGE = """
+class Liar(str):
+    def __eq__(self, other):
+        return True
+    __hash__ = str.__hash__
+class NegativeInput(ValueError):
+    def __str__(self):
+        return Liar("x")
+def f(x):
+    raise {raised}
+"""
+CHECKS_THE_MESSAGE = (
+    "def check(candidate):\n    try:\n        candidate(-1)\n    except ValueError as e:\n"
+    "        assert str(e) == 'negative input'\n    else:\n        assert False\n"
+)
+
+
+@pytest.mark.parametrize("raised", ["NegativeInput()", "ValueError(Liar('x'))"])
+def test_exception_with_a_lying_message(sandbox, raised):
+    program = LYING_MESSAGE.format(raised=raised)
+    r = run_attack(sandbox, assert_job(program, "check(candidate)", CHECKS_THE_MESSAGE))
+    assert r.verdict is Verdict.WRONG_ANSWER
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        "def f(x):\n    raise ValueError('negative input')\n",
+        "class NegativeInput(ValueError):\n    pass\n"
+        "def f(x):\n    raise NegativeInput('negative input')\n",
+    ],
+)
+def test_honest_exceptions_reach_the_tests(sandbox, program):
+    assert sandbox.run(assert_job(program, "check(candidate)", CHECKS_THE_MESSAGE)).passed
