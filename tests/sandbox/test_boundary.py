@@ -223,3 +223,32 @@ def test_exception_with_a_lying_message(sandbox, raised):
 )
 def test_honest_exceptions_reach_the_tests(sandbox, program):
     assert sandbox.run(assert_job(program, "check(candidate)", CHECKS_THE_MESSAGE)).passed
+
+
+FAKE_FINDER = """
+import sys
+ModuleSpec = type(sys.__spec__)
+class Finder:
+    def find_spec(self, name, path=None, target=None):
+        if name == "_strptime":
+            return ModuleSpec(name, self)
+    def create_module(self, spec):
+        return None
+    def exec_module(self, module):
+        module._strptime_datetime = lambda cls, text, fmt: type(sys)("fake")
+sys.modules.pop("_strptime", None)
+sys.meta_path.insert(0, Finder())
+def f(x):
+    return 0
+"""
+
+
+def test_finder_planted_in_the_import_system(sandbox):
+    """datetime imports _strptime the first time it parses: through the finders."""
+    setup = (
+        "import datetime\ndef check(candidate):\n"
+        "    parsed = datetime.datetime.strptime('2020', '%Y')\n"
+        "    assert getattr(parsed, 'year', 0) == candidate(1)\n"
+    )
+    r = run_attack(sandbox, assert_job(FAKE_FINDER, "check(candidate)", setup))
+    assert r.verdict is Verdict.WRONG_ANSWER

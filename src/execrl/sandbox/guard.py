@@ -220,6 +220,15 @@ def make_restore(unit: dict[str, Any], state: dict[str, Any]) -> Any:
     len_, any_, range_, vars_, list_ = len, any, range, vars, list
     setattr_, delattr_, type_name = type.__setattr__, type.__delattr__, _type_name
     sysmods, tampered = sys.modules, state["tampered"]
+    zip_ = zip
+    # The import system: a finder planted here would serve the modules stdlib code imports
+    # lazily while the tests run. Honest code extends sys.path, so that is put back unreported.
+    import_lists = [
+        (sys.meta_path, list_(sys.meta_path), "sys.meta_path"),
+        (sys.path_hooks, list_(sys.path_hooks), "sys.path_hooks"),
+        (sys.path, list_(sys.path), None),
+    ]
+    importer_cache, importer_snap = sys.path_importer_cache, dict(sys.path_importer_cache)
 
     missing = object()
 
@@ -236,6 +245,14 @@ def make_restore(unit: dict[str, Any], state: dict[str, Any]) -> Any:
             if sysmods.get(name) is not mod:
                 sysmods[name] = mod
                 tampered.append(f"replaced module {name}")
+        for current, snap, name in import_lists:
+            if len_(current) != len_(snap) or any_(a is not b for a, b in zip_(current, snap)):
+                current[:] = snap
+                if name is not None:
+                    tampered.append(f"modified {name}")
+        if changed(importer_cache, importer_snap):
+            importer_cache.clear()
+            importer_cache.update(importer_snap)
         for _ in range_(2):  # a planted __del__ may run while a table is cleared; go once more
             dirty = False
             for name, d, snap in tables:
