@@ -252,3 +252,21 @@ def test_finder_planted_in_the_import_system(sandbox):
     )
     r = run_attack(sandbox, assert_job(FAKE_FINDER, "check(candidate)", setup))
     assert r.verdict is Verdict.WRONG_ANSWER
+
+
+@pytest.mark.parametrize(
+    "program, test",
+    [
+        ("abs = lambda x: 0\ndef f(x):\n    return 10.0\n", "assert abs(f(1) - 0.5) < 1e-6"),
+        ("len = lambda x: 3\ndef f(x):\n    return [1]\n", "assert len(f(1)) == 3"),
+        (
+            "def sorted(x):\n    return [1, 2]\ndef f(x):\n    return [3]\n",
+            "assert sorted(f(1)) == [1, 2]",
+        ),
+    ],
+)
+def test_builtins_shadowed_by_the_candidates_globals(sandbox, program, test):
+    """The tests run on a namespace made from the candidate's: its globals must not stand in
+    for the builtins the tests use."""
+    r = run_attack(sandbox, assert_job(program, test))
+    assert r.verdict is Verdict.WRONG_ANSWER

@@ -19,13 +19,18 @@ to the inside of its own calls and checks everything that crosses the boundary:
   outside the candidate's calls, and after each call its timers are cancelled and its signal
   handlers undone: so no finalizer, weakref callback or signal handler of the candidate can run
   between the tests' lines, after the restore that follows each call.
+- The tests run on a namespace made from the candidate's globals (prompts define helpers the
+  tests call, and those are wrapped like the entry point), minus any that would shadow a
+  builtin: `abs = lambda x: 0` at the candidate's top level is its own business.
 - `make_restore`: after each call, the modules the tests import, their classes, and the
-  builtins are put back as they were (and what had to be undone is reported as tampering).
+  builtins are put back as they were (and what had to be undone is reported as tampering), and
+  so is the import system (finders, path hooks, the path, the importer cache).
 
 What is left: a test that hands the candidate an object of its own (a lambda, an instance of a
 class it defines) gives it the test's globals, whose contents the candidate can change during
 that call. The test's builtins are restored after such a call; other data the test keeps in its
-globals is not.
+globals is not; nor is mutable state inside the modules the tests use (a pattern planted in
+`re`'s cache, say): the restore compares each module's bindings, not what they hold.
 """
 
 from __future__ import annotations
@@ -62,13 +67,14 @@ def _template(*args: Any, _execrl_call: Any, **kwargs: Any) -> Any:
 CANDIDATE_CODE = _template.__code__
 
 
-def make_candidate(state: dict[str, Any], fn: Any, strict: bool) -> Any:
+def make_candidate(state: dict[str, Any], fn: Any, strict: bool, name: str) -> Any:
     """What the tests call instead of the candidate's function `fn`.
 
     With `strict`, its return value and the arguments it got must be plain data."""
     p = state["p"]
     isolated: dict[str, Any] = {"__builtins__": {}}
-    guarded = p["function_type"](p["candidate_code"], isolated, "candidate")
+    guarded = p["function_type"](p["candidate_code"], isolated, name)
+    guarded.__qualname__ = name
 
     def dispatch(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return _call(args, kwargs, fn, strict, state)

@@ -315,12 +315,15 @@ def _run_asserts(
     # From here on the candidate's code runs only inside the calls the tests make (`guard`).
     p["gc_disable"]()
     guard.quiet(state)
-    test_ns = dict(cand_ns)
-    test_ns["__builtins__"] = state["test_builtins"] = dict(p["builtins"])
+    # The tests see the candidate's names (HumanEval's prompts define helpers the tests call),
+    # but none that would shadow a builtin for them: `abs = lambda x: 0` is the candidate's own.
+    builtin_names = p["builtins"]
+    test_ns = {k: v for k, v in cand_ns.items() if k[:2] == "__" or k not in builtin_names}
+    test_ns["__builtins__"] = state["test_builtins"] = dict(builtin_names)
     function_type = p["function_type"]
-    for name, value in cand_ns.items():  # helpers the tests may call (HumanEval/38's encode)
+    for name, value in list(test_ns.items()):  # helpers the tests may call (HumanEval/38's)
         if type(value) is function_type and value.__globals__ is cand_ns:
-            test_ns[name] = guard.make_candidate(state, value, False)
+            test_ns[name] = guard.make_candidate(state, value, False, name)
     entry = unit.get("entry_point")
     if entry:
         if entry not in cand_ns:
@@ -328,7 +331,7 @@ def _run_asserts(
             send(t="load_error", exc="NameError", cls="error", msg=msg, line=None)
             return
         strict = unit.get("strict_returns", True)
-        guarded = guard.make_candidate(state, cand_ns[entry], strict)
+        guarded = guard.make_candidate(state, cand_ns[entry], strict, entry)
         test_ns[entry] = guarded
         test_ns["candidate"] = guarded
     try:
