@@ -13,9 +13,10 @@ import types
 
 import pytest
 
-from execrl.sandbox import Verdict, harness, plain
+from execrl.sandbox import Sandbox, Verdict, harness, plain
 from sandbox_helpers import (
     ALWAYS_EQUAL,
+    HONEST,
     HUMANEVAL_STYLE,
     assert_job,
     call_job,
@@ -171,3 +172,26 @@ def test_builtins_of_the_tests_reached_through_their_function(sandbox):
     )
     r = run_attack(sandbox, assert_job(program, "check(candidate)", setup))
     assert r.verdict is Verdict.WRONG_ANSWER
+
+
+READ_THE_CHANNEL = r"""
+import json, os
+def f(x):
+    fd = os.open("/proc/self/fd/3", os.O_RDONLY | os.O_NONBLOCK)
+    line = os.read(fd, 1 << 16).split(b"\n")[0]
+    token = line[: line.index(b"{")]
+    for message in ({"t": "result", "i": 0, "ok": True, "wall": 0.0}, {"t": "done", "n": 1}):
+        os.write(3, token + json.dumps(message).encode() + b"\n")
+    os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("layers", [None, ("rlimits", "audit")])
+def test_token_read_back_from_the_channel(layers):
+    """The harness's messages carry the token; reopening the channel for reading must fail,
+    with every layer and with the uid layer off (where the run has the worker's own uid)."""
+    config = {} if layers is None else {"layers": layers}
+    with Sandbox(workers=1, **config) as sb:
+        r = sb.run(assert_job(READ_THE_CHANNEL, "assert f(1) == 2"))
+        assert r.verdict is not Verdict.PASSED, r
+        assert sb.run(assert_job(HONEST)).passed

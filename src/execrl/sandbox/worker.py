@@ -8,7 +8,7 @@ trusted parent. Run as `python -m execrl.sandbox.worker`.
 
 from __future__ import annotations
 
-import fcntl
+import _socket
 import gc
 import importlib
 import math
@@ -35,7 +35,6 @@ CHANNEL_CAP = 256 << 20
 KEEP_OUTPUT = 64 << 10  # bytes of stdout/stderr returned to the parent
 LAZY_CHANNEL_S = 0.05
 START = b'"t":"start"'  # the harness's message that a test begins
-F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # Linux
 
 
 def main() -> None:
@@ -111,7 +110,7 @@ def _spawn(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) ->
     if unit.get("files") or unit.get("source"):
         execunit.put_files(scratch, unit, uid)
     stdin_fd = _stdin_for(unit, scratch)
-    ch_r, ch_w = os.pipe()
+    ch_r, ch_w = _channel()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     token = os.urandom(16).hex().encode()
@@ -274,13 +273,11 @@ def _watch(
     for fd in state["fds"]:
         os.set_blocking(fd, False)
     # Without per-test deadlines the channel need not wake us at every message (each wake-up
-    # costs a context switch on both sides): it is read at exit and every LAZY_CHANNEL_S, into
-    # a pipe large enough that a child rarely waits on it.
+    # costs a context switch on both sides): it is read at exit and every LAZY_CHANNEL_S, from
+    # a socket buffer large enough that a child rarely waits on it (`_channel`).
     lazy = test_wall is None
     for fd in state["fds"]:
-        if lazy and fd == ch_r:
-            _grow_pipe(fd)
-        else:
+        if not (lazy and fd == ch_r):
             poller.register(fd, select.POLLIN)
     poller.register(pidfd, select.POLLIN)
     test_deadline = math.inf
@@ -331,11 +328,19 @@ def _watch(
         os.close(pidfd)
 
 
-def _grow_pipe(fd: int) -> None:
-    try:
-        fcntl.fcntl(fd, F_SETPIPE_SZ, 1 << 20)
-    except OSError:  # above /proc/sys/fs/pipe-max-size: the default size still works, slower
-        pass
+def _channel() -> tuple[int, int]:
+    """The harness's channel (read end, write end): a socket pair, never a pipe. A pipe can be
+    opened again, for reading, through /proc/self/fd/3; a run under the worker's own uid (no
+    uid layer) would read the token off it and forge a pass. A socket cannot be reopened."""
+    reader, writer = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    reader.shutdown(_socket.SHUT_WR)
+    writer.shutdown(_socket.SHUT_RD)  # nothing to read from fd 3 either
+    for sock, option in ((reader, _socket.SO_RCVBUF), (writer, _socket.SO_SNDBUF)):
+        try:  # room for the lazy channel (see _watch); the kernel caps it at its maximum
+            sock.setsockopt(_socket.SOL_SOCKET, option, 1 << 20)
+        except OSError:
+            pass
+    return reader.detach(), writer.detach()
 
 
 def _read_all(fd: int, buf: bytearray, cap: int) -> bool:
