@@ -270,3 +270,29 @@ def test_builtins_shadowed_by_the_candidates_globals(sandbox, program, test):
     for the builtins the tests use."""
     r = run_attack(sandbox, assert_job(program, test))
     assert r.verdict is Verdict.WRONG_ANSWER
+
+
+def test_recursion_limit_left_too_low_for_the_restore(sandbox):
+    """The candidate patches math and leaves a recursion limit at which the restore after the
+    call cannot run; the tests swallow what comes out and use math."""
+    program = (
+        f"import math, sys\ndef f(x):\n    {PATCH}\n"
+        "    for k in range(5, 500):\n        try:\n            sys.setrecursionlimit(k)\n"
+        "            break\n        except RecursionError:\n            continue\n    return 0.0\n"
+    )
+    setup = (
+        "import math\ndef check(candidate):\n    results = []\n    for x in (1, 2):\n"
+        "        try:\n            results.append(candidate(x))\n        except Exception:\n"
+        "            results.append(None)\n"
+        "    assert all(math.isclose(r or 0.0, 0.5) for r in results)\n"
+    )
+    r = run_attack(sandbox, assert_job(program, "check(candidate)", setup))
+    assert r.verdict is Verdict.WRONG_ANSWER
+
+
+def test_deep_recursion_of_honest_code_still_works(sandbox):
+    program = (
+        "import sys\nsys.setrecursionlimit(10000)\n"
+        "def f(n):\n    return 0 if n == 0 else 1 + f(n - 1)\n"
+    )
+    assert sandbox.run(assert_job(program, "assert f(5000) == 5000\nassert f(6000) == 6000")).passed

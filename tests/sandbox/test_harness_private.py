@@ -195,3 +195,30 @@ def test_token_read_back_from_the_channel(layers):
         r = sb.run(assert_job(READ_THE_CHANNEL, "assert f(1) == 2"))
         assert r.verdict is not Verdict.PASSED, r
         assert sb.run(assert_job(HONEST)).passed
+
+
+ESCAPES = {
+    "subinterpreter": (
+        "import _xxsubinterpreters as si\n"
+        'si.run_string(si.create(), "import os, ctypes, sys\\n'
+        "ctypes.string_at(id(sys), 8)\\nos.write(1, b'ESCAPED')\")\n"
+    ),
+    "subinterpreter by its loader": (
+        "import glob, importlib.util, sys\n"
+        "path = glob.glob(sys.base_exec_prefix + '/lib/python3*/lib-dynload/_xxsubinterpreters*')[0]\n"
+        "spec = importlib.util.spec_from_file_location('_xxsubinterpreters', path)\n"
+        "si = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(si)\n"
+        "si.run_string(si.create(), \"import os\\nos.write(1, b'ESCAPED')\")\n"
+    ),
+    "test module": "import _testcapi\nprint('ESCAPED')\n",
+    "internal test module": "import _testinternalcapi\nprint('ESCAPED')\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ESCAPES))
+def test_ways_around_the_audit_hook(sandbox, name):
+    """Modules that do what the hook denies (a subinterpreter has no hook at all: ctypes and
+    frames work there, in the same memory)."""
+    program = ESCAPES[name] + "def f(x):\n    return x + 1\n"
+    r = run_attack(sandbox, assert_job(program))
+    assert "ESCAPED" not in r.stdout

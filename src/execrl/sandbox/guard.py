@@ -104,12 +104,34 @@ def _call(
             raise
         raise crossing from None
     finally:
+        _after_call(state, exposed)
+    keep.append(value)
+    try:
+        return _checked(value, plain_given, strict, state)
+    except BaseException as exc:
+        if state["nonplain"] is None:  # the check itself failed: out of memory, say
+            state["broken"] = (_type_name(type(exc)), "the harness could not check a value")
+        raise
+
+
+def _after_call(state: dict[str, Any], exposed: bool) -> None:
+    """Put the tests' world back. If that fails (the candidate left no memory, or a recursion
+    limit too low to run this), the test fails: the tests may swallow the exception."""
+    p = state["p"]
+    try:
+        if p["getrecursionlimit"]() < p["recursion_limit"]:
+            p["setrecursionlimit"](p["recursion_limit"])
         p["gc_disable"]()
         quiet(state)
         state["restore"]()
         if exposed:
             _restore_dict(state["test_builtins"], p["builtins"], "the tests' builtins", state)
-    keep.append(value)
+    except BaseException as exc:
+        state["broken"] = (_type_name(type(exc)), "the harness could not restore the tests' world")
+        raise
+
+
+def _checked(value: Any, plain_given: list[Any], strict: bool, state: dict[str, Any]) -> Any:
     for x in plain_given:
         if not plain.is_exact(x):
             state["nonplain"] = NOT_PLAIN_ARGUMENT

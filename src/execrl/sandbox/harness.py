@@ -57,8 +57,14 @@ _DENIED_EVENTS = frozenset(
         "code.__new__",  # hand-made bytecode can read arbitrary memory
         "marshal.load",
         "marshal.loads",
+        # A subinterpreter has no audit hook of ours: ctypes, frames and gc.get_objects work
+        # there, in the same address space.
+        "cpython.PyInterpreterState_New",
     }
 )
+# CPython's test and experimental modules offer what the audit hook exists to deny (raw memory,
+# frame evaluation hooks, subinterpreters); no honest program imports them.
+_DENIED_IMPORT = re.compile(r"^(_test|_xx|_interp|_ctypes_test)")
 # A thread of the candidate could act while the harness reports; denied unless the task allows
 # (here for Pythons that audit thread starts; on 3.11 the worker's process limit denies them).
 _THREAD_EVENT = "_thread.start_new_thread"
@@ -125,6 +131,9 @@ class Prepared:
             "function_type": types.FunctionType,
             "gc_enable": gc.enable,
             "gc_isenabled": gc.isenabled,
+            "getrecursionlimit": sys.getrecursionlimit,
+            "setrecursionlimit": sys.setrecursionlimit,
+            "recursion_limit": sys.getrecursionlimit(),
             "gc_disable": gc.disable,
             "setitimer": signal.setitimer,
             "timers": (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF),
@@ -204,6 +213,7 @@ def run_unit(unit: dict[str, Any], channel_fd: int, token: bytes, prepared: Prep
         "p": parts,
         "privileged": True,  # until the candidate's code first runs
         "nonplain": None,
+        "broken": None,  # (exception name, message) when `guard` could not restore or check
         "extra_globals": set(),
         "tampered": [],
         "keep": [],  # what crossed between the tests and the candidate: never freed (`guard`)
@@ -342,7 +352,7 @@ def _run_asserts(
     clock = state["p"]["clock"]
     for i, stmt in enumerate(unit["statements"]):
         send(t="start", i=i)
-        state["nonplain"] = None
+        state["nonplain"] = state["broken"] = None
         t0 = clock()
         failure: dict[str, Any] | None = None
         try:
@@ -350,7 +360,11 @@ def _run_asserts(
         except BaseException as exc:  # noqa: BLE001
             failure = _exception_fields(exc, state)
         wall = clock() - t0
-        if state["nonplain"] is not None:  # even if the test code swallowed our exception
+        if state["broken"] is not None:  # even if the test code swallowed the exception
+            name, msg = state["broken"]
+            cls = "memory" if name == "MemoryError" else "error"
+            send(t="result", i=i, ok=False, wall=wall, cls=cls, exc=name, msg=msg, line=None)
+        elif state["nonplain"] is not None:  # even if the test code swallowed our exception
             send(
                 t="result",
                 i=i,
@@ -401,7 +415,7 @@ def _run_calls(
 def _install_audit_hook(state: dict[str, Any], send: Any, allow_threads: bool) -> None:
     # Everything the hook calls is bound here, before the candidate runs.
     denied = _DENIED_EVENTS if allow_threads else _DENIED_EVENTS | {_THREAD_EVENT}
-    proc_memory = _PROC_MEMORY.match
+    proc_memory, denied_import = _PROC_MEMORY.match, _DENIED_IMPORT.match
     function_type, str_type, id_ = types.FunctionType, str, id
     isinstance_, type_ = isinstance, type
     pglobals, extra_globals = state["p"]["protected_globals"], state["extra_globals"]
@@ -433,6 +447,10 @@ def _install_audit_hook(state: dict[str, Any], send: Any, allow_threads: bool) -
             event = f"{event} on {type_(args[0]).__name__}"
         elif event == "open" and isinstance_(args[0], str_type) and proc_memory(args[0]):
             event = f"open {args[0]}"
+        elif event == "import" and isinstance_(args[0], str_type) and denied_import(args[0]):
+            event = f"import {args[0]}"
+            send(t="denied", event=event)
+            raise ImportError(f"execrl sandbox: {event} is not permitted")
         else:
             return
         send(t="denied", event=event)
