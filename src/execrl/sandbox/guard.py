@@ -91,8 +91,16 @@ def _call(
     keep = state["keep"]
     keep.append((args, kwargs))
     given = (*args, *kwargs.values())
-    plain_given = [x for x in given if plain.is_exact(x)] if strict else []
-    exposed = not strict or len(plain_given) < len(given)  # maybe an object of the tests
+    plain_given = []  # containers to check again after the call
+    exposed = not strict  # maybe an object of the tests: a way to their globals (docstring)
+    if strict:
+        for x in given:
+            if _scalar(x):
+                continue
+            if not plain.is_exact(x):
+                exposed = True
+            elif _container(x):
+                plain_given.append(x)
     if state["gc_enabled"]:
         p["gc_enable"]()
     try:
@@ -112,6 +120,17 @@ def _call(
         if state["nonplain"] is None:  # the check itself failed: out of memory, say
             state["broken"] = (_type_name(type(exc)), "the harness could not check a value")
         raise
+
+
+def _scalar(x: Any) -> bool:
+    t = type(x)
+    return x is None or t is int or t is str or t is float or t is bool
+
+
+def _container(x: Any) -> bool:
+    """What the candidate could change in place (the only arguments worth checking after)."""
+    t = type(x)
+    return t is list or t is dict or t is set or t is tuple
 
 
 def _after_call(state: dict[str, Any], exposed: bool) -> None:
@@ -167,17 +186,20 @@ def _crossing(exc: BaseException) -> BaseException:
     return RuntimeError(message)
 
 
-def quiet(state: dict[str, Any]) -> None:
-    """Cancel the candidate's timers and put every signal handler back as the worker had it.
+def quiet(state: dict[str, Any], every_signal: bool = False) -> None:
+    """Cancel the candidate's timers and put signal handlers back as the worker had them.
 
+    After a call, those of the signals that can arrive with no other thread or process of the
+    run to send them (timers, limits, I/O: `harness.ASYNC_SIGNALS`); before the tests, all.
     Repeated until nothing changed: a handler that runs during the loop may set another."""
     p = state["p"]
     setitimer, getsignal, set_handler = p["setitimer"], p["getsignal"], p["set_handler"]
+    handlers = p["handlers"] if every_signal else p["async_handlers"]
     for _ in range(4):
         for timer in p["timers"]:
             setitimer(timer, 0)
         changed = False
-        for sig, handler in p["handlers"]:
+        for sig, handler in handlers:
             if getsignal(sig) is not handler:
                 set_handler(sig, handler)
                 changed = True

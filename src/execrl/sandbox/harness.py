@@ -68,6 +68,12 @@ _DENIED_IMPORT = re.compile(r"^(_test|_xx|_interp|_ctypes_test)")
 # A thread of the candidate could act while the harness reports; denied unless the task allows
 # (here for Pythons that audit thread starts; on 3.11 the worker's process limit denies them).
 _THREAD_EVENT = "_thread.start_new_thread"
+# Signals that can reach a run with no other thread or process of its own to send them: its
+# timers, its resource limits, I/O it set to signal, a terminal or a parent (`guard.quiet`).
+ASYNC_SIGNALS = tuple(
+    "SIGALRM SIGVTALRM SIGPROF SIGXCPU SIGXFSZ SIGIO SIGPOLL SIGURG SIGPIPE SIGCHLD SIGHUP "
+    "SIGINT SIGTERM SIGQUIT SIGUSR1 SIGUSR2 SIGWINCH SIGCONT SIGTSTP SIGTTIN SIGTTOU".split()
+)
 _PROC_MEMORY = re.compile(r"^/proc/(self|thread-self|\d+)(/task/\d+)?/(mem|pagemap|map_files)")
 
 
@@ -140,6 +146,12 @@ class Prepared:
             "getsignal": _signal.getsignal,
             "set_handler": _signal.signal,
             "handlers": tuple((sig, _signal.getsignal(sig)) for sig in sorted(_catchable())),
+            "async_handlers": tuple(
+                (sig, _signal.getsignal(sig))
+                for sig in sorted(
+                    _catchable() & {int(getattr(signal, n, 0)) for n in ASYNC_SIGNALS}
+                )
+            ),
         }
         private = _privatize()
         self.run_unit = private[__name__]["run_unit"]
@@ -324,7 +336,7 @@ def _run_asserts(
     p = state["p"]
     # From here on the candidate's code runs only inside the calls the tests make (`guard`).
     p["gc_disable"]()
-    guard.quiet(state)
+    guard.quiet(state, every_signal=True)
     # The tests see the candidate's names (HumanEval's prompts define helpers the tests call),
     # but none that would shadow a builtin for them: `abs = lambda x: 0` is the candidate's own.
     builtin_names = p["builtins"]

@@ -42,26 +42,54 @@ def encode(value: Any) -> str:
 
 def to_json(value: Any) -> Any:
     """The tagged-JSON structure of `value`; raises NotPlainData for anything else."""
-    return _enc(value, 0, [MAX_NODES, 0])
+    return _enc(value, 0, [MAX_NODES])
 
 
 def is_exact(value: Any) -> bool:
     """Whether `value` is made only of exact built-in data types (no dict subclass either)."""
-    budget = [MAX_NODES, 0]
     try:
-        _enc(value, 0, budget)
+        return _kind(value, 0, [MAX_NODES]) == 0
     except NotPlainData:
         return False
-    return not budget[1]
 
 
 def exact_copy(value: Any) -> Any:
     """`value` itself if it is made of exact built-in types; if it holds a dict subclass, a copy
     in which each is the plain dict it stores (its own methods, perhaps lying, are never seen
     by the tests). Raises NotPlainData for anything else."""
-    budget = [MAX_NODES, 0]
-    encoded = _enc(value, 0, budget)
-    return _dec(encoded) if budget[1] else value
+    if _kind(value, 0, [MAX_NODES]) == 0:
+        return value
+    return _dec(_enc(value, 0, [MAX_NODES]))
+
+
+def _kind(v: Any, depth: int, budget: list[int]) -> int:
+    """0 for exact built-in data, 1 if it holds a dict subclass; the same types as `_enc`,
+    checked without building anything (the harness checks every value that crosses)."""
+    budget[0] -= 1
+    if depth > MAX_DEPTH or budget[0] < 0:
+        raise NotPlainData("value too deep or too large to compare")
+    t = type(v)
+    if v is None or t is bool or t is int or t is str or t is float:
+        return 0
+    if t is list or t is tuple or t is set or t is frozenset:
+        kind = 0
+        for x in v:
+            tx = type(x)
+            if tx is int or tx is str or tx is float or tx is bool or x is None:
+                budget[0] -= 1  # the common leaves, without a call each
+            else:
+                kind |= _kind(x, depth + 1, budget)
+        if budget[0] < 0:
+            raise NotPlainData("value too deep or too large to compare")
+        return kind
+    if t is dict or issubclass(t, dict):  # the real type's ancestry, as in `_enc`
+        kind = 0 if t is dict else 1
+        for k, x in _dict_items(v):
+            kind |= _kind(k, depth + 1, budget) | _kind(x, depth + 1, budget)
+        return kind
+    if t is bytes or t is complex:
+        return 0
+    raise NotPlainData(f"returned a value of type {t.__name__!r}, which is not plain data")
 
 
 def _enc(v: Any, depth: int, budget: list[int]) -> Any:
@@ -88,7 +116,6 @@ def _enc(v: Any, depth: int, budget: list[int]) -> Any:
     if t is complex:
         return {"$c": [_enc(v.real, depth + 1, budget), _enc(v.imag, depth + 1, budget)]}
     if issubclass(t, dict):  # the real type's ancestry: a faked __class__ cannot get here
-        budget[1] = 1
         return {
             "$d": [
                 [_enc(k, depth + 1, budget), _enc(x, depth + 1, budget)] for k, x in _dict_items(v)
