@@ -296,3 +296,15 @@ def test_deep_recursion_of_honest_code_still_works(sandbox):
         "def f(n):\n    return 0 if n == 0 else 1 + f(n - 1)\n"
     )
     assert sandbox.run(assert_job(program, "assert f(5000) == 5000\nassert f(6000) == 6000")).passed
+
+
+def test_many_calls_with_numbers_keep_no_memory(sandbox):
+    """What crossed the boundary is kept until the run ends, but not numbers and strings: a
+    test that calls the candidate 150,000 times must not grow by what it passed."""
+    program = "def f(x):\n    return x + 1\n"
+    peaks = []
+    for n in (1, 150_000):
+        r = sandbox.run(assert_job(program, f"for i in range({n}):\n    assert f(i) == i + 1"))
+        assert r.passed
+        peaks.append(r.peak_memory_kb)
+    assert peaks[1] - peaks[0] < 15_000, peaks  # 37 MB more when every call was kept

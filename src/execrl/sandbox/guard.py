@@ -89,18 +89,22 @@ def _call(
 ) -> Any:
     p = state["p"]
     keep = state["keep"]
-    keep.append((args, kwargs))
     given = (*args, *kwargs.values())
+    # Kept alive until the run ends, so that nothing the candidate hung on them (a finalizer, a
+    # weakref callback) runs when the tests drop them. Scalars cannot carry either: a test
+    # calling a million times with numbers keeps nothing.
     plain_given = []  # containers to check again after the call
     exposed = not strict  # maybe an object of the tests: a way to their globals (docstring)
-    if strict:
-        for x in given:
-            if _scalar(x):
-                continue
-            if not plain.is_exact(x):
-                exposed = True
-            elif _container(x):
-                plain_given.append(x)
+    for x in given:
+        if _scalar(x):
+            continue
+        keep.append(x)
+        if not strict:
+            continue
+        if not plain.is_exact(x):
+            exposed = True
+        elif _container(x):
+            plain_given.append(x)
     if state["gc_enabled"]:
         p["gc_enable"]()
     try:
@@ -113,7 +117,8 @@ def _call(
         raise crossing from None
     finally:
         _after_call(state, exposed)
-    keep.append(value)
+    if not _scalar(value):
+        keep.append(value)
     try:
         return _checked(value, plain_given, strict, state)
     except BaseException as exc:
