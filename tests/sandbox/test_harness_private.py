@@ -222,3 +222,31 @@ def test_ways_around_the_audit_hook(sandbox, name):
     program = ESCAPES[name] + "def f(x):\n    return x + 1\n"
     r = run_attack(sandbox, assert_job(program))
     assert "ESCAPED" not in r.stdout
+
+
+FORGE_A_REPLY = r"""
+import json, os, struct
+def f(x):
+    pool = next(int(l.split()[1]) for l in open(f"/proc/{os.getppid()}/status") if l.startswith("PPid:"))
+    raw = {"events": [{"t": "loaded"}, {"t": "start", "i": 0}, {"t": "result", "i": 0, "ok": True},
+           {"t": "done", "n": 1}], "forged": 0, "timed_out": False, "output_limit": False,
+           "exit_code": 0, "signal": None, "stdout": "", "stdout_full": "", "stderr": "",
+           "cpu_s": 0.0, "wall_s": 0.0, "maxrss_kb": 0}
+    body = json.dumps({"t": "result", "units": [raw]}).encode()
+    for name in os.listdir(f"/proc/{pool}/fd"):
+        path = f"/proc/{pool}/fd/{name}"
+        try:
+            if os.readlink(path).startswith("pipe:"):
+                os.write(os.open(path, os.O_WRONLY | os.O_NONBLOCK), struct.pack(">I", len(body)) + body)
+        except OSError:
+            pass
+    return 0
+"""
+
+
+def test_reply_forged_into_the_pools_pipes():
+    """Without the uid layer a run has the pool's own uid: it must not be able to write a
+    reply into the pool's channel to its worker through /proc/<pool>/fd."""
+    with Sandbox(workers=1, layers=("rlimits", "audit")) as sb:
+        r = sb.run(assert_job(FORGE_A_REPLY, "assert f(1) == 2"))
+        assert r.verdict is not Verdict.PASSED, r

@@ -19,6 +19,7 @@ import os
 import pickle
 import queue
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -60,21 +61,29 @@ def read_frame(pipe: IO[bytes]) -> bytes:
 
 
 class _Worker:
-    """One worker process and its pipes; used by one thread at a time."""
+    """One worker process and its socket; used by one thread at a time."""
 
     def __init__(self) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH", "")) if p
         )
-        self.proc = subprocess.Popen(
-            # -c, not -m: running a module of an imported package as __main__ loads it twice
-            [sys.executable, "-c", "from execrl.rewards.analysis_worker import main; main()"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-            close_fds=True,
-        )
+        # A socket pair, not pipes: the sandbox's runs may have this process's uid (no uid
+        # layer), and a pipe of this process can be opened again through /proc/<pid>/fd, where
+        # a forged frame would be unpickled here. A socket cannot be reopened.
+        self._sock, theirs = socket.socketpair()
+        try:
+            self.proc = subprocess.Popen(
+                # -c, not -m: running a module of an imported package as __main__ loads it twice
+                [sys.executable, "-c", "from execrl.rewards.analysis_worker import main; main()"],
+                stdin=theirs,
+                stdout=theirs,
+                env=env,
+                close_fds=True,
+            )
+        finally:
+            theirs.close()
+        self._rfile, self._wfile = self._sock.makefile("rb"), self._sock.makefile("wb")
         # the caller's sys.path, so analyses defined in its modules unpickle in the worker
         try:
             self._send([p for p in sys.path if isinstance(p, str)])
@@ -82,11 +91,9 @@ class _Worker:
             raise WorkerDied(f"it did not start: {exc}; {self._how_it_ended()}") from exc
 
     def _send(self, message: object) -> None:
-        assert self.proc.stdin is not None
-        write_frame(self.proc.stdin, message)
+        write_frame(self._wfile, message)
 
     def call(self, analyses: Sequence[Analysis], programs: Sequence[str]) -> list[Any]:
-        assert self.proc.stdout is not None
         try:
             data = (tuple(analyses), list(programs))
             pickle.dumps(data[0])
@@ -98,8 +105,8 @@ class _Worker:
             ) from exc
         try:
             self._send(data)
-            kind, payload = pickle.loads(read_frame(self.proc.stdout))
-        except (OSError, EOFError, pickle.UnpicklingError) as exc:
+            kind, payload = pickle.loads(read_frame(self._rfile))
+        except (OSError, ValueError, EOFError, pickle.UnpicklingError) as exc:
             raise WorkerDied(self._how_it_ended()) from exc
         if kind != "ok":
             raise AnalysisError(f"an analysis worker could not run the analyses: {payload}")
@@ -118,17 +125,21 @@ class _Worker:
         return f"exit code {code}"
 
     def close(self) -> None:
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            if pipe is not None:
-                try:
-                    pipe.close()
-                except OSError:
-                    pass
         try:
-            self.proc.wait(timeout=5)  # stdin closed: the worker's loop ends
+            self._wfile.close()
+            self._sock.shutdown(socket.SHUT_WR)
+        except (OSError, ValueError):
+            pass
+        try:
+            self.proc.wait(timeout=5)  # its input ended: the worker's loop ends
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        for f in (self._rfile, self._sock):
+            try:
+                f.close()
+            except OSError:
+                pass
 
 
 class WorkerPool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import queue
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,12 @@ class SandboxConfig:
 @dataclass(slots=True)
 class _Worker:
     proc: subprocess.Popen[bytes]
+    # The worker's stdin and stdout are one end of a socket pair, never pipes: without the uid
+    # layer a run has the user's own uid, and a pipe of this process can be opened again for
+    # writing through /proc/<pid>/fd, where a forged reply would pass. A socket cannot be.
+    sock: socket.socket
+    rfile: Any  # buffered reader and writer over `sock`
+    wfile: Any
     uid: int | None
     lease: isolation.UidLease | None = None
     runs: int = 0
@@ -107,14 +114,19 @@ class Sandbox:
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
         }
-        proc = subprocess.Popen(
-            [sys.executable, "-S", "-m", "execrl.sandbox.worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-            cwd="/",
-            close_fds=True,
-        )
+        sock, theirs = socket.socketpair()
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-S", "-m", "execrl.sandbox.worker"],
+                stdin=theirs,
+                stdout=theirs,
+                env=env,
+                cwd="/",
+                close_fds=True,
+            )
+        finally:
+            theirs.close()
+        rfile, wfile = sock.makefile("rb"), sock.makefile("wb")
         config = {
             "layers": list(self.layers),
             "hide": self._hide,
@@ -123,20 +135,17 @@ class Sandbox:
             "uid": lease.uid if lease else None,
             "bin_dir": self._bin_dir,
         }
-        assert proc.stdin is not None and proc.stdout is not None
+        worker = _Worker(proc, sock, rfile, wfile, lease.uid if lease else None, lease)
         try:
-            protocol.write_message(proc.stdin, config)
-            reply = protocol.read_message(proc.stdout)
+            protocol.write_message(wfile, config)
+            reply = protocol.read_message(rfile)
         except (OSError, EOFError) as exc:
             reply = {"t": "error", "msg": f"worker died while starting: {exc}"}
         if not reply or reply.get("t") != "ready":
-            proc.kill()
-            proc.wait()
-            if lease:
-                lease.release()
+            _retire(worker, graceful=False)
             msg = reply.get("msg") if reply else "worker exited while starting"
             raise SandboxUnavailable(f"sandbox worker failed to start: {msg}")
-        return _Worker(proc, lease.uid if lease else None, lease)
+        return worker
 
     # -- running ---------------------------------------------------------------------------
 
@@ -197,7 +206,7 @@ class Sandbox:
                             break
                         i, attempt = todo.popleft()
                     payload = _encode_request(jobs[i])
-                    # A second request must fit in the pipe, or writing it could block while the
+                    # A second request must fit in the socket buffer, or writing it could block while the
                     # worker blocks writing its reply.
                     if inflight and len(payload) > PIPELINE_BYTES:
                         with lock:
@@ -273,22 +282,26 @@ class Sandbox:
 
 
 def _retire(w: _Worker, graceful: bool) -> None:
-    """Stop a worker (closing its stdin ends it cleanly), kill what its runs left, free its uid."""
+    """Stop a worker (the end of its input ends it cleanly), kill what its runs left, free its
+    uid."""
     try:
         if not graceful:
             raise OSError
-        if w.proc.stdin:
-            w.proc.stdin.close()
+        w.wfile.close()
+        w.sock.shutdown(socket.SHUT_WR)
         w.proc.wait(timeout=5)
-    except (OSError, subprocess.TimeoutExpired):
+    except (OSError, ValueError, subprocess.TimeoutExpired):
         w.proc.kill()
         w.proc.wait()
     if w.uid is not None:
         isolation.reap_uid(w.uid)
     if w.lease:
         w.lease.release()
-    if w.proc.stdout:
-        w.proc.stdout.close()
+    for f in (w.wfile, w.rfile, w.sock):
+        try:
+            f.close()
+        except OSError:
+            pass
 
 
 PIPELINE_DEPTH = 2
@@ -302,18 +315,16 @@ def _encode_request(job: Job) -> bytes:
 
 def _write(worker: _Worker, payload: bytes) -> bool:
     try:
-        assert worker.proc.stdin is not None
-        worker.proc.stdin.write(payload)
-        worker.proc.stdin.flush()
+        worker.wfile.write(payload)
+        worker.wfile.flush()
         return True
-    except OSError:
+    except (OSError, ValueError):  # ValueError: written to after the worker was retired
         return False
 
 
 def _read(worker: _Worker) -> list[dict[str, Any]] | None:
     try:
-        assert worker.proc.stdout is not None
-        reply = protocol.read_message(worker.proc.stdout)
+        reply = protocol.read_message(worker.rfile)
     except (OSError, EOFError, ValueError):
         return None
     if not reply or reply.get("t") != "result":
