@@ -250,3 +250,19 @@ def test_reply_forged_into_the_pools_pipes():
     with Sandbox(workers=1, layers=("rlimits", "audit")) as sb:
         r = sb.run(assert_job(FORGE_A_REPLY, "assert f(1) == 2"))
         assert r.verdict is not Verdict.PASSED, r
+
+
+def test_pool_is_not_dumpable_while_runs_share_its_uid():
+    """Without the uid layer a run could read this process's /proc entries (its environment
+    holds the user's API keys) and trace it; a non-dumpable process's entries are root's.
+    (As root, where these tests run, the runs could read them anyway: that is why the uid
+    layer is on by default.)"""
+    from execrl.sandbox import syscalls
+
+    assert syscalls.prctl_get(syscalls.PR_GET_DUMPABLE) == 1
+    with Sandbox(workers=1, layers=("rlimits", "audit")) as sb:
+        assert syscalls.prctl_get(syscalls.PR_GET_DUMPABLE) == 0
+        assert sb.run(assert_job(HONEST)).passed
+    assert syscalls.prctl_get(syscalls.PR_GET_DUMPABLE) == 1
+    with Sandbox(workers=1):  # the uid layer: nothing to shield
+        assert syscalls.prctl_get(syscalls.PR_GET_DUMPABLE) == 1

@@ -81,6 +81,9 @@ class Sandbox:
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._all: list[_Worker] = []
         self._closed = False
+        self._shielded = "uid" not in self.layers
+        if self._shielded:
+            _shield.enter()
         try:
             for _ in range(self.config.workers):
                 w = self._start_worker()
@@ -269,6 +272,8 @@ class Sandbox:
         for w in self._all:
             _retire(w, graceful=True)
         shutil.rmtree(self._bin_dir, ignore_errors=True)
+        if getattr(self, "_shielded", False):
+            _shield.leave()
 
     def __enter__(self) -> Sandbox:
         return self
@@ -279,6 +284,38 @@ class Sandbox:
     def __del__(self) -> None:
         if not getattr(self, "_closed", True):
             self.close()
+
+
+class _Shield:
+    """Without the uid layer the runs have this process's uid, and a process of the same uid
+    may read this one's /proc entries (its environment: the user's API keys; its open files)
+    and trace it. While such a sandbox is open this process is not dumpable, which makes those
+    entries root's and refuses the tracing; debuggers of the same user cannot attach either."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open = 0
+        self._before = 1
+
+    def enter(self) -> None:
+        from execrl.sandbox import syscalls
+
+        with self._lock:
+            if self._open == 0:
+                self._before = syscalls.prctl_get(syscalls.PR_GET_DUMPABLE)
+                syscalls.prctl(syscalls.PR_SET_DUMPABLE, 0)
+            self._open += 1
+
+    def leave(self) -> None:
+        from execrl.sandbox import syscalls
+
+        with self._lock:
+            self._open -= 1
+            if self._open == 0 and self._before:
+                syscalls.prctl(syscalls.PR_SET_DUMPABLE, self._before)
+
+
+_shield = _Shield()
 
 
 def _retire(w: _Worker, graceful: bool) -> None:

@@ -15,6 +15,7 @@ MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
 MNT_DETACH = 2
+PR_GET_DUMPABLE = 3
 PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_CHILD_SUBREAPER = 36
@@ -70,3 +71,10 @@ def set_readonly(path: str, readonly: bool = True, recursive: bool = True) -> No
 
 def prctl(option: int, value: int) -> None:
     _check(_libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0), "prctl")
+
+
+def prctl_get(option: int) -> int:
+    ret = _libc.prctl(option, 0, 0, 0, 0)
+    if ret < 0:
+        _check(ret, "prctl")
+    return ret
