@@ -90,14 +90,14 @@ def _call(
     p = state["p"]
     keep = state["keep"]
     given = (*args, *kwargs.values())
-    # Kept alive until the run ends, so that nothing the candidate hung on them (a finalizer, a
-    # weakref callback) runs when the tests drop them. Scalars cannot carry either: a test
-    # calling a million times with numbers keeps nothing.
     plain_given = []  # containers to check again after the call
     exposed = not strict  # maybe an object of the tests: a way to their globals (docstring)
     for x in given:
         if _scalar(x):
             continue
+        # Kept alive until the run ends, so that nothing the candidate hung on it (a finalizer,
+        # a weakref callback) runs when the tests drop it. Scalars can carry neither: a test
+        # calling a million times with numbers keeps nothing.
         keep.append(x)
         if not strict:
             continue
@@ -212,10 +212,17 @@ def quiet(state: dict[str, Any], every_signal: bool = False) -> None:
             return
 
 
+def _differs(d: Any, snap: dict[str, Any]) -> bool:
+    """Whether a dict (or a class's mappingproxy) is no longer `snap`. Identity, never ==:
+    comparing would call a planted object's __eq__. A key deleted and another added with the
+    same count is seen too."""
+    return len(d) != len(snap) or any(k not in d or d[k] is not v for k, v in snap.items())
+
+
 def _restore_dict(
     d: dict[str, Any], snap: dict[str, Any], what: str, state: dict[str, Any]
 ) -> None:
-    if len(d) == len(snap) and all(k in d and d[k] is v for k, v in snap.items()):
+    if not _differs(d, snap):
         return
     state["tampered"].append(f"modified {what}")
     d.clear()
@@ -285,15 +292,7 @@ def make_restore(unit: dict[str, Any], state: dict[str, Any]) -> Any:
     ]
     importer_cache, importer_snap = sys.path_importer_cache, dict(sys.path_importer_cache)
 
-    missing = object()
-
-    def changed(d: Any, snap: dict[str, Any]) -> bool:
-        # Identity, never ==: comparing would call a planted object's __eq__. A missing key
-        # reads as a sentinel, so deleting an entry that held None and adding another is seen.
-        if len_(d) != len_(snap):
-            return True
-        get = d.get
-        return any_(get(k, missing) is not v for k, v in snap.items())
+    changed = _differs
 
     def restore() -> None:
         for name, mod in entries:

@@ -7,9 +7,9 @@ tests: frame and traceback introspection, the garbage collector's object lists, 
 profile hooks, threads, ctypes, hand-made code objects, reading the process's own memory, and
 changing attributes of classes and functions that existed before the candidate ran.
 
-The harness's own functions run on private copies of this module's, `guard`'s and `plain`'s globals, with
-a private copy of the builtins (made in the worker by `Prepared`), so patching a module or a
-builtin cannot change what the harness does or reports. The test code gets a private copy of
+The harness's own functions run on private copies of this module's, `guard`'s and `plain`'s
+globals, with a private copy of the builtins (made in the worker by `Prepared`), so patching a
+module or a builtin cannot change what the harness does or reports. The test code gets a private copy of
 the builtins too; the standard modules it imports, and the real builtins that those modules use,
 are restored from a snapshot after every call into the candidate. What the tests call in place
 of the candidate, and what it checks at each call, is in `guard`.
@@ -91,6 +91,8 @@ class Prepared:
         import _signal
         import gc
 
+        handlers = tuple((sig, _signal.getsignal(sig)) for sig in sorted(_catchable()))
+        async_signals = {int(getattr(signal, n, 0)) for n in ASYNC_SIGNALS}
         modules: dict[str, tuple[types.ModuleType, dict[str, Any]]] = {}
         for name in protect:
             mod = importlib.import_module(name)
@@ -145,13 +147,8 @@ class Prepared:
             "timers": (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF),
             "getsignal": _signal.getsignal,
             "set_handler": _signal.signal,
-            "handlers": tuple((sig, _signal.getsignal(sig)) for sig in sorted(_catchable())),
-            "async_handlers": tuple(
-                (sig, _signal.getsignal(sig))
-                for sig in sorted(
-                    _catchable() & {int(getattr(signal, n, 0)) for n in ASYNC_SIGNALS}
-                )
-            ),
+            "handlers": handlers,
+            "async_handlers": tuple((sig, h) for sig, h in handlers if sig in async_signals),
         }
         private = _privatize()
         self.run_unit = private[__name__]["run_unit"]

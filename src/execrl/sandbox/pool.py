@@ -209,8 +209,8 @@ class Sandbox:
                             break
                         i, attempt = todo.popleft()
                     payload = _encode_request(jobs[i])
-                    # A second request must fit in the socket buffer, or writing it could block while the
-                    # worker blocks writing its reply.
+                    # A second request must fit in the socket's buffer, or writing it could block
+                    # while the worker blocks writing its reply.
                     if inflight and len(payload) > PIPELINE_BYTES:
                         with lock:
                             todo.appendleft((i, attempt))
