@@ -15,6 +15,15 @@ from sandbox_helpers import assert_job, run_attack
 
 PATCH = "math.isclose = lambda *a, **k: True"
 
+
+def wrong_answer(sandbox, program: str, setup: str):
+    """Run the attack with the tests `check(candidate)` from `setup`: it must fail as a wrong
+    answer (the program is wrong unless the attack works)."""
+    r = run_attack(sandbox, assert_job(program, "check(candidate)", setup))
+    assert r.verdict is Verdict.WRONG_ANSWER, (r.verdict, r.message)
+    return r
+
+
 # The tests call the candidate first and use math afterwards, so a restore after the call is
 # too early to help.
 USES_MATH_LATER = (
@@ -75,8 +84,7 @@ def test_candidate_code_between_the_tests_lines(sandbox, name):
             "        candidate(1)\n    except Exception:\n        pass\n"
             "    assert math.isclose(v, 0.5)\n"
         )
-    r = run_attack(sandbox, assert_job(ASYNC_ATTACKS[name], "check(candidate)", setup))
-    assert r.verdict is Verdict.WRONG_ANSWER, (r.verdict, r.message)
+    wrong_answer(sandbox, ASYNC_ATTACKS[name], setup)
 
 
 # The tests drop what they passed once the call is over; whatever the candidate hung on it runs.
@@ -102,8 +110,7 @@ def test_candidate_code_on_a_dropped_argument(sandbox, name):
         f"import math\ndef check(candidate):\n    xs = {argument}\n    v = candidate(xs)\n"
         "    xs = None\n    assert math.isclose(v, 0.5)\n"
     )
-    r = run_attack(sandbox, assert_job(program, "check(candidate)", setup))
-    assert r.verdict is Verdict.WRONG_ANSWER
+    wrong_answer(sandbox, program, setup)
 
 
 def test_lying_object_planted_in_an_argument(sandbox):
@@ -113,8 +120,7 @@ def test_lying_object_planted_in_an_argument(sandbox):
         "def f(xs):\n    xs.append(AlwaysEqual())\n"
     )
     setup = "def check(candidate):\n    xs = [3, 1]\n    candidate(xs)\n    assert xs == [1, 3]\n"
-    r = run_attack(sandbox, assert_job(program, "check(candidate)", setup))
-    assert r.verdict is Verdict.WRONG_ANSWER
+    r = wrong_answer(sandbox, program, setup)
     assert r.tests[0].exception == "NotPlainData"
 
 
@@ -171,8 +177,7 @@ def test_helpers_the_tests_call_are_guarded(sandbox):
         "import math\ndef check(candidate):\n    e = encode('ab')\n    for _ in range(100000):\n"
         "        pass\n    assert math.isclose(len(candidate(e)), 0.5)\n"
     )
-    r = run_attack(sandbox, assert_job(program, "check(candidate)", setup))
-    assert r.verdict is Verdict.WRONG_ANSWER
+    wrong_answer(sandbox, program, setup)
     honest = "def encode(s):\n    return object()\ndef f(s):\n    return 'x'\n"
     ok = "def check(candidate):\n    e = encode('ab')\n    assert candidate(e) == 'x'\n"
     assert sandbox.run(assert_job(honest, "check(candidate)", ok)).passed
@@ -185,8 +190,7 @@ def test_attribute_of_a_parent_package(sandbox):
         "def f(x):\n    return 'relative'\n"
     )
     setup = "import os.path\ndef check(candidate):\n    assert os.path.isabs(candidate(1))\n"
-    r = run_attack(sandbox, assert_job(program, "check(candidate)", setup))
-    assert r.verdict is Verdict.WRONG_ANSWER
+    wrong_answer(sandbox, program, setup)
 
 
 LYING_MESSAGE = """
@@ -209,8 +213,7 @@ CHECKS_THE_MESSAGE = (
 @pytest.mark.parametrize("raised", ["NegativeInput()", "ValueError(Liar('x'))"])
 def test_exception_with_a_lying_message(sandbox, raised):
     program = LYING_MESSAGE.format(raised=raised)
-    r = run_attack(sandbox, assert_job(program, "check(candidate)", CHECKS_THE_MESSAGE))
-    assert r.verdict is Verdict.WRONG_ANSWER
+    wrong_answer(sandbox, program, CHECKS_THE_MESSAGE)
 
 
 @pytest.mark.parametrize(
@@ -250,8 +253,7 @@ def test_finder_planted_in_the_import_system(sandbox):
         "    parsed = datetime.datetime.strptime('2020', '%Y')\n"
         "    assert getattr(parsed, 'year', 0) == candidate(1)\n"
     )
-    r = run_attack(sandbox, assert_job(FAKE_FINDER, "check(candidate)", setup))
-    assert r.verdict is Verdict.WRONG_ANSWER
+    wrong_answer(sandbox, FAKE_FINDER, setup)
 
 
 @pytest.mark.parametrize(
@@ -286,8 +288,7 @@ def test_recursion_limit_left_too_low_for_the_restore(sandbox):
         "            results.append(None)\n"
         "    assert all(math.isclose(r or 0.0, 0.5) for r in results)\n"
     )
-    r = run_attack(sandbox, assert_job(program, "check(candidate)", setup))
-    assert r.verdict is Verdict.WRONG_ANSWER
+    wrong_answer(sandbox, program, setup)
 
 
 def test_deep_recursion_of_honest_code_still_works(sandbox):
