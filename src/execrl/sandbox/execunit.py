@@ -4,7 +4,8 @@ Runs in the fork-server worker, so it imports only what the worker already has (
 The compile step and every run are ordinary confined children of the worker (`worker._spawn`):
 same uid, rlimits, scratch directory and outside watch as a Python run; the child `exec`s the
 compiler or the program instead of entering the harness. A compiled binary is copied out of the
-compile's scratch into the pool's cache directory (see `make_cache`).
+compile's scratch into the pool's cache directory, or, where runs have the worker's uid, into the
+worker's memory (see `make_cache`).
 """
 
 from __future__ import annotations
@@ -22,14 +23,23 @@ if TYPE_CHECKING:
     from typing import Any
 
 CACHE_BYTES = 256 << 20  # compiled binaries kept by one pool, oldest removed first
+MEMORY_CACHE_BYTES = 64 << 20  # kept by one worker, where the cache is in memory
+BINARY = ".execrl-bin"  # the name of a run's own copy of a binary kept in memory
 FETCH_CAP = 16 << 20  # bytes of fetched files returned per run
 
 
-def make_cache(directory: str, private_mounts: bool) -> dict[str, Any]:
+def make_cache(directory: str, private_mounts: bool, own_uid: bool) -> dict[str, Any]:
     """The compile cache, a directory the pool made and shares among its workers, so a source
     compiles once per pool. In the worker's read-only mount namespace it is bound back writable
     for the worker (root) alone: the directory is 0711 and the files root's, so a run can only
-    execute a binary whose hashed name it is given, never write or list one."""
+    execute a binary whose hashed name it is given, never write or list one.
+
+    Without `own_uid` (the runs have the worker's uid) any file the worker can write, a run can
+    overwrite, and a run that replaced the binaries of other samples with its own would pass for
+    them. There the binaries are kept in the worker's memory instead, and each run gets its own
+    copy in its scratch."""
+    if not own_uid:
+        return {"dir": None, "memory": {}, "bytes": 0}
     if private_mounts:
         from execrl.sandbox import syscalls
 
@@ -53,7 +63,10 @@ def run(
         )
         raw["compile"] = None
         return raw
-    info, binary = _compiled(unit["program"], comp, source, limits, ctx, spawn)
+    if ctx["cache"]["dir"] is None:
+        info, binary = _compiled_in_memory(unit["program"], comp, source, limits, ctx, spawn)
+    else:
+        info, binary = _compiled(unit["program"], comp, source, limits, ctx, spawn)
     if binary is None:
         return {
             "events": [],
@@ -69,8 +82,11 @@ def run(
             "wall_s": 0.0,
             "maxrss_kb": 0,
         }
+    extra = {}
+    if isinstance(binary, bytes):  # the run's own copy, in its scratch (its working directory)
+        extra["binary"], binary = binary, f"./{BINARY}"
     argv = [binary if a == "{bin}" else a for a in unit["run"]]
-    raw = spawn(dict(unit, argv=argv, allow_threads=True, source=None), limits, ctx)
+    raw = spawn(dict(unit, argv=argv, allow_threads=True, source=None, **extra), limits, ctx)
     raw["compile"] = info
     return raw
 
@@ -78,13 +94,53 @@ def run(
 def _compiled(program, comp, source, limits, ctx, spawn):  # noqa: ANN001, ANN202
     """(what the compile did, the binary's path or None), from the cache when it can be."""
     directory = ctx["cache"]["dir"]
-    key = hashlib.sha256(protocol.dumps([comp["argv"], program])).hexdigest()[:40]
-    dest = os.path.join(directory, key)
+    dest = os.path.join(directory, _key(comp, program))
     cached = _cached_info(dest)
     if cached is not None:
         return dict(cached, cached=True), dest if cached["ok"] else None
-    climits = dict(limits, wall_s=limits.get("compile_wall_s", 10.0), cpu_s=None, test_wall_s=None)
     staging = f"{dest}.{os.getpid()}"
+    info, raw = _compile(comp, source, limits, ctx, spawn, staging)
+    ok = info["ok"]
+    if ok:
+        os.replace(staging, dest)  # atomic: another worker may be compiling the same source
+    # A definite compile error is cached too (every case of the job fails the same way); a
+    # timeout or an infrastructure failure is not: it may not happen again.
+    if _cacheable(info):
+        _write_atomic(f"{dest}.json", protocol.dumps(info), 0o600)
+        _evict(directory)
+    return info, dest if ok else None
+
+
+def _compiled_in_memory(program, comp, source, limits, ctx, spawn):  # noqa: ANN001, ANN202
+    """(what the compile did, the binary's bytes or None), kept in this worker's memory."""
+    cache = ctx["cache"]
+    memory, key = cache["memory"], _key(comp, program)
+    if key in memory:
+        info, data = memory.pop(key)
+        memory[key] = (info, data)  # most recently used last
+        return dict(info, cached=True), data
+    info, raw = _compile(comp, source, limits, ctx, spawn, None)
+    data = raw.get("collected_bytes") if info["ok"] else None
+    if _cacheable(info):
+        memory[key] = (info, data)
+        cache["bytes"] += len(data or b"")
+        while cache["bytes"] > MEMORY_CACHE_BYTES and len(memory) > 1:
+            cache["bytes"] -= len(memory.pop(next(iter(memory)))[1] or b"")  # the oldest
+    return info, data
+
+
+def _key(comp: dict[str, Any], program: str) -> str:
+    return hashlib.sha256(protocol.dumps([comp["argv"], program])).hexdigest()[:40]
+
+
+def _cacheable(info: dict[str, Any]) -> bool:
+    return info["ok"] or (info["exit_code"] not in (None, 0) and info["setup_error"] is None)
+
+
+def _compile(comp, source, limits, ctx, spawn, staging):  # noqa: ANN001, ANN202
+    """Run the compiler, confined like any run; its output goes to `staging`, or, with None,
+    comes back as bytes in the raw result."""
+    climits = dict(limits, wall_s=limits.get("compile_wall_s", 10.0), cpu_s=None, test_wall_s=None)
     unit = {
         "kind": "compile",
         "argv": comp["argv"],
@@ -108,14 +164,7 @@ def _compiled(program, comp, source, limits, ctx, spawn):  # noqa: ANN001, ANN20
         "wall_s": raw["wall_s"],
         "cpu_s": raw["cpu_s"],
     }
-    if ok:
-        os.replace(staging, dest)  # atomic: another worker may be compiling the same source
-    # A definite compile error is cached too (every case of the job fails the same way); a
-    # timeout or an infrastructure failure is not: it may not happen again.
-    if ok or (raw["exit_code"] not in (None, 0) and setup is None):
-        _write_atomic(f"{dest}.json", protocol.dumps(info), 0o600)
-        _evict(directory)
-    return info, dest if ok else None
+    return info, raw
 
 
 def _cached_info(dest: str) -> dict[str, Any] | None:
@@ -179,6 +228,8 @@ def put_files(scratch: str, unit: dict[str, Any], uid: int | None) -> None:
     if unit.get("source"):
         name, text = unit["source"]
         items.append((name, text.encode("utf-8")))
+    if unit.get("binary") is not None:
+        items.append((BINARY, unit["binary"]))
     for rel, data in items:
         if not _safe_rel(rel):
             continue  # the parent rejects these; never write outside the scratch
@@ -191,7 +242,8 @@ def put_files(scratch: str, unit: dict[str, Any], uid: int | None) -> None:
                 while d != scratch:
                     os.chown(d, uid, uid)
                     d = os.path.dirname(d)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        mode = 0o755 if rel == BINARY else 0o644
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
         try:
             view = memoryview(data)
             while view:
@@ -218,7 +270,9 @@ def take_files(scratch: str, unit: dict[str, Any], exited_ok: bool) -> dict[str,
     collect = unit.get("collect")
     if collect and exited_ok:
         data = _read_inside(scratch, collect[0], 256 << 20)
-        if data is not None:
+        if data is not None and collect[1] is None:  # kept in memory (`make_cache`)
+            out["collected"], out["collected_bytes"] = True, data
+        elif data is not None:
             fd = os.open(collect[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o755)
             try:
                 view = memoryview(data)

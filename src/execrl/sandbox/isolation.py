@@ -19,6 +19,16 @@ user opts out (`SandboxConfig.allow_missing_layers`).
   daemons and double forks included.
 - `rlimits`: CPU time, address space, file size, open files, processes, no core dumps.
 - `audit`: the in-process audit hook of the harness (always on).
+
+Without root, `network` and `filesystem` come from an unprivileged user namespace where the
+kernel allows one (`userns_available`): the worker enters new user, network, mount and pid
+namespaces, becomes pid 1 of its pid namespace, confines the filesystem as above, and then drops
+every capability, so that no run can undo a mount. A run keeps the user's uid (the namespace maps
+that one uid only, so there is no `uid` layer), but it sees and can signal only the processes of
+its own worker's namespace, /proc shows nothing else, the process limit counts only that
+namespace's processes, and at the end `kill(-1)` from the worker (pid 1, which it cannot hit)
+removes every process the run started. What it can still do that the `uid` layer would forbid:
+read files the user can read outside the hidden directories.
 """
 
 from __future__ import annotations
@@ -48,22 +58,116 @@ class LayerStatus:
 def probe_layers() -> list[LayerStatus]:
     """What this host can give, checked without changing anything."""
     root = os.geteuid() == 0
-    why_not_root = "needs root (or CAP_SYS_ADMIN); run as root or opt out"
     linux = sys.platform.startswith("linux")
+    userns = not root and linux and userns_available()
+    why_not_root = (
+        "needs root or an unprivileged user namespace, which this kernel refuses; run as root "
+        "or opt out"
+    )
+    in_userns = " (in a user namespace: not root)"
     out = [
-        LayerStatus("network", root and linux, "fresh network namespace" if root else why_not_root),
         LayerStatus(
-            "filesystem",
-            root and linux,
-            "read-only root, hidden homes, tmpfs scratch, hidepid /proc" if root else why_not_root,
+            "network",
+            (root and linux) or userns,
+            "fresh network namespace" + ("" if root else in_userns)
+            if root or userns
+            else why_not_root,
         ),
         LayerStatus(
-            "uid", root, f"dedicated uid per worker from {UID_BASE}" if root else why_not_root
+            "filesystem",
+            (root and linux) or userns,
+            "read-only root, hidden homes, tmpfs scratch, "
+            + ("hidepid /proc" if root else "own pid namespace and /proc" + in_userns)
+            if root or userns
+            else why_not_root,
+        ),
+        LayerStatus(
+            "uid",
+            root,
+            f"dedicated uid per worker from {UID_BASE}"
+            if root
+            else "needs root; without it runs keep your uid"
+            + (" (inside their own user and pid namespace)" if userns else ""),
         ),
         LayerStatus("rlimits", True, "cpu, address space, file size, open files, processes"),
         LayerStatus("audit", sys.version_info >= (3, 8), "in-process audit hook of the harness"),
     ]
     return out
+
+
+_USERNS_PROBE: list[bool] = []  # the answer, once found: the kernel's setting does not change
+
+
+def userns_available() -> bool:
+    """Whether this process may create the user, network, mount and pid namespaces a worker
+    enters without root. Tried in a throwaway child, which changes nothing here."""
+    if not _USERNS_PROBE:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _unshare_mapped()
+                os._exit(0)
+            except BaseException:  # noqa: BLE001 - any failure means "not available"
+                os._exit(1)
+        _, status = os.waitpid(pid, 0)
+        _USERNS_PROBE.append(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0)
+    return _USERNS_PROBE[0]
+
+
+def _unshare_mapped() -> None:
+    uid, gid = os.getuid(), os.getgid()
+    syscalls.unshare(
+        syscalls.CLONE_NEWUSER
+        | syscalls.CLONE_NEWNET
+        | syscalls.CLONE_NEWNS
+        | syscalls.CLONE_NEWPID
+    )
+    # The user's own uid and gid, and nothing else: no uid the run could switch to.
+    for name, text in (
+        ("setgroups", "deny"),
+        ("uid_map", f"{uid} {uid} 1"),
+        ("gid_map", f"{gid} {gid} 1"),
+    ):
+        with open(f"/proc/self/{name}", "w") as fh:
+            fh.write(text)
+
+
+def enter_user_namespace() -> None:
+    """Move this worker into new user, network, mount and pid namespaces, as pid 1 of the last.
+
+    Returns in a forked child, which is the worker from now on; the calling process stays
+    behind only to wait for it and exit with its status (so that the pool, which started it,
+    sees the worker end). If that process dies (the pool kills it), the kernel kills the worker,
+    and with it every process in its namespace."""
+    _unshare_mapped()
+    alive_r, alive_w = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(alive_r)
+        for fd in (0, 1):  # the worker's link to the pool is the child's alone
+            os.close(fd)
+        _, status = os.waitpid(pid, 0)
+        os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+    os.close(alive_w)
+    syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
+    # The parent may have died before that line: then the pipe reads as closed.
+    os.set_blocking(alive_r, False)
+    try:
+        gone = os.read(alive_r, 1) == b""
+    except BlockingIOError:
+        gone = False
+    if gone:
+        os._exit(1)
+    os.close(alive_r)
+
+
+def reap_namespace() -> None:
+    """From pid 1 of the worker's pid namespace: kill every other process in it (the kernel
+    spares the caller), atomically against forks, then leave the zombies to the caller."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 class UidLease:
@@ -114,8 +218,17 @@ def reap_uid(uid: int) -> None:
     os.waitpid(pid, 0)
 
 
-def setup_worker(layers: set[str], hide: list[str], keep: list[str], scratch_mb: int) -> None:
-    """Confine the worker process itself, once, before any run."""
+def setup_worker(
+    layers: set[str], hide: list[str], keep: list[str], scratch_mb: int, userns: bool = False
+) -> None:
+    """Confine the worker process itself, once, before any run. With `userns` the namespaces
+    exist already (`enter_user_namespace`), and the capabilities they gave are dropped at the
+    end: a run that had them could unmount what hides the user's files."""
+    if userns:
+        if "filesystem" in layers:
+            _confine_filesystem(hide, keep, scratch_mb)
+        syscalls.drop_capabilities()
+        return
     if "network" in layers and "filesystem" in layers:
         syscalls.unshare(syscalls.CLONE_NEWNET | syscalls.CLONE_NEWNS)
     elif "network" in layers:
@@ -203,7 +316,7 @@ def make_scratch(uid: int | None, private_tmp: bool = True) -> str:
 
     The fixed path is only safe inside the worker's own /tmp (the filesystem layer); without
     it, workers of several pools would share the host's /tmp."""
-    if uid is None or not private_tmp:
+    if not private_tmp:
         import tempfile
 
         path = tempfile.mkdtemp(prefix="execrl-run-")
@@ -213,7 +326,8 @@ def make_scratch(uid: int | None, private_tmp: bool = True) -> str:
     if os.path.lexists(SCRATCH):
         remove_scratch(SCRATCH)
     os.mkdir(SCRATCH, 0o700)
-    os.chown(SCRATCH, uid, uid)
+    if uid is not None:
+        os.chown(SCRATCH, uid, uid)
     return SCRATCH
 
 

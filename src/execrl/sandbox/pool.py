@@ -136,6 +136,8 @@ class Sandbox:
             "keep": self._keep,
             "scratch_mb": self.config.scratch_mb,
             "uid": lease.uid if lease else None,
+            # Not root: the network and filesystem layers live in a user namespace.
+            "userns": os.geteuid() != 0 and bool({"network", "filesystem"} & set(self.layers)),
             "bin_dir": self._bin_dir,
         }
         worker = _Worker(proc, sock, rfile, wfile, lease.uid if lease else None, lease)

@@ -6,6 +6,8 @@ import ctypes
 import os
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 MS_RDONLY = 1
 MS_NOSUID = 2
@@ -19,6 +21,9 @@ PR_GET_DUMPABLE = 3
 PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
+PR_CAPBSET_DROP = 24
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
 MOUNT_ATTR_RDONLY = 0x1
 AT_FDCWD = -100
 AT_RECURSIVE = 0x8000
@@ -78,3 +83,26 @@ def prctl_get(option: int) -> int:
     if ret < 0:
         _check(ret, "prctl")
     return ret
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def drop_capabilities() -> None:
+    """Give up every capability, for good: the bounding set first (which needs CAP_SETPCAP),
+    then the effective, permitted and inheritable sets (two 32-bit words each in version 3)."""
+    cap = 0
+    while _libc.prctl(PR_CAPBSET_DROP, ctypes.c_ulong(cap), 0, 0, 0) == 0:
+        cap += 1
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(header), data), "capset")

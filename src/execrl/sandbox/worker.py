@@ -58,11 +58,14 @@ def main() -> None:
 
 def _setup(config: dict[str, Any]) -> dict[str, Any]:
     layers = set(config["layers"])
+    userns = bool(config.get("userns"))
+    if userns:  # not root: namespaces of our own, as pid 1 of the pid namespace (`isolation`)
+        isolation.enter_user_namespace()
     os.environ.clear()
     os.environ.update({"PATH": isolation.ENV_PATH, "LANG": "C.UTF-8"})
     for name in PREIMPORT:
         importlib.import_module(name)
-    isolation.setup_worker(layers, config["hide"], config["keep"], config["scratch_mb"])
+    isolation.setup_worker(layers, config["hide"], config["keep"], config["scratch_mb"], userns)
     # Orphans of a run (daemons, double forks) become our children, not init's: we reap them,
     # so that no zombie keeps counting against the run uid's process limit.
     syscalls.prctl(syscalls.PR_SET_CHILD_SUBREAPER, 1)
@@ -74,17 +77,19 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
     syscalls.prctl(syscalls.PR_SET_NO_NEW_PRIVS, 1)
     syscalls.prctl(syscalls.PR_SET_DUMPABLE, 0)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    fixed_scratch = "filesystem" in layers and uid is not None  # see isolation.make_scratch
+    # The worker's own /tmp (see isolation.make_scratch): a tmpfs of its mount namespace.
+    fixed_scratch = "filesystem" in layers
     if fixed_scratch:
         os.environ.clear()
         os.environ.update(isolation.child_environment(isolation.SCRATCH))
     prepared = harness.Prepared(PREIMPORT)
-    ctx_cache = execunit.make_cache(config["bin_dir"], "filesystem" in layers)
+    ctx_cache = execunit.make_cache(config["bin_dir"], "filesystem" in layers, uid is not None)
     gc.collect()
     gc.freeze()  # children share these pages instead of copying them when gc walks them
     return {
         "layers": layers,
         "uid": uid,
+        "userns": userns,
         "vm_kb": _vm_size_kb(),
         "fixed_scratch": fixed_scratch,
         "prepared": prepared,
@@ -109,14 +114,16 @@ def _run_unit(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any])
 def _spawn(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
     uid = ctx["uid"]
     scratch = isolation.make_scratch(uid, "filesystem" in ctx["layers"])
-    if unit.get("files") or unit.get("source"):
+    if unit.get("files") or unit.get("source") or unit.get("binary") is not None:
         execunit.put_files(scratch, unit, uid)
     stdin_fd = _stdin_for(unit, scratch)
     ch_r, ch_w = _channel()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     token = os.urandom(16).hex().encode()
-    unit = dict(unit, reap=uid is not None)
+    # With its own uid, or as the only other process of the worker's pid namespace, the run can
+    # kill(-1) everything it started when it ends (`harness._finish`).
+    unit = dict(unit, reap=uid is not None or ctx["userns"])
     ctx["prepared"].precompile(unit)
     processes = limits["processes"] if unit.get("allow_threads") else 1
     limits = dict(limits, rlimits=_rlimits(limits, ctx["vm_kb"], processes))
@@ -136,6 +143,8 @@ def _spawn(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) ->
     clean_end = os.WIFEXITED(status) and any(e.get("t") == "done" for e in events)
     if uid is not None and not clean_end:
         isolation.reap_uid(uid)
+    elif ctx["userns"] and not clean_end:
+        isolation.reap_namespace()
     # Killed orphans are our children now (we are their subreaper): wait, bounded, until every
     # one is collected. With none, waitpid says so at once.
     _reap_orphans(block_s=2.0)
