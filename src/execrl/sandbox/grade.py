@@ -13,6 +13,7 @@ from typing import Any
 
 from execrl.sandbox import plain
 from execrl.sandbox.compare import stdout_matches, values_equal
+from execrl.sandbox.harness import CHANNEL_REPLACED
 from execrl.sandbox.job import Job
 from execrl.sandbox.verdict import ExecutionResult, TestOutcome, Verdict
 from execrl.tasks.schema import CallTests, StdioTests
@@ -41,6 +42,12 @@ def grade(job: Job, raws: list[dict[str, Any]], attempts: int = 1) -> ExecutionR
         run_verdict, message, outcomes = _grade_function_run(job, raw)
         line = _run_level_line(raw)
         extra = {}
+    tampering = _tampering(raws)
+    broken = next((t for t in tampering if _breaks_grading(t)), None)
+    if run_verdict is Verdict.PASSED and broken is not None:
+        # The tests ran on a world the program had bent (the restore put it back, but maybe
+        # not before a test used it), or someone but the harness wrote on its channel.
+        run_verdict, message = Verdict.WRONG_ANSWER, f"tampering: {broken}"
     return ExecutionResult(
         verdict=run_verdict,
         tests=tuple(outcomes),
@@ -52,7 +59,7 @@ def grade(job: Job, raws: list[dict[str, Any]], attempts: int = 1) -> ExecutionR
         stdout=raw.get("stdout", ""),
         stderr=raw.get("stderr", ""),
         attempts=attempts,
-        tampering=_tampering(raws),
+        tampering=tampering,
         line=line,
         extra=extra,
     )
@@ -76,6 +83,15 @@ def _tampering(raws: list[dict[str, Any]]) -> tuple[str, ...]:
         if raw.get("forged"):
             seen.append(f"{raw['forged']} forged harness message(s)")
     return tuple(dict.fromkeys(seen))
+
+
+def _breaks_grading(tampering: str) -> bool:
+    """What no honest program does: forge harness messages, or change the modules, classes,
+    builtins or import system the tests use (what `guard`'s restore found and undid). Denied
+    audit events are not in this class: the standard library tries some and falls back."""
+    return tampering.endswith("forged harness message(s)") or tampering.startswith(
+        ("modified ", "replaced ")
+    )
 
 
 def _limit_verdict(job: Job, raw: dict[str, Any]) -> tuple[Verdict, str] | None:
@@ -119,6 +135,8 @@ def _grade_function_run(job: Job, raw: dict[str, Any]) -> tuple[Verdict, str, li
         t = e.get("t")
         if t == "syntax":
             return Verdict.SYNTAX_ERROR, f"line {e.get('line')}: {e.get('msg', '')}", []
+        if t in ("start", "result") and type(e.get("i")) is not int:
+            continue  # not the harness's (it can only have been forged): counted as tampering
         if t == "start":
             started.append(e["i"])
         elif t == "result" and e.get("i") not in results:
@@ -148,6 +166,9 @@ def _grade_function_run(job: Job, raw: dict[str, Any]) -> tuple[Verdict, str, li
     done = [e for e in events if e.get("t") == "done"]
     if not done or done[0].get("n") != len(job.tests) or raw.get("exit_code") != 0:
         status = raw.get("exit_code")
+        if status == CHANNEL_REPLACED and not done:
+            message = "the program replaced the harness's channel (fd 3); the run was stopped"
+            return Verdict.RUNTIME_ERROR, message, outcomes
         return (
             Verdict.RUNTIME_ERROR,
             f"the program ended the run before the tests finished (exit status {status})",
@@ -169,7 +190,10 @@ def _function_outcome(job: Job, i: int, e: dict[str, Any]) -> TestOutcome:
             wall,
         )
     if isinstance(job.tests, CallTests):
-        got = plain.decode(e["value"])
+        try:
+            got = plain.decode(e["value"])
+        except Exception:  # noqa: BLE001 - never the harness's message: fail, never crash
+            return TestOutcome(i, Verdict.RUNTIME_ERROR, None, "malformed result message")
         expected = job.tests.expected[i]
         if not values_equal(got, expected, job.tests.compare):
             return TestOutcome(

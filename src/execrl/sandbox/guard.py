@@ -11,26 +11,35 @@ to the inside of its own calls and checks everything that crosses the boundary:
   every argument that was plain data when the candidate got it (so that nothing lying can be
   planted in a list the tests look at afterwards). A dict subclass is handed to the tests as
   the plain dict it stores.
-- An exception the candidate raises reaches the tests only if it is of a built-in type with
-  plain arguments; otherwise the tests get the nearest built-in type it derives from, with its
-  message (`_crossing`).
+- An exception the candidate raises never reaches the tests itself: they get a fresh one, of its
+  built-in type made from its arguments if those are plain, otherwise of the nearest built-in
+  type it derives from, with its message (`_crossing`).
 - Nothing the candidate touched is freed while the test code runs (arguments, return values,
   exceptions and their tracebacks are kept until the run ends), the garbage collector is off
-  outside the candidate's calls, and after each call its timers are cancelled and its signal
-  handlers undone: so no finalizer, weakref callback or signal handler of the candidate can run
-  between the tests' lines, after the restore that follows each call.
+  outside the candidate's calls, and after each call its timers are cancelled and all its
+  signal handlers undone: so no finalizer, weakref callback or signal handler of the candidate
+  can run between the tests' lines, after the restore that follows each call.
 - The tests run on a namespace made from the candidate's globals (prompts define helpers the
   tests call, and those are wrapped like the entry point), minus any that would shadow a
-  builtin: `abs = lambda x: 0` at the candidate's top level is its own business.
-- `make_restore`: after each call, the modules the tests import, their classes, and the
-  builtins are put back as they were (and what had to be undone is reported as tampering), and
-  so is the import system (finders, path hooks, the path, the importer cache).
+  builtin: `abs = lambda x: 0` at the candidate's top level is its own business; and a standard
+  module the tests use without importing it (MBPP's `sys.getsizeof`) is the real one, whatever
+  the candidate bound to that name.
+- `make_restore`: after each call, the modules the tests import or use, every module reachable
+  from those (`re._compiler`, `json.decoder`, `_strptime` behind `datetime`), their classes,
+  and the builtins are put back as they were, and so is the import system (finders, path hooks,
+  the path, the importer cache); modules first imported while the candidate could act are
+  dropped from `sys.modules`, so the tests import them afresh. What had to be undone is
+  reported, and a run that bent any of it does not pass (`grade`).
 
 What is left: a test that hands the candidate an object of its own (a lambda, an instance of a
 class it defines) gives it the test's globals, whose contents the candidate can change during
 that call. The test's builtins are restored after such a call; other data the test keeps in its
 globals is not; nor is mutable state inside the modules the tests use (a pattern planted in
-`re`'s cache, say): the restore compares each module's bindings, not what they hold.
+`re`'s cache, say): the restore compares each module's bindings, not what they hold. And with
+`allow_threads` a thread of the candidate runs while the tests do: what it bends is seen when a
+restore looks (and fails the run), but one that times its changes to the tests' lines, or that
+races the harness's check of its channel, can still fool assert-style tests. Tasks that need
+threads are graded more safely with call or stdio tests, whose expected values stay outside.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ import builtins
 import importlib
 import sys
 import types
+from operator import is_  # bound here: the candidate may patch `operator`
 
 from execrl.sandbox import plain
 
@@ -50,12 +60,14 @@ NOT_PLAIN_ARGUMENT = "the candidate put a value that is not plain data into one 
 _HEAPTYPE = 1 << 9
 
 
-def class_snapshots(mod: types.ModuleType, name: str) -> list[tuple[type, dict[str, Any]]]:
-    """The pure-Python classes a module defines, with their attributes, for restoring."""
+def class_snapshots(mod: types.ModuleType, name: str) -> list[tuple[Any, ...]]:
+    """The pure-Python classes a module defines, with their attributes and the fingerprint of
+    those, for restoring."""
     out = []
     for value in list(vars(mod).values()):
         if isinstance(value, type) and value.__module__ == name and value.__flags__ & _HEAPTYPE:
-            out.append((value, dict(vars(value))))
+            snap = dict(vars(value))
+            out.append((value, snap, *fingerprint(snap)))
     return out
 
 
@@ -107,16 +119,20 @@ def _call(
             plain_given.append(x)
     if state["gc_enabled"]:
         p["gc_enable"]()
+    crossing = None
     try:
         value = fn(*args, **kwargs)
     except BaseException as exc:
         keep.append((exc, _get_traceback(exc)))
         crossing = _crossing(exc)
-        if crossing is exc:
-            raise
-        raise crossing from None
     finally:
         _after_call(state, exposed)
+    if crossing is not None:
+        # Raised here, not in the except clause, so that its __context__ is not the
+        # candidate's own exception object.
+        raise crossing
+    if exposed:  # the tests hold objects of the candidate's, whose methods they may call
+        state["dirty"] = True
     if not _scalar(value):
         keep.append(value)
     try:
@@ -148,6 +164,7 @@ def _after_call(state: dict[str, Any], exposed: bool) -> None:
         p["gc_disable"]()
         quiet(state)
         state["restore"]()
+        state["dirty"] = False
         if exposed:
             _restore_dict(state["test_builtins"], p["builtins"], "the tests' builtins", state)
     except BaseException as exc:
@@ -169,37 +186,48 @@ def _checked(value: Any, plain_given: list[Any], strict: bool, state: dict[str, 
     except BaseException as exc:  # noqa: BLE001
         # NotPlainData, or whatever the candidate made of that class (its __str__, its
         # __new__): any failure here is a non-plain value, and `nonplain` must be set.
+        state["dirty"] = True
         state["nonplain"] = message = describe(exc)
         raise AssertionError(message) from None
 
 
 def _crossing(exc: BaseException) -> BaseException:
-    """What the tests see of an exception the candidate raised: itself if it is of a built-in
-    type with plain arguments; otherwise a fresh instance of the nearest built-in exception type
-    it derives from, whose message is what its own said. (A test can catch a candidate's class
-    by name only through the candidate, so it may not meet its class's methods.)"""
+    """What the tests see of an exception the candidate raised: always a fresh one, with the
+    candidate's traceback (for the line that raised). Of its own built-in type, made from its
+    arguments if they are plain; otherwise of the nearest built-in type it derives from, with
+    its message. Never the object itself: a built-in exception keeps more than its arguments
+    (SyntaxError.msg, OSError.filename, UnicodeError.reason, __notes__, __cause__), which
+    its __str__ and __repr__ read and the candidate may have set to objects of its own. (A test
+    can catch a candidate's class by name only through the candidate, so it may not meet its
+    class's methods.)"""
     cls = type(exc)
-    if not cls.__flags__ & _HEAPTYPE and all(plain.is_exact(a) for a in _args(exc)):
-        return exc
+    tb = _get_traceback(exc)
+    if not cls.__flags__ & _HEAPTYPE:
+        args = _args(exc)
+        if all(plain.is_exact(a) for a in args):
+            try:
+                return cls(*args).with_traceback(tb)
+            except BaseException:  # noqa: BLE001 - a type whose __init__ wants more
+                pass
     message = describe(exc)
     for base in _mro(cls):
         if not base.__flags__ & _HEAPTYPE:
             try:
-                return base(message)
+                return base(message).with_traceback(tb)
             except BaseException:  # noqa: BLE001 - a type that wants other arguments
-                return RuntimeError(message)
-    return RuntimeError(message)
+                return RuntimeError(message).with_traceback(tb)
+    return RuntimeError(message).with_traceback(tb)
 
 
-def quiet(state: dict[str, Any], every_signal: bool = False) -> None:
-    """Cancel the candidate's timers and put signal handlers back as the worker had them.
+def quiet(state: dict[str, Any]) -> None:
+    """Cancel the candidate's timers and put every signal handler back as the worker had it.
 
-    After a call, those of the signals that can arrive with no other thread or process of the
-    run to send them (timers, limits, I/O: `harness.ASYNC_SIGNALS`); before the tests, all.
-    Repeated until nothing changed: a handler that runs during the loop may set another."""
+    Every one: a signal the candidate set to arrive when I/O becomes possible (F_SETSIG) can be
+    any signal at all. Repeated until nothing changed: a handler that runs during the loop may
+    set another."""
     p = state["p"]
     setitimer, getsignal, set_handler = p["setitimer"], p["getsignal"], p["set_handler"]
-    handlers = p["handlers"] if every_signal else p["async_handlers"]
+    handlers = p["handlers"]
     for _ in range(4):
         for timer in p["timers"]:
             setitimer(timer, 0)
@@ -212,17 +240,20 @@ def quiet(state: dict[str, Any], every_signal: bool = False) -> None:
             return
 
 
-def _differs(d: Any, snap: dict[str, Any]) -> bool:
-    """Whether a dict (or a class's mappingproxy) is no longer `snap`. Identity, never ==:
-    comparing would call a planted object's __eq__. A key deleted and another added with the
-    same count is seen too."""
-    return len(d) != len(snap) or any(k not in d or d[k] is not v for k, v in snap.items())
+def _differs(d: Any, keys: tuple[Any, ...], values: tuple[Any, ...]) -> bool:
+    """Whether a dict (or a class's mappingproxy) is no longer what `fingerprint` saw. Identity,
+    never ==: comparing would call a planted object's __eq__. In C (map over operator.is_), as it
+    runs after every call into the candidate over every binding of every module the tests use;
+    a key deleted and added again moves, and is seen too."""
+    return (
+        len(d) != len(keys) or not all(map(is_, d.values(), values)) or not all(map(is_, d, keys))
+    )
 
 
 def _restore_dict(
     d: dict[str, Any], snap: dict[str, Any], what: str, state: dict[str, Any]
 ) -> None:
-    if not _differs(d, snap):
+    if not _differs(d, *fingerprint(snap)):
         return
     state["tampered"].append(f"modified {what}")
     d.clear()
@@ -248,41 +279,39 @@ def make_restore(unit: dict[str, Any], state: dict[str, Any]) -> Any:
 
     The harness itself needs none of this (its globals are private); tests that import nothing
     get a restore that does nothing. What a restore had to undo is recorded as tampering."""
-    # With their parent packages: `import os.path` binds `os`, and reads `path` off it.
-    names = list(
-        {
-            ".".join(n.split(".")[:k]): 0
-            for n in unit.get("imports") or ()
-            for k in range(1, n.count(".") + 2)
-        }
-    )
+    names = module_closure(unit.get("imports") or ())
+    state["real_modules"] = {}
     if not names:
         return _nothing
     parts = state["p"]
-    tables: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
-        ("builtins", builtins.__dict__, parts["builtins"])
-    ]
-    classes: list[tuple[type, dict[str, Any]]] = []
+    builtins_snap = parts["builtins"]
+    tables = [("builtins", builtins.__dict__, builtins_snap, *fingerprint(builtins_snap))]
+    classes: list[tuple[Any, ...]] = []
     entries: list[tuple[str, types.ModuleType]] = []
     for name in names:
-        if name in parts["modules"]:
-            mod, snap = parts["modules"][name]
+        if name == "builtins":  # in `tables` already
+            continue
+        # `sys` is snapshotted here: the harness set its streams after the worker's snapshot.
+        if name in parts["modules"] and name != "sys":
+            mod, snap, keys, values = parts["modules"][name]
             cls_snaps = parts["classes"][name]
         else:  # not prepared in the worker: snapshot it here, still before the candidate runs
-            try:
-                mod = importlib.import_module(name)
-            except Exception:  # the test code will report the import failure itself
-                continue
+            mod = sys.modules[name]
             snap, cls_snaps = dict(mod.__dict__), class_snapshots(mod, name)
+            keys, values = fingerprint(snap)
             state["extra_globals"].add(id(mod.__dict__))
         entries.append((name, mod))
-        tables.append((name, mod.__dict__, snap))
+        state["real_modules"][name] = mod
+        tables.append((name, mod.__dict__, snap, keys, values))
         classes.extend(cls_snaps)
     # Bound now: the candidate may replace the builtins.
-    len_, any_, range_, vars_, list_ = len, any, range, vars, list
+    len_, range_, vars_, list_ = len, range, vars, list
     setattr_, delattr_, type_name = type.__setattr__, type.__delattr__, _type_name
     sysmods, tampered = sys.modules, state["tampered"]
-    zip_ = zip
+    # Modules first imported after this point are the candidate's (or were imported while its
+    # code could act): dropped after each call, so that what the tests import is loaded afresh,
+    # never a module it imported and then patched (or planted: `sys.modules['_strptime']`).
+    known = frozenset(sysmods)
     # The import system: a finder planted here would serve the modules stdlib code imports
     # lazily while the tests run. Honest code extends sys.path, so that is put back unreported.
     import_lists = [
@@ -291,7 +320,7 @@ def make_restore(unit: dict[str, Any], state: dict[str, Any]) -> Any:
         (sys.path, list_(sys.path), None),
     ]
     importer_cache, importer_snap = sys.path_importer_cache, dict(sys.path_importer_cache)
-
+    importer_print = fingerprint(importer_snap)
     changed = _differs
 
     def restore() -> None:
@@ -299,25 +328,27 @@ def make_restore(unit: dict[str, Any], state: dict[str, Any]) -> Any:
             if sysmods.get(name) is not mod:
                 sysmods[name] = mod
                 tampered.append(f"replaced module {name}")
+        for name in sysmods.keys() - known:
+            del sysmods[name]
         for current, snap, name in import_lists:
-            if len_(current) != len_(snap) or any_(a is not b for a, b in zip_(current, snap)):
+            if len_(current) != len_(snap) or not all(map(is_, current, snap)):
                 current[:] = snap
                 if name is not None:
                     tampered.append(f"modified {name}")
-        if changed(importer_cache, importer_snap):
+        if changed(importer_cache, *importer_print):
             importer_cache.clear()
             importer_cache.update(importer_snap)
         for _ in range_(2):  # a planted __del__ may run while a table is cleared; go once more
             dirty = False
-            for name, d, snap in tables:
-                if changed(d, snap):
+            for name, d, snap, keys, values in tables:
+                if changed(d, keys, values):
                     dirty = True
                     tampered.append(f"modified module {name}")
                     d.clear()
                     d.update(snap)
-            for cls, snap in classes:
+            for cls, snap, keys, values in classes:
                 current = vars_(cls)
-                if changed(current, snap):
+                if changed(current, keys, values):
                     dirty = True
                     tampered.append(f"modified class {type_name(cls)}")
                     for key in list_(current):
@@ -330,6 +361,42 @@ def make_restore(unit: dict[str, Any], state: dict[str, Any]) -> Any:
                 return
 
     return restore
+
+
+# Standard modules that others import only when a function of theirs is first called (from C,
+# so no module attribute leads to them): snapshotted with those others where already loaded.
+LAZY_DEPENDENCIES = {"datetime": ("_strptime",), "time": ("_strptime",)}
+
+
+def module_closure(imports: Any) -> list[str]:
+    """The modules `imports` name (imported now, before the candidate runs), their parent
+    packages (`import os.path` binds `os`, and reads `path` off it), and every module reachable
+    from those through module attributes (`re` uses `re._compiler`, `json` `json.decoder`):
+    a test that calls `re.match` runs their code too. Modules that fail to import are left to
+    the test code, which reports the failure itself."""
+    todo = [".".join(n.split(".")[:k]) for n in imports for k in range(1, n.count(".") + 2)]
+    seen: dict[str, None] = {}
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        mod = sys.modules.get(name)
+        if mod is None:
+            try:
+                mod = importlib.import_module(name)
+            except Exception:  # noqa: BLE001
+                continue
+        seen[name] = None
+        for value in list(vars(mod).values()):
+            if type(value) is types.ModuleType and sys.modules.get(value.__name__) is value:
+                todo.append(value.__name__)
+        todo.extend(n for n in LAZY_DEPENDENCIES.get(name, ()) if n in sys.modules)
+    return list(seen)
+
+
+def fingerprint(snap: dict[str, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """A dict's keys and values, in order, for `_differs`."""
+    return tuple(snap), tuple(snap.values())
 
 
 def _nothing() -> None:

@@ -1,7 +1,9 @@
 """The trusted harness that runs inside each sandboxed child, next to the candidate program.
 
-The harness reports through its own channel (a pipe the worker reads), every message prefixed
-with a per-run random token that lives only in this harness's locals and closures. Once the
+The harness reports through its own channel (a socket the worker reads), every message prefixed
+with a per-run random token that lives only in this harness's locals and closures; before each
+message it checks that fd 3 is still that socket (a program that put a pipe of its own there
+would read the token), and stops the run if not. Once the
 candidate runs, an audit hook denies the ways Python code could reach that token or bend the
 tests: frame and traceback introspection, the garbage collector's object lists, trace and
 profile hooks, threads, ctypes, hand-made code objects, reading the process's own memory, and
@@ -21,7 +23,6 @@ and a run that did not say "done" after its last test never passes.
 from __future__ import annotations
 
 import builtins
-import importlib
 import io
 import os
 import re
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 CANDIDATE_FILE = "<candidate>"
+MAX_DENIALS_REPORTED = 50  # denied audit events reported per run
+CHANNEL_REPLACED = 86  # the exit status of a run whose program replaced the harness's channel
 TESTS_FILE = "<tests>"
 CODE_CACHE_SIZE = 512  # compiled test sources kept by a worker
 
@@ -68,12 +71,6 @@ _DENIED_IMPORT = re.compile(r"^(_test|_xx|_interp|_ctypes_test)")
 # A thread of the candidate could act while the harness reports; denied unless the task allows
 # (here for Pythons that audit thread starts; on 3.11 the worker's process limit denies them).
 _THREAD_EVENT = "_thread.start_new_thread"
-# Signals that can reach a run with no other thread or process of its own to send them: its
-# timers, its resource limits, I/O it set to signal, a terminal or a parent (`guard.quiet`).
-ASYNC_SIGNALS = tuple(
-    "SIGALRM SIGVTALRM SIGPROF SIGXCPU SIGXFSZ SIGIO SIGPOLL SIGURG SIGPIPE SIGCHLD SIGHUP "
-    "SIGINT SIGTERM SIGQUIT SIGUSR1 SIGUSR2 SIGWINCH SIGCONT SIGTSTP SIGTTIN SIGTTOU".split()
-)
 _PROC_MEMORY = re.compile(r"^/proc/(self|thread-self|\d+)(/task/\d+)?/(mem|pagemap|map_files)")
 
 
@@ -89,14 +86,15 @@ class Prepared:
     def __init__(self, protect: list[str]) -> None:
         import _json
         import _signal
+        import _thread
         import gc
 
         handlers = tuple((sig, _signal.getsignal(sig)) for sig in sorted(_catchable()))
-        async_signals = {int(getattr(signal, n, 0)) for n in ASYNC_SIGNALS}
-        modules: dict[str, tuple[types.ModuleType, dict[str, Any]]] = {}
-        for name in protect:
-            mod = importlib.import_module(name)
-            modules[name] = (mod, dict(mod.__dict__))
+        modules: dict[str, tuple[Any, ...]] = {}
+        for name in guard.module_closure(protect):
+            mod = sys.modules[name]
+            snap = dict(mod.__dict__)
+            modules[name] = (mod, snap, *guard.fingerprint(snap))
         # The C encoder reads no module globals, so no patched module can change a report.
         c_encoder = _json.make_encoder(
             None, _unencodable, _json.encode_basestring_ascii, None, ":", ",", False, False, False
@@ -105,10 +103,12 @@ class Prepared:
             "builtins": dict(builtins.__dict__),
             "modules": modules,
             "classes": {
-                name: guard.class_snapshots(mod, name) for name, (mod, _) in modules.items()
+                name: guard.class_snapshots(entry[0], name) for name, entry in modules.items()
             },
             "encode_json": lambda obj: "".join(c_encoder(obj, 0)),
             "write": os.write,
+            "fstat": os.fstat,
+            "get_ident": _thread.get_ident,
             # The method, not the attribute: a stream's own dict may shadow it (`_finish`).
             "flush": io.TextIOWrapper.flush,
             "exit": os._exit,
@@ -148,7 +148,6 @@ class Prepared:
             "getsignal": _signal.getsignal,
             "set_handler": _signal.signal,
             "handlers": handlers,
-            "async_handlers": tuple((sig, h) for sig, h in handlers if sig in async_signals),
         }
         private = _privatize()
         self.run_unit = private[__name__]["run_unit"]
@@ -220,7 +219,10 @@ def run_unit(unit: dict[str, Any], channel_fd: int, token: bytes, prepared: Prep
     parts = prepared.parts
     state: dict[str, Any] = {
         "p": parts,
-        "privileged": True,  # until the candidate's code first runs
+        "privileged": True,  # until the candidate's code first runs; then a thread's id or False
+        # Whether candidate code may have run since its signal handlers and timers were last
+        # undone (`guard.quiet`): then they are undone before the next message is written.
+        "dirty": False,  # and its changes to the tests' modules were last undone
         "nonplain": None,
         "broken": None,  # (exception name, message) when `guard` could not restore or check
         "extra_globals": set(),
@@ -228,13 +230,36 @@ def run_unit(unit: dict[str, Any], channel_fd: int, token: bytes, prepared: Prep
         "keep": [],  # what crossed between the tests and the candidate: never freed (`guard`)
         "gc_enabled": parts["gc_isenabled"](),
     }
-    write, dumps = parts["write"], parts["encode_json"]
+    write, dumps, fstat = parts["write"], parts["encode_json"], parts["fstat"]
+    # What the harness itself sets in `sys`, set before the restore's snapshot of it.
+    sys.stdin, sys.stdout, sys.stderr = parts["streams"]
+    # Modules the worker did not preload compile from source: cached bytecode would be read
+    # through marshal.loads, which the hook denies.
+    sys.pycache_prefix = "/proc/execrl-no-bytecode"
     restore = state["restore"] = guard.make_restore(unit, state)
+    exit_ = parts["exit"]
+    channel = fstat(channel_fd)
+    channel_id = (channel.st_dev, channel.st_ino)
 
     tampered = state["tampered"]
 
     def send(**msg: Any) -> None:
-        restore()
+        # Only where candidate code may have run since `guard` last put the tests' world back:
+        # what the restore undoes is then the candidate's doing, and a signal handler of its
+        # could otherwise swap fd 3 between the check below and the write.
+        if state["dirty"]:
+            restore()
+            guard.quiet(state)
+            state["dirty"] = False
+        # The candidate may have put something else on fd 3 (dup2): a pipe it reads would give
+        # it the token. Then nothing is written, and a run without "done" never passes.
+        try:
+            now = fstat(channel_fd)
+            same = (now.st_dev, now.st_ino) == channel_id
+        except OSError:
+            same = False
+        if not same:
+            exit_(CHANNEL_REPLACED)
         while tampered:  # what the restore had to undo, reported as it is found
             write(
                 channel_fd, token + dumps({"t": "denied", "event": tampered.pop()}).encode() + b"\n"
@@ -243,12 +268,8 @@ def run_unit(unit: dict[str, Any], channel_fd: int, token: bytes, prepared: Prep
 
     kind = unit["kind"]
     state["reap"] = bool(unit.get("reap"))
-    sys.stdin, sys.stdout, sys.stderr = parts["streams"]
     state["stdout"] = parts["streams"][1]
     inputs = [plain.decode(a) for a in unit.get("inputs", ())]  # decoded before the candidate runs
-    # Modules the worker did not preload compile from source: cached bytecode would be read
-    # through marshal.loads, which the hook denies.
-    sys.pycache_prefix = "/proc/execrl-no-bytecode"
     _install_audit_hook(state, send, bool(unit.get("allow_threads")))
     try:
         code = compile(unit["program"], CANDIDATE_FILE, "exec", dont_inherit=True, optimize=0)
@@ -260,7 +281,9 @@ def run_unit(unit: dict[str, Any], channel_fd: int, token: bytes, prepared: Prep
     state["privileged"] = False  # from here on the candidate's code may run
     if kind == "stdio":
         _run_stdio(code, cand_ns, state, send)
-    if not _exec_candidate(code, cand_ns, state, send):
+    ok = _exec_candidate(code, cand_ns, state, send)
+    state["dirty"] = True
+    if not ok:
         _finish(state)
     send(t="loaded")
     if kind == "assert":
@@ -297,6 +320,7 @@ def _exec_candidate(
         exec(code, ns)
         return True
     except BaseException as exc:  # noqa: BLE001 - SystemExit and friends are failures here
+        state["dirty"] = True
         send(t="load_error", **_exception_fields(exc, state))
         return False
 
@@ -308,11 +332,14 @@ def _run_stdio(code: types.CodeType, ns: dict[str, Any], state: dict[str, Any], 
     try:
         exec(code, ns)
     except SystemExit as exc:
+        state["dirty"] = True
         value = exc.code
         status = 0 if value is None else value if type(value) is int else 1
     except BaseException as exc:  # noqa: BLE001
+        state["dirty"] = True
         send(t="result", i=0, ok=False, **_exception_fields(exc, state))
         _finish(state)
+    state["dirty"] = True
     send(t="result", i=0, ok=status == 0, status=status)
     send(t="done", n=1)
     _finish(state)
@@ -333,12 +360,18 @@ def _run_asserts(
     p = state["p"]
     # From here on the candidate's code runs only inside the calls the tests make (`guard`).
     p["gc_disable"]()
-    guard.quiet(state, every_signal=True)
+    guard.quiet(state)
     # The tests see the candidate's names (HumanEval's prompts define helpers the tests call),
     # but none that would shadow a builtin for them: `abs = lambda x: 0` is the candidate's own.
     builtin_names = p["builtins"]
     test_ns = {k: v for k, v in cand_ns.items() if k[:2] == "__" or k not in builtin_names}
     test_ns["__builtins__"] = state["test_builtins"] = dict(builtin_names)
+    # A standard module the tests use by the program's name for it: the real one, whatever
+    # the program bound there (`class sys: getsizeof = ...`). Its dict is restored after calls.
+    real_modules = state["real_modules"]
+    for name in unit.get("borrowed") or ():
+        if name in test_ns and name in real_modules:
+            test_ns[name] = real_modules[name]
     function_type = p["function_type"]
     for name, value in list(test_ns.items()):  # helpers the tests may call (HumanEval/38's)
         if type(value) is function_type and value.__globals__ is cand_ns:
@@ -405,8 +438,10 @@ def _run_calls(
         try:
             value = fn(*args)
         except BaseException as exc:  # noqa: BLE001
+            state["dirty"] = True
             send(t="result", i=i, ok=False, wall=clock() - t0, **_exception_fields(exc, state))
             continue
+        state["dirty"] = True
         wall = clock() - t0
         state["restore"]()
         try:
@@ -427,6 +462,7 @@ def _install_audit_hook(state: dict[str, Any], send: Any, allow_threads: bool) -
     proc_memory, denied_import = _PROC_MEMORY.match, _DENIED_IMPORT.match
     function_type, str_type, id_ = types.FunctionType, str, id
     isinstance_, type_ = isinstance, type
+    get_ident = state["p"]["get_ident"]
     pglobals, extra_globals = state["p"]["protected_globals"], state["extra_globals"]
     # A denial raises what the standard library already expects where the feature is missing
     # (namedtuple, enum, typing and logging fall back on ValueError from sys._getframe).
@@ -445,8 +481,20 @@ def _install_audit_hook(state: dict[str, Any], send: Any, allow_threads: bool) -
             return g in pglobals or g in extra_globals
         return False
 
+    denials = [0]
+
+    def report(event: str) -> None:
+        # The first ones say what was tried; a loop of denied calls must not fill the channel.
+        denials[0] += 1
+        if denials[0] <= MAX_DENIALS_REPORTED:
+            state["dirty"] = True  # in the middle of the candidate's code
+            send(t="denied", event=event)
+
     def hook(event: str, args: tuple[Any, ...]) -> None:
-        if state["privileged"]:
+        privileged = state["privileged"]
+        # Only the harness's own thread is privileged: with threads allowed, another could
+        # reach the harness's frames during `_candidate_line`.
+        if privileged is True or (privileged and get_ident() == privileged):
             return
         if event in denied or event.startswith("ctypes."):
             pass
@@ -458,17 +506,18 @@ def _install_audit_hook(state: dict[str, Any], send: Any, allow_threads: bool) -
             event = f"open {args[0]}"
         elif event == "import" and isinstance_(args[0], str_type) and denied_import(args[0]):
             event = f"import {args[0]}"
-            send(t="denied", event=event)
+            report(event)
             raise ImportError(f"execrl sandbox: {event} is not permitted")
         else:
             return
-        send(t="denied", event=event)
+        report(event)
         raise errors.get(event, default_error)(f"execrl sandbox: {event} is not permitted")
 
     sys.addaudithook(hook)
 
 
 def _exception_fields(exc: BaseException, state: dict[str, Any]) -> dict[str, Any]:
+    state["dirty"] = True  # its message may come from the candidate's code
     if isinstance(exc, MemoryError):
         cls = "memory"
     elif isinstance(exc, AssertionError):
@@ -493,7 +542,7 @@ def _candidate_line(exc: BaseException, state: dict[str, Any]) -> int | None:
         return exc.lineno if type(exc.lineno) is int else None
     tb = _get_traceback(exc)
     line = None
-    state["privileged"] = True
+    state["privileged"] = state["p"]["get_ident"]()
     try:
         while tb is not None:
             if tb.tb_frame.f_code.co_filename == CANDIDATE_FILE:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import base64
 import functools
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,7 +76,7 @@ class Job:
         }
         t = self.tests
         if isinstance(t, AssertTests):
-            imports = imported_modules(t.setup + "\n" + "\n".join(t.statements))
+            source = t.setup + "\n" + "\n".join(t.statements)
             return [
                 dict(
                     base,
@@ -83,7 +84,8 @@ class Job:
                     setup=t.setup,
                     statements=list(t.statements),
                     strict_returns=self.strict_returns,
-                    imports=imports,
+                    imports=imported_modules(source),
+                    borrowed=borrowed_modules(source),
                 )
             ]
         if isinstance(t, CallTests):
@@ -123,9 +125,35 @@ def _imported(source: str) -> tuple[str, ...]:
             names.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
-    return tuple(sorted(names))
+    return tuple(sorted(names | set(_borrowed(source))))
+
+
+@functools.lru_cache(maxsize=1024)
+def _borrowed(source: str) -> tuple[str, ...]:
+    """Standard modules the test code uses without importing them (MBPP's tests call
+    `sys.getsizeof` and rely on the program's `import sys`)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ()
+    loaded, bound = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+    return tuple(sorted((loaded - bound) & sys.stdlib_module_names))
 
 
 def imported_modules(source: str) -> list[str]:
-    """Modules the test code imports: the harness snapshots them before the candidate runs."""
+    """Modules the test code imports or uses: the harness snapshots them before the candidate
+    runs, and restores them after each call into it."""
     return list(_imported(source))
+
+
+def borrowed_modules(source: str) -> list[str]:
+    """Standard modules the tests use by a name the program defines: the tests get the real
+    module under that name, not what the program bound to it (`harness._run_asserts`)."""
+    return list(_borrowed(source))

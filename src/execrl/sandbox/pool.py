@@ -233,7 +233,7 @@ class Sandbox:
                     result = _infra_error(jobs[i], attempt)
                 else:
                     worker.runs += 1
-                    result = grade(jobs[i], raws, attempt)
+                    result = _grade_safely(jobs[i], raws, attempt)
                 if result.verdict is Verdict.SANDBOX_ERROR and attempt <= self.config.max_retries:
                     with self._stats_lock:
                         self.stats.retries += 1
@@ -369,6 +369,20 @@ def _read(worker: _Worker) -> list[dict[str, Any]] | None:
     if not reply or reply.get("t") != "result":
         return None
     return reply["units"]
+
+
+def _grade_safely(job: Job, raws: list[dict[str, Any]], attempts: int) -> ExecutionResult:
+    """`grade`, which must not raise: an exception here would leave the worker's pipelined
+    reply unread, and the next job would get it (a wrong program the verdict of another)."""
+    try:
+        return grade(job, raws, attempts)
+    except Exception as exc:  # noqa: BLE001 - a grading bug fails this run, not the batch
+        return ExecutionResult(
+            verdict=Verdict.SANDBOX_ERROR,
+            n_tests=len(job.tests),
+            message=f"grading failed: {type(exc).__name__}: {exc}",
+            attempts=attempts,
+        )
 
 
 def _infra_error(job: Job, attempts: int) -> ExecutionResult:
