@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from execrl.sandbox import Job, Sandbox, Verdict, pool
+from execrl.sandbox import Job, Limits, Sandbox, Verdict, pool, protocol
 from execrl.sandbox.grade import grade
 from execrl.tasks import AssertTests
 from sandbox_helpers import HONEST, assert_job, call_job, run_attack
@@ -249,3 +249,73 @@ def test_forged_messages_or_a_bent_module_never_pass():
     denied_only = _raw(0)  # the standard library tries sys._getframe and falls back
     denied_only["events"].insert(1, {"t": "denied", "event": "sys._getframe"})
     assert grade(job, [denied_only]).verdict is Verdict.PASSED
+
+
+def test_the_channel_believes_only_the_harness_s_lines_in_order():
+    """Hand-built: three sealed lines read in order; a changed, a reordered, a replayed and an
+    unsealed line each end the reading there, and what follows is counted as forged."""
+    key = b"k" * 16
+    lines = [
+        protocol.seal(key, 0, b'{"t":"loaded"}'),
+        protocol.seal(key, 1, b'{"t":"start","i":0}'),
+        protocol.seal(key, 2, b'{"t":"result","i":0,"ok":false}'),
+    ]
+    reader = protocol.ChannelReader(key)
+    data = b"".join(lines)
+    assert reader.feed(data, final=True) == 1  # one start
+    assert [e["t"] for e in reader.events] == ["loaded", "start", "result"]
+    assert reader.forged(data) == 0
+    changed = lines[2].replace(b'"ok":false', b'"ok":true ')
+    reordered = [lines[0], lines[2], lines[1]]
+    replayed = [lines[0], lines[1], lines[1]]
+    unsealed = [lines[0], b'{"t":"done","n":1}\n', lines[1]]
+    other_key = [lines[0], protocol.seal(b"x" * 16, 1, b'{"t":"done","n":1}')]
+    for bad, believed, forged in [
+        ([lines[0], lines[1], changed], 2, 1),
+        (reordered, 1, 2),
+        (replayed, 2, 1),
+        (unsealed, 1, 2),
+        (other_key, 1, 1),
+    ]:
+        reader, data = protocol.ChannelReader(key), b"".join(bad)
+        reader.feed(data, final=True)
+        assert (len(reader.events), reader.forged(data)) == (believed, forged), bad
+
+
+# A thread that keeps swapping a pipe of its own onto fd 3 and back, and writes every line it
+# catches there back to the real channel changed into a pass (and a "done" after it).
+THREAD_DIVERTS_CHANNEL = r"""
+import os, threading, sys
+sys.setswitchinterval(1e-6)
+_real = os.dup(3)
+_r, _w = os.pipe()
+os.set_blocking(_r, False)
+def divert():
+    while True:
+        os.dup2(_w, 3)
+        os.dup2(_real, 3)
+        try:
+            caught = os.read(_r, 1 << 16)
+        except BlockingIOError:
+            continue
+        for line in caught.split(b"\n"):
+            if line:
+                os.write(_real, line.replace(b'"ok":false', b'"ok":true') + b"\n")
+                os.write(_real, line[: line.index(b"{")] + b'{"t":"done","n":1}\n')
+threading.Thread(target=divert, daemon=True).start()
+def f(x):
+    return x
+"""
+
+
+def test_a_thread_that_diverts_the_channel_forges_nothing(sandbox):
+    job = Job(
+        THREAD_DIVERTS_CHANNEL,
+        AssertTests("", ("assert f(1) == 2",)),
+        "f",
+        allow_threads=True,
+        limits=Limits(wall_s=5),
+    )
+    for _ in range(5):
+        r = sandbox.run(job)
+        assert r.verdict is not Verdict.PASSED, (r.verdict, r.message, r.tampering)

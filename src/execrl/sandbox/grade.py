@@ -1,6 +1,6 @@
 """Verdicts, decided in the trusted parent from what the worker observed.
 
-A run passes only if the harness said, through its token-authenticated channel, that every test
+A run passes only if the harness said, through its sealed channel (`protocol.seal`), that every test
 ran and passed, the process exited normally, and no limit was hit. Exit codes, stdout and
 exceptions the candidate raises never mean pass on their own.
 """

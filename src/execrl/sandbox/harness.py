@@ -1,11 +1,11 @@
 """The trusted harness that runs inside each sandboxed child, next to the candidate program.
 
-The harness reports through its own channel (a socket the worker reads), every message prefixed
-with a per-run random token that lives only in this harness's locals and closures; before each
-message it checks that fd 3 is still that socket (a program that put a pipe of its own there
-would read the token), and stops the run if not. Once the
-candidate runs, an audit hook denies the ways Python code could reach that token or bend the
-tests: frame and traceback introspection, the garbage collector's object lists, trace and
+The harness reports through its own channel (a socket the worker reads), every message sealed
+with a per-run key that lives only in this harness's locals and closures (a keyed tag over its
+sequence number and text, `protocol.seal`), so no one else can write a line the worker believes,
+even after reading the harness's own; before each message the harness also checks that fd 3 is
+still that socket, and stops the run if not. Once the candidate runs, an audit hook denies the
+ways Python code could reach that key or bend the tests: frame and traceback introspection, the garbage collector's object lists, trace and
 profile hooks, threads, ctypes, hand-made code objects, reading the process's own memory, and
 changing attributes of classes and functions that existed before the candidate ran.
 
@@ -88,6 +88,7 @@ class Prepared:
         import _signal
         import _thread
         import gc
+        from _blake2 import blake2b
 
         handlers = tuple((sig, _signal.getsignal(sig)) for sig in sorted(_catchable()))
         modules: dict[str, tuple[Any, ...]] = {}
@@ -107,6 +108,9 @@ class Prepared:
             },
             "encode_json": lambda obj: "".join(c_encoder(obj, 0)),
             "write": os.write,
+            # A C type: nothing the candidate patches changes how a message is sealed.
+            "blake2b": blake2b,
+            "lock": _thread.RLock,
             "fstat": os.fstat,
             "get_ident": _thread.get_ident,
             # The method, not the attribute: a stream's own dict may shadow it (`_finish`).
@@ -211,7 +215,7 @@ def _unencodable(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-def run_unit(unit: dict[str, Any], channel_fd: int, token: bytes, prepared: Prepared) -> None:
+def run_unit(unit: dict[str, Any], channel_fd: int, key: bytes, prepared: Prepared) -> None:
     """Run one unit (a program and its tests) and report through `channel_fd`. Never returns.
 
     Called as `prepared.run_unit`, the private copy. Its state is a dict, never an instance of
@@ -230,7 +234,12 @@ def run_unit(unit: dict[str, Any], channel_fd: int, token: bytes, prepared: Prep
         "keep": [],  # what crossed between the tests and the candidate: never freed (`guard`)
         "gc_enabled": parts["gc_isenabled"](),
     }
-    write, dumps, fstat = parts["write"], parts["encode_json"], parts["fstat"]
+    write, dumps, fstat, blake2b = (
+        parts["write"],
+        parts["encode_json"],
+        parts["fstat"],
+        parts["blake2b"],
+    )
     # What the harness itself sets in `sys`, set before the restore's snapshot of it.
     sys.stdin, sys.stdout, sys.stderr = parts["streams"]
     # Modules the worker did not preload compile from source: cached bytecode would be read
@@ -242,6 +251,16 @@ def run_unit(unit: dict[str, Any], channel_fd: int, token: bytes, prepared: Prep
     channel_id = (channel.st_dev, channel.st_ino)
 
     tampered = state["tampered"]
+    # One sequence for every line, whichever thread writes it (the audit hook may, in a thread
+    # the job allowed): a number taken out of order breaks the sequence, and the run.
+    sequence, lock = [0], parts["lock"]()
+
+    def put(body: bytes) -> None:
+        with lock:
+            rest = b"%d " % sequence[0] + body
+            sequence[0] += 1
+            tag = blake2b(rest, key=key, digest_size=16).hexdigest().encode()
+            write(channel_fd, tag + rest + b"\n")
 
     def send(**msg: Any) -> None:
         # Only where candidate code may have run since `guard` last put the tests' world back:
@@ -251,8 +270,9 @@ def run_unit(unit: dict[str, Any], channel_fd: int, token: bytes, prepared: Prep
             restore()
             guard.quiet(state)
             state["dirty"] = False
-        # The candidate may have put something else on fd 3 (dup2): a pipe it reads would give
-        # it the token. Then nothing is written, and a run without "done" never passes.
+        # The candidate may have put something else on fd 3 (dup2): a pipe it reads would take
+        # the harness's lines (which it cannot change: they are sealed). Then nothing more is
+        # written, and a run without "done" never passes.
         try:
             now = fstat(channel_fd)
             same = (now.st_dev, now.st_ino) == channel_id
@@ -261,10 +281,8 @@ def run_unit(unit: dict[str, Any], channel_fd: int, token: bytes, prepared: Prep
         if not same:
             exit_(CHANNEL_REPLACED)
         while tampered:  # what the restore had to undo, reported as it is found
-            write(
-                channel_fd, token + dumps({"t": "denied", "event": tampered.pop()}).encode() + b"\n"
-            )
-        write(channel_fd, token + dumps(msg).encode() + b"\n")
+            put(dumps({"t": "denied", "event": tampered.pop()}).encode())
+        put(dumps(msg).encode())
 
     kind = unit["kind"]
     state["reap"] = bool(unit.get("reap"))

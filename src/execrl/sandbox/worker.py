@@ -36,7 +36,6 @@ PREIMPORT = tuple("bisect collections functools heapq itertools math re string t
 CHANNEL_CAP = 256 << 20
 KEEP_OUTPUT = 64 << 10  # bytes of stdout/stderr returned to the parent
 LAZY_CHANNEL_S = 0.05
-START = b'{"t":"start"'  # after the token: the harness's message that a test begins
 
 
 def main() -> None:
@@ -120,7 +119,7 @@ def _spawn(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) ->
     ch_r, ch_w = _channel()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    token = os.urandom(16).hex().encode()
+    key = os.urandom(16)  # seals the harness's messages (`protocol.seal`); never leaves the run
     # With its own uid, or as the only other process of the worker's pid namespace, the run can
     # kill(-1) everything it started when it ends (`harness._finish`).
     unit = dict(unit, reap=uid is not None or ctx["userns"])
@@ -131,14 +130,16 @@ def _spawn(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) ->
     pid = os.fork()
     if pid == 0:
         os.close(ch_r), os.close(out_r), os.close(err_r)
-        _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, token)
+        _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, key)
     for fd in (ch_w, out_w, err_w, stdin_fd):
         os.close(fd)
-    watch = _watch(pid, ch_r, out_r, err_r, limits, t0, token)
+    reader = protocol.ChannelReader(key)
+    watch = _watch(pid, ch_r, out_r, err_r, limits, t0, reader)
     _, status, usage = os.wait4(pid, 0)
     wall = time.monotonic() - t0
     _drain(watch, limits)
-    events, forged = _parse_channel(bytes(watch["channel"]), token)
+    reader.feed(watch["channel"], final=True)
+    events, forged = reader.events, reader.forged(watch["channel"])
     # The harness kills the run's other processes itself when it finishes normally.
     clean_end = os.WIFEXITED(status) and any(e.get("t") == "done" for e in events)
     if uid is not None and not clean_end:
@@ -198,7 +199,7 @@ def _stdin_for(unit: dict[str, Any], scratch: str) -> int:
     return fd
 
 
-def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, token) -> None:  # noqa: ANN001
+def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, key) -> None:  # noqa: ANN001
     """In the forked child: confine, then hand over to the harness. Never returns.
 
     No-new-privileges, non-dumpable and the environment come from the worker (`_setup`)."""
@@ -228,7 +229,7 @@ def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, token) -> N
                 signal.signal(sig, signal.SIG_DFL)
             os.execve(unit["argv"][0], unit["argv"], os.environ)
     except BaseException as exc:  # noqa: BLE001 - an infrastructure failure, said on the channel
-        message = token + protocol.dumps({"t": "setup_error", "msg": repr(exc)}) + b"\n"
+        message = protocol.seal(key, 0, protocol.dumps({"t": "setup_error", "msg": repr(exc)}))
         for fd in (3, ch_w):
             try:
                 os.write(fd, message)
@@ -236,7 +237,7 @@ def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, token) -> N
             except OSError:
                 continue
         os._exit(1)
-    ctx["prepared"].run_unit(unit, 3, token, ctx["prepared"])
+    ctx["prepared"].run_unit(unit, 3, key, ctx["prepared"])
     os._exit(0)
 
 
@@ -261,7 +262,13 @@ def _rlimits(
 
 
 def _watch(
-    pid: int, ch_r: int, out_r: int, err_r: int, limits: dict[str, Any], t0: float, token: bytes
+    pid: int,
+    ch_r: int,
+    out_r: int,
+    err_r: int,
+    limits: dict[str, Any],
+    t0: float,
+    reader: protocol.ChannelReader,
 ) -> dict[str, Any]:
     """Read the child's channel and output until it exits, enforcing wall clock and caps."""
     state: dict[str, Any] = {
@@ -292,10 +299,6 @@ def _watch(
             poller.register(fd, select.POLLIN)
     poller.register(pidfd, select.POLLIN)
     test_deadline = math.inf
-    scanned = 0  # bytes of the channel already searched for test starts
-    # Only the harness's own start messages restart the per-test clock: the candidate can
-    # write to the channel too, but not with the token.
-    start_mark = token + START
     try:
         while True:
             limit = min(deadline, test_deadline)
@@ -328,14 +331,10 @@ def _watch(
                     state["output_limit"] = name
                     _kill(pid)
                     return state
-            if test_wall is not None:
-                # Only what arrived since the last look: the channel may hold megabytes of
-                # outputs, and rescanning it at every read made large outputs quadratic.
-                start = max(0, scanned - len(start_mark) + 1)
-                starts = state["channel"].count(start_mark, start)
-                scanned = len(state["channel"])
-                if starts:
-                    test_deadline = time.monotonic() + test_wall
+            # Only the harness's own (sealed) start messages restart the per-test clock; the
+            # reader goes on from where it stopped, so large outputs are not read twice.
+            if test_wall is not None and reader.feed(state["channel"]):
+                test_deadline = time.monotonic() + test_wall
             if exited:
                 return state
     finally:
@@ -345,7 +344,8 @@ def _watch(
 def _channel() -> tuple[int, int]:
     """The harness's channel (read end, write end): a socket pair, never a pipe. A pipe can be
     opened again, for reading, through /proc/self/fd/3; a run under the worker's own uid (no
-    uid layer) would read the token off it and forge a pass. A socket cannot be reopened."""
+    uid layer) would read the harness's lines off it before the worker does, and the worker
+    would miss them. A socket cannot be reopened."""
     reader, writer = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
     reader.shutdown(_socket.SHUT_WR)
     writer.shutdown(_socket.SHUT_RD)  # nothing to read from fd 3 either
@@ -395,31 +395,6 @@ def _kill(pid: int) -> None:
             target()
         except ProcessLookupError:
             pass
-
-
-def _parse_channel(data: bytes, token: bytes) -> tuple[list[dict[str, Any]], int]:
-    """The harness's messages (lines that start with the token), and how many lines are not.
-
-    Only the token's lines are cut out: the candidate may write up to CHANNEL_CAP of its own
-    lines, and splitting them all into objects took gigabytes."""
-    events: list[dict[str, Any]] = []
-    n = len(token)
-    starts = [0] if data.startswith(token) else []
-    marker = b"\n" + token
-    at = data.find(marker)
-    while at >= 0:
-        starts.append(at + 1)
-        at = data.find(marker, at + 1)
-    for start in starts:
-        end = data.find(b"\n", start)
-        try:
-            event = protocol.loads(data[start + n : end if end >= 0 else len(data)])
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
-    return events, lines - len(events)
 
 
 if __name__ == "__main__":
