@@ -148,6 +148,7 @@ def test_killed_worker_is_a_sandbox_error_then_replaced():
         r = sb.run(assert_job(program, wall_s=5))
         timer.join()
         assert r.verdict is Verdict.SANDBOX_ERROR
+        assert r.sandbox_error_cause == "worker_died" and not r.possible_hack
         assert sb.worker_pids()[0] != pid
         assert sb.run(assert_job(HONEST)).passed
         assert sb.stats.worker_restarts == 1 and sb.stats.sandbox_errors == 1

@@ -224,6 +224,8 @@ def test_a_grading_failure_fails_one_run_and_shifts_no_result(monkeypatch):
         Verdict.PASSED,
     ]
     assert "grading failed" in results[0].message
+    assert results[0].sandbox_error_cause == "grading_failed"
+    assert [r.sandbox_error_cause for r in results[1:]] == ["", ""]
 
 
 def _raw(forged: int) -> dict:

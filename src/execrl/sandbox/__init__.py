@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "ExecutionResult": "execrl.sandbox.verdict",
+    "SandboxErrorCause": "execrl.sandbox.verdict",
     "TestOutcome": "execrl.sandbox.verdict",
     "Verdict": "execrl.sandbox.verdict",
     "Job": "execrl.sandbox.job",
@@ -26,6 +27,7 @@ __all__ = [
     "Limits",
     "Sandbox",
     "SandboxConfig",
+    "SandboxErrorCause",
     "SandboxUnavailable",
     "TestOutcome",
     "Verdict",
@@ -36,7 +38,12 @@ if TYPE_CHECKING:
     from execrl.sandbox.job import Job
     from execrl.sandbox.limits import Limits
     from execrl.sandbox.pool import Sandbox, SandboxConfig, SandboxUnavailable, run_jobs
-    from execrl.sandbox.verdict import ExecutionResult, TestOutcome, Verdict
+    from execrl.sandbox.verdict import (
+        ExecutionResult,
+        SandboxErrorCause,
+        TestOutcome,
+        Verdict,
+    )
 
 
 def __getattr__(name: str) -> Any:

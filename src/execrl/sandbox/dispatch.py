@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from execrl.sandbox import pool
 from execrl.sandbox.grade import grade
 from execrl.sandbox.job import Job
-from execrl.sandbox.verdict import ExecutionResult, Verdict
+from execrl.sandbox.verdict import ExecutionResult, SandboxErrorCause, Verdict
 
 
 class QueueFull(RuntimeError):
@@ -210,6 +210,7 @@ class Dispatcher:
                     n_tests=len(item.job.tests),
                     message=f"grading failed: {type(exc).__name__}: {exc}",
                     attempts=item.attempt,
+                    sandbox_error_cause=SandboxErrorCause.GRADING_FAILED,
                 )
         if result.verdict is Verdict.SANDBOX_ERROR and item.attempt <= sb.config.max_retries:
             with sb._stats_lock:
@@ -227,4 +228,5 @@ def _shutdown(item: _Item) -> ExecutionResult:
         n_tests=len(item.job.tests),
         message="the sandbox shut down before this run started",
         attempts=item.attempt,
+        sandbox_error_cause=SandboxErrorCause.SHUTDOWN,
     )

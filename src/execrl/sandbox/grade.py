@@ -15,7 +15,7 @@ from execrl.sandbox import plain
 from execrl.sandbox.compare import stdout_matches, values_equal
 from execrl.sandbox.harness import CHANNEL_REPLACED
 from execrl.sandbox.job import Job
-from execrl.sandbox.verdict import ExecutionResult, TestOutcome, Verdict
+from execrl.sandbox.verdict import ExecutionResult, SandboxErrorCause, TestOutcome, Verdict
 from execrl.tasks.schema import CallTests, StdioTests
 
 CHANNEL_CAP_MB = 256  # worker.CHANNEL_CAP, which the worker keeps to its own small imports
@@ -62,6 +62,10 @@ def grade(job: Job, raws: list[dict[str, Any]], attempts: int = 1) -> ExecutionR
         tampering=tampering,
         line=line,
         extra=extra,
+        # The worker reports SANDBOX_ERROR only when it could not prepare a run.
+        sandbox_error_cause=(
+            SandboxErrorCause.SETUP_FAILED if run_verdict is Verdict.SANDBOX_ERROR else ""
+        ),
     )
 
 

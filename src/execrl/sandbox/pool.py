@@ -19,7 +19,7 @@ from typing import Any
 from execrl.sandbox import isolation, protocol
 from execrl.sandbox.grade import grade
 from execrl.sandbox.job import Job
-from execrl.sandbox.verdict import ExecutionResult, Verdict
+from execrl.sandbox.verdict import ExecutionResult, SandboxErrorCause, Verdict
 
 
 class SandboxUnavailable(RuntimeError):
@@ -382,6 +382,7 @@ def _grade_safely(job: Job, raws: list[dict[str, Any]], attempts: int) -> Execut
             n_tests=len(job.tests),
             message=f"grading failed: {type(exc).__name__}: {exc}",
             attempts=attempts,
+            sandbox_error_cause=SandboxErrorCause.GRADING_FAILED,
         )
 
 
@@ -391,6 +392,7 @@ def _infra_error(job: Job, attempts: int) -> ExecutionResult:
         n_tests=len(job.tests),
         message="the sandbox worker died during the run",
         attempts=attempts,
+        sandbox_error_cause=SandboxErrorCause.WORKER_DIED,
     )
 
 

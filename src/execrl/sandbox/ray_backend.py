@@ -21,7 +21,7 @@ from typing import Any
 
 from execrl.sandbox.dispatch import Closed, QueueFull
 from execrl.sandbox.job import Job
-from execrl.sandbox.verdict import ExecutionResult, Verdict
+from execrl.sandbox.verdict import ExecutionResult, SandboxErrorCause, Verdict
 
 
 def _import_ray() -> Any:
@@ -167,9 +167,16 @@ class RaySandbox:
             if losses < self.max_actor_retries and not self._closing:
                 self._dispatch(job, future, losses + 1)
                 return
-            result = _lost_result(job, losses + 1, f"the sandbox actor was lost: {exc}")
+            result = _lost_result(
+                job,
+                losses + 1,
+                f"the sandbox actor was lost: {exc}",
+                SandboxErrorCause.ACTOR_LOST,
+            )
         except Exception as exc:  # noqa: BLE001 - an infra failure; the caller gets a verdict
-            result = _lost_result(job, losses + 1, f"{type(exc).__name__}: {exc}")
+            result = _lost_result(
+                job, losses + 1, f"{type(exc).__name__}: {exc}", SandboxErrorCause.BACKEND_ERROR
+            )
         with self._lock:
             self._outstanding -= 1
         future.set_result(result)
@@ -225,7 +232,13 @@ class RaySandbox:
         self.close()
 
 
-def _lost_result(job: Job, attempts: int, message: str) -> ExecutionResult:
+def _lost_result(
+    job: Job, attempts: int, message: str, cause: SandboxErrorCause
+) -> ExecutionResult:
     return ExecutionResult(
-        Verdict.SANDBOX_ERROR, n_tests=len(job.tests), message=message, attempts=attempts
+        Verdict.SANDBOX_ERROR,
+        n_tests=len(job.tests),
+        message=message,
+        attempts=attempts,
+        sandbox_error_cause=cause,
     )

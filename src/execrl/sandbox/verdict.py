@@ -19,6 +19,21 @@ class Verdict(enum.StrEnum):
     SANDBOX_ERROR = "SANDBOX_ERROR"
 
 
+class SandboxErrorCause(enum.StrEnum):
+    """Why a run ended in SANDBOX_ERROR: a short stable slug, counted per cause by
+    `execrl sandbox bench` and by training telemetry (`sandbox_error/<cause>`). Only
+    infrastructure causes belong here: whatever a program does in its own run ends in a
+    program verdict, or training would mask (forgive) a wrong program that could cause it."""
+
+    WORKER_DIED = "worker_died"  # the worker process died and no retry was left
+    WORKER_START_FAILED = "worker_start_failed"  # a replacement worker did not start
+    SETUP_FAILED = "setup_failed"  # the worker could not prepare the run (scratch, limits)
+    GRADING_FAILED = "grading_failed"  # a bug of the trusted grading code
+    SHUTDOWN = "shutdown"  # the sandbox closed before the run started
+    ACTOR_LOST = "actor_lost"  # Ray: the actor holding the run was lost on every retry
+    BACKEND_ERROR = "backend_error"  # Ray: any other failure of the remote call
+
+
 @dataclass(frozen=True, slots=True)
 class TestOutcome:
     """What happened in one test of a run."""
@@ -47,6 +62,11 @@ class ExecutionResult:
     stderr: str = ""
     attempts: int = 1  # > 1 when a SANDBOX_ERROR was retried
     tampering: tuple[str, ...] = ()  # harness-tampering attempts the sandbox saw (audit denials)
+    # A `SandboxErrorCause` slug when verdict is SANDBOX_ERROR, else "".
+    sandbox_error_cause: str = ""
+    # Why the run looks like an attempt to escape its penalty ("" when it does not), e.g. a job
+    # that killed a fresh worker on every attempt. Such runs get a program verdict, never a mask.
+    possible_hack: str = ""
     extra: dict[str, object] = field(default_factory=dict)
 
     @property
