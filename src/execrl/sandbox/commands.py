@@ -148,6 +148,7 @@ def run_bench(args: argparse.Namespace) -> int:
             results = sb.run_many(jobs)
             seconds = time.perf_counter() - t0
             layers = list(sb.layers)
+            stats = sb.stats
     except SandboxUnavailable as exc:
         print(f"execrl sandbox bench: error: {exc}", file=sys.stderr)
         return 2
@@ -160,6 +161,12 @@ def run_bench(args: argparse.Namespace) -> int:
         "all_passed": not failed,
         "workers": args.workers,
         "layers": layers,
+        # Masked runs by cause (`SandboxErrorCause`), counted after retries, warm-up included;
+        # all of them are infrastructure failures, never a program's doing.
+        "sandbox_errors": dict(sorted(stats.sandbox_error_causes.items())),
+        "retries": stats.retries,
+        "worker_restarts": stats.worker_restarts,
+        "possible_hacks": stats.possible_hacks,
     }
     if failed:
         out["failed"] = failed[:20]

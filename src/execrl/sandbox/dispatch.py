@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from execrl.sandbox import pool
-from execrl.sandbox.grade import grade
 from execrl.sandbox.job import Job
 from execrl.sandbox.verdict import ExecutionResult, SandboxErrorCause, Verdict
 
@@ -49,6 +48,7 @@ class _Item:
     job: Job
     future: Future[ExecutionResult]
     attempt: int = 1
+    deaths: int = 0  # workers that died running this job
     started: bool = False  # the future is marked running (a caller can no longer cancel it)
     queued_at: float = field(default_factory=time.monotonic)
 
@@ -191,34 +191,27 @@ class Dispatcher:
         item = inflight.popleft()
         raws = pool._read(worker)
         if raws is None:  # the worker died: this run is an infra error; the others never ran
+            item.deaths += 1
+            result = pool._infra_error(item.job, item.attempt)
+        else:
+            worker.runs += 1
+            result = pool._grade_safely(item.job, raws, item.attempt)
+        if raws is None or worker.retiring:  # the worker is gone or going: a fresh one
             for other in reversed(inflight):
                 self._requeue(other)
             inflight.clear()
             try:
-                worker = sb._replace(worker)
+                worker = sb._replace(worker, graceful=raws is not None)
             except BaseException:
-                self._done(item, pool._infra_error(item.job, item.attempt))
+                self._done(item, result)
                 raise
-            result = pool._infra_error(item.job, item.attempt)
-        else:
-            worker.runs += 1
-            try:
-                result = grade(item.job, raws, item.attempt)
-            except Exception as exc:  # noqa: BLE001 - a grading bug must not hang the caller
-                result = ExecutionResult(
-                    Verdict.SANDBOX_ERROR,
-                    n_tests=len(item.job.tests),
-                    message=f"grading failed: {type(exc).__name__}: {exc}",
-                    attempts=item.attempt,
-                    sandbox_error_cause=SandboxErrorCause.GRADING_FAILED,
-                )
         if result.verdict is Verdict.SANDBOX_ERROR and item.attempt <= sb.config.max_retries:
             with sb._stats_lock:
                 sb.stats.retries += 1
             item.attempt += 1
             self._requeue(item)
             return worker
-        self._done(item, result)
+        self._done(item, pool.killed_every_worker(item.job, result, item.deaths))
         return worker
 
 

@@ -103,6 +103,12 @@ def _limit_verdict(job: Job, raw: dict[str, Any]) -> tuple[Verdict, str] | None:
     if any(e.get("t") == "setup_error" for e in raw.get("events", ())):
         msg = next(e.get("msg", "") for e in raw["events"] if e.get("t") == "setup_error")
         return Verdict.SANDBOX_ERROR, f"sandbox setup failed: {msg}"
+    if raw.get("scratch_left"):
+        # Only what the run itself made there can resist removal (`isolation.remove_tree`).
+        return (
+            Verdict.RUNTIME_ERROR,
+            "the program left files in its scratch directory that could not be removed",
+        )
     if raw.get("timed_out") == "test":
         return Verdict.TIMEOUT, f"per-test wall-clock limit of {job.limits.test_wall_s:g}s exceeded"
     if raw.get("timed_out"):

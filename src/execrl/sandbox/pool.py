@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import queue
 import shutil
@@ -49,6 +50,7 @@ class _Worker:
     uid: int | None
     lease: isolation.UidLease | None = None
     runs: int = 0
+    retiring: str = ""  # the worker said it takes no further run, and why (`worker.main`)
 
 
 @dataclass(slots=True)
@@ -58,6 +60,8 @@ class SandboxStats:
     sandbox_errors: int = 0
     worker_restarts: int = 0
     verdicts: dict[str, int] = field(default_factory=dict)
+    sandbox_error_causes: dict[str, int] = field(default_factory=dict)  # SandboxErrorCause: n
+    possible_hacks: int = 0  # runs flagged `ExecutionResult.possible_hack`
 
 
 class Sandbox:
@@ -165,8 +169,14 @@ class Sandbox:
         """Run every job, `workers` at a time; results in the order of `jobs`."""
         if self._closed:
             raise RuntimeError("the sandbox is closed")
+        if any(j.tests.kind == "verifier" for j in jobs):
+            # Domain verifiers (docs/verifiers.md) expand into runs of their own, then score.
+            from execrl.sandbox.verifiers.run import run_verified
+
+            return run_verified(self, jobs, progress)
         results: list[ExecutionResult | None] = [None] * len(jobs)
-        todo: deque[tuple[int, int]] = deque((i, 1) for i in range(len(jobs)))  # (job, attempt)
+        # (job, attempt, workers that died running it)
+        todo: deque[tuple[int, int, int]] = deque((i, 1, 0) for i in range(len(jobs)))
         lock = threading.Lock()
         errors: list[BaseException] = []
 
@@ -195,7 +205,7 @@ class Sandbox:
     def _drive(
         self,
         jobs: Sequence[Job],
-        todo: deque[tuple[int, int]],
+        todo: deque[tuple[int, int, int]],
         lock: threading.Lock,
         finish: Callable[[int, ExecutionResult], None],
     ) -> None:
@@ -203,44 +213,45 @@ class Sandbox:
         running one, so the worker never waits for the parent to grade."""
         worker = self._idle.get()
         try:
-            inflight: deque[tuple[int, int]] = deque()
+            inflight: deque[tuple[int, int, int]] = deque()
             while True:
                 while len(inflight) < PIPELINE_DEPTH:
                     with lock:
                         if not todo:
                             break
-                        i, attempt = todo.popleft()
-                    payload = _encode_request(jobs[i])
+                        item = todo.popleft()
+                    payload = _encode_request(jobs[item[0]])
                     # A second request must fit in the socket's buffer, or writing it could block
                     # while the worker blocks writing its reply.
                     if inflight and len(payload) > PIPELINE_BYTES:
                         with lock:
-                            todo.appendleft((i, attempt))
+                            todo.appendleft(item)
                         break
+                    inflight.append(item)
                     if not _write(worker, payload):
-                        inflight.append((i, attempt))
                         break
-                    inflight.append((i, attempt))
                 if not inflight:
                     return
-                i, attempt = inflight.popleft()
+                i, attempt, deaths = inflight.popleft()
                 raws = _read(worker)
                 if raws is None:  # the worker died: this run is an infra error, the rest never ran
-                    worker = self._replace(worker)
-                    with lock:
-                        todo.extendleft(reversed(inflight))
-                    inflight.clear()
+                    deaths += 1
                     result = _infra_error(jobs[i], attempt)
                 else:
                     worker.runs += 1
                     result = _grade_safely(jobs[i], raws, attempt)
+                if raws is None or worker.retiring:  # the others queued there never ran
+                    worker = self._replace(worker, graceful=raws is not None)
+                    with lock:
+                        todo.extendleft(reversed(inflight))
+                    inflight.clear()
                 if result.verdict is Verdict.SANDBOX_ERROR and attempt <= self.config.max_retries:
                     with self._stats_lock:
                         self.stats.retries += 1
                     with lock:
-                        todo.appendleft((i, attempt + 1))
+                        todo.appendleft((i, attempt + 1, deaths))
                     continue
-                finish(i, result)
+                finish(i, killed_every_worker(jobs[i], result, deaths))
         finally:
             self._idle.put(worker)
 
@@ -251,9 +262,14 @@ class Sandbox:
             self.stats.verdicts[v] = self.stats.verdicts.get(v, 0) + 1
             if result.verdict is Verdict.SANDBOX_ERROR:
                 self.stats.sandbox_errors += 1
+                cause = result.sandbox_error_cause or "unknown"
+                causes = self.stats.sandbox_error_causes
+                causes[cause] = causes.get(cause, 0) + 1
+            if result.possible_hack:
+                self.stats.possible_hacks += 1
 
-    def _replace(self, dead: _Worker) -> _Worker:
-        _retire(dead, graceful=False)
+    def _replace(self, dead: _Worker, graceful: bool = False) -> _Worker:
+        _retire(dead, graceful=graceful)
         fresh = self._start_worker()
         with self._stats_lock:
             self.stats.worker_restarts += 1
@@ -368,22 +384,49 @@ def _read(worker: _Worker) -> list[dict[str, Any]] | None:
         return None
     if not reply or reply.get("t") != "result":
         return None
+    worker.retiring = str(reply.get("retire") or "")
     return reply["units"]
 
 
 def _grade_safely(job: Job, raws: list[dict[str, Any]], attempts: int) -> ExecutionResult:
     """`grade`, which must not raise: an exception here would leave the worker's pipelined
-    reply unread, and the next job would get it (a wrong program the verdict of another)."""
+    reply unread, and the next job would get it (a wrong program the verdict of another).
+
+    What grading reads that varies from run to run is what the program produced (its values,
+    output, exceptions), so a failure to grade it is the program's verdict, WRONG_ANSWER, not
+    SANDBOX_ERROR: training masks that, and a wrong program able to make grading fail would
+    escape its penalty."""
     try:
         return grade(job, raws, attempts)
-    except Exception as exc:  # noqa: BLE001 - a grading bug fails this run, not the batch
+    except Exception as exc:  # noqa: BLE001 - a grading failure fails this run, not the batch
         return ExecutionResult(
-            verdict=Verdict.SANDBOX_ERROR,
+            verdict=Verdict.WRONG_ANSWER,
             n_tests=len(job.tests),
-            message=f"grading failed: {type(exc).__name__}: {exc}",
+            message=f"the program's output could not be graded: {type(exc).__name__}: {exc}",
             attempts=attempts,
-            sandbox_error_cause=SandboxErrorCause.GRADING_FAILED,
         )
+
+
+def killed_every_worker(job: Job, result: ExecutionResult, deaths: int) -> ExecutionResult:
+    """The final result of a job: a run whose worker died on every attempt, a fresh worker
+    each time, is the program's doing (a crash of its own worker, or an attempt to buy a masked
+    sample), so it is RUNTIME_ERROR flagged as a possible hack, never SANDBOX_ERROR. A single
+    death with no retry left stays an infrastructure failure."""
+    if result.sandbox_error_cause != SandboxErrorCause.WORKER_DIED or deaths < 2:
+        return result
+    if deaths < result.attempts:
+        return result  # some attempt failed otherwise: not the same run killing every worker
+    message = (
+        f"the program's sandbox worker died on each of its {deaths} attempts, a fresh worker "
+        "each time: the run is failed, not masked"
+    )
+    return dataclasses.replace(
+        result,
+        verdict=Verdict.RUNTIME_ERROR,
+        message=message,
+        sandbox_error_cause="",
+        possible_hack=f"killed its sandbox worker on every one of {deaths} attempts",
+    )
 
 
 def _infra_error(job: Job, attempts: int) -> ExecutionResult:

@@ -23,12 +23,13 @@ class SandboxErrorCause(enum.StrEnum):
     """Why a run ended in SANDBOX_ERROR: a short stable slug, counted per cause by
     `execrl sandbox bench` and by training telemetry (`sandbox_error/<cause>`). Only
     infrastructure causes belong here: whatever a program does in its own run ends in a
-    program verdict, or training would mask (forgive) a wrong program that could cause it."""
+    program verdict, or training would mask (forgive) a wrong program that could cause it. So
+    a failure to grade what a program produced is WRONG_ANSWER (`pool._grade_safely`), and a
+    worker that dies on every attempt is RUNTIME_ERROR (`pool.killed_every_worker`)."""
 
     WORKER_DIED = "worker_died"  # the worker process died and no retry was left
     WORKER_START_FAILED = "worker_start_failed"  # a replacement worker did not start
     SETUP_FAILED = "setup_failed"  # the worker could not prepare the run (scratch, limits)
-    GRADING_FAILED = "grading_failed"  # a bug of the trusted grading code
     SHUTDOWN = "shutdown"  # the sandbox closed before the run started
     ACTOR_LOST = "actor_lost"  # Ray: the actor holding the run was lost on every retry
     BACKEND_ERROR = "backend_error"  # Ray: any other failure of the remote call

@@ -51,8 +51,19 @@ def main() -> None:
     protocol.write_message(out, {"t": "ready", "layers": sorted(ctx["layers"])})
     while (request := protocol.read_message(inp)) is not None:
         limits = request["limits"]
-        results = [_run_unit(unit, limits, ctx) for unit in request["units"]]
-        protocol.write_message(out, {"t": "result", "units": results})
+        results = []
+        for unit in request["units"]:
+            results.append(_run_unit_safely(unit, limits, ctx))
+            if ctx["retire"]:
+                break
+        reply: dict[str, Any] = {"t": "result", "units": results}
+        if ctx["retire"]:
+            reply["retire"] = ctx["retire"]
+        protocol.write_message(out, reply)
+        if ctx["retire"]:
+            # Not fit for another run (its scratch could not be emptied, or it failed): the
+            # pool starts a fresh worker and sends the requests queued here to it.
+            return
 
 
 def _setup(config: dict[str, Any]) -> dict[str, Any]:
@@ -93,6 +104,7 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
         "fixed_scratch": fixed_scratch,
         "prepared": prepared,
         "cache": ctx_cache,
+        "retire": "",  # why this worker must take no further run ("" while it is fit)
     }
 
 
@@ -104,13 +116,48 @@ def _vm_size_kb() -> int:
     return 0
 
 
-def _run_unit(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
-    if unit.get("run") is not None:  # another language: the child execs a program (`languages`)
-        return execunit.run(unit, limits, ctx, _spawn)
-    return _spawn(unit, limits, ctx)
+def _run_unit_safely(
+    unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]
+) -> dict[str, Any]:
+    """`_run_unit`, which must not kill the worker: an exception here used to end it, and the
+    pool masked the run as SANDBOX_ERROR, a penalty escaped if the run could cause it. What the
+    run leaves behind is handled without exceptions (`isolation.remove_scratch`); anything that
+    still raises is a failure of the worker itself, reported as a setup failure (retried on a
+    fresh worker), after the run's processes are killed."""
+    try:
+        if unit.get("run") is not None:  # another language: the child execs a program
+            return execunit.run(unit, limits, ctx, _spawn)
+        return _spawn(unit, limits, ctx)
+    except BaseException as exc:  # noqa: BLE001 - reported, then this worker retires
+        if ctx["uid"] is not None:
+            isolation.reap_uid(ctx["uid"])
+        elif ctx["userns"]:
+            isolation.reap_namespace()
+        _reap_orphans(block_s=2.0)
+        ctx["retire"] = f"the worker failed: {type(exc).__name__}: {exc}"
+        return _failed_unit(ctx["retire"])
+
+
+def _failed_unit(message: str) -> dict[str, Any]:
+    return {
+        "events": [{"t": "setup_error", "msg": message}],
+        "forged": 0,
+        "timed_out": False,
+        "output_limit": False,
+        "exit_code": None,
+        "signal": None,
+        "stdout": "",
+        "stdout_full": "",
+        "stderr": "",
+        "cpu_s": 0.0,
+        "wall_s": 0.0,
+        "maxrss_kb": 0,
+    }
 
 
 def _spawn(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    if ctx["retire"]:  # a compile step left the scratch unusable: no run on top of it
+        raise RuntimeError(ctx["retire"])
     uid = ctx["uid"]
     scratch = isolation.make_scratch(uid, "filesystem" in ctx["layers"])
     if unit.get("files") or unit.get("source") or unit.get("binary") is not None:
@@ -152,11 +199,18 @@ def _spawn(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) ->
     for fd in (ch_r, out_r, err_r):
         os.close(fd)
     # Every process of the run is gone now, so nothing can swap a path while it is read.
-    kept = execunit.take_files(scratch, unit, os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0)
-    isolation.remove_scratch(scratch)
+    try:
+        exited_ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        kept = execunit.take_files(scratch, unit, exited_ok)
+    except OSError:  # what the run left there is unreadable: as if the files were absent
+        kept = {}
+    left = not isolation.remove_scratch(scratch)
+    if left:
+        ctx["retire"] = "the run's scratch directory could not be removed"
     watch_end = watch
     return {
         **kept,
+        "scratch_left": left,
         "events": events,
         "forged": forged,
         "timed_out": watch["timed_out"],
