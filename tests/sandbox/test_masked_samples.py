@@ -29,9 +29,7 @@ def test_a_deep_directory_tree_in_scratch_never_masks_the_run():
     right = DEEP_TREE + "def f(x):\n    return x + 1\n"
     stdio = Job(DEEP_TREE + "print(2)\n", StdioTests((StdioCase("", "1"),)))
     with Sandbox(workers=1, max_retries=2) as sb:
-        results = sb.run_many(
-            [call_job(wrong, [(1,)], [2]), call_job(right, [(1,)], [2]), stdio]
-        )
+        results = sb.run_many([call_job(wrong, [(1,)], [2]), call_job(right, [(1,)], [2]), stdio])
         assert [r.verdict for r in results] == [
             Verdict.WRONG_ANSWER,
             Verdict.PASSED,
