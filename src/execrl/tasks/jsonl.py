@@ -8,7 +8,8 @@
 
 Test kinds: `{"kind": "assert", "setup": str, "statements": [str]}`,
 `{"kind": "call", "inputs": [[arg, ...]], "expected": [value], "compare": {...}}`,
-`{"kind": "stdio", "cases": [{"stdin": str, "stdout": str}], "compare": {...}}`.
+`{"kind": "stdio", "cases": [{"stdin": str, "stdout": str}], "compare": {...}}`,
+`{"kind": "verifier", "verifier": "sql", "spec": {...}, "wrong": str}` (docs/verifiers.md).
 Values inside inputs, expected and metadata are tagged JSON (`execrl.tasks.values`), so tuples,
 sets and non-finite floats survive the round trip.
 """
@@ -32,6 +33,7 @@ from execrl.tasks.schema import (
     Task,
     Tests,
     TimeLimit,
+    VerifierTests,
 )
 from execrl.tasks.values import from_json, to_json
 
@@ -47,6 +49,13 @@ def tests_to_dict(t: Tests) -> dict[str, Any]:
             "inputs": [to_json(list(args)) for args in t.inputs],
             "expected": [to_json(v) for v in t.expected],
             "compare": dataclasses.asdict(t.compare),
+        }
+    if isinstance(t, VerifierTests):
+        return {
+            "kind": "verifier",
+            "verifier": t.verifier,
+            "spec": to_json(t.spec),
+            "wrong": t.wrong,
         }
     return {
         "kind": "stdio",
@@ -75,7 +84,14 @@ def tests_from_dict(d: Any) -> Tests:
     if kind == "stdio":
         cases = tuple(StdioCase(_str(c["stdin"]), _str(c["stdout"])) for c in d["cases"])
         return StdioTests(cases=cases, compare=Compare(**d.get("compare", {})))
-    raise ValueError(f"unknown test kind {kind!r} (expected 'assert', 'call' or 'stdio')")
+    if kind == "verifier":
+        spec = from_json(d.get("spec", {}))
+        if not isinstance(spec, dict):
+            raise ValueError("verifier tests: 'spec' must be an object")
+        return VerifierTests(_str(d["verifier"]), spec, _str(d.get("wrong", "")))
+    raise ValueError(
+        f"unknown test kind {kind!r} (expected 'assert', 'call', 'stdio' or 'verifier')"
+    )
 
 
 def task_to_dict(task: Task) -> dict[str, Any]:

@@ -98,7 +98,29 @@ class StdioTests:
         return len(self.cases)
 
 
-Tests = AssertTests | CallTests | StdioTests
+@dataclass(frozen=True, slots=True)
+class VerifierTests:
+    """A domain verifier grades the program instead of unit tests (`execrl.sandbox.verifiers`,
+    docs/verifiers.md). `verifier` names it: "verilog", "sql", "chart", "optimize", or a user's
+    "package.module:Class". `spec` is the task's data for it (plain JSON values); the verifier
+    decides what of it enters the sandbox (a schema, an instance), and expected results stay in
+    the trusted parent. It counts as one test: the verifier's verdict on the whole program."""
+
+    verifier: str
+    spec: dict[str, Any] = field(default_factory=dict)
+    # A wrong program for this task: `execrl tasks validate` checks it scores below the reference.
+    wrong: str = ""
+    kind: str = field(default="verifier", init=False)
+
+    def __post_init__(self) -> None:
+        if not self.verifier:
+            raise ValueError('verifier tests: name the verifier (e.g. "sql" or "module:Class")')
+
+    def __len__(self) -> int:
+        return 1
+
+
+Tests = AssertTests | CallTests | StdioTests | VerifierTests
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,91 @@
+"""Running jobs graded by verifiers: each expands into the runs its verifier asks for, all runs
+of a batch go to the pool together, and each verifier scores its own runs in the parent.
+
+The result is an ordinary `ExecutionResult` of one test (the verifier's verdict), so `pass`,
+`pass@k` and every reward that reads verdicts work on verifier tasks unchanged; the
+`Verification` itself (score, components, feedback, artifacts) rides in `extra` and is read
+with `verification_of`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from execrl.sandbox.job import Job
+from execrl.sandbox.verdict import ExecutionResult, TestOutcome, Verdict
+from execrl.sandbox.verifiers import load_verifier
+from execrl.sandbox.verifiers.base import Verification, Verifier, VerifierSpecError, VerifyRequest
+from execrl.tasks.schema import VerifierTests
+
+FEEDBACK_CHARS = 2000  # feedback kept in the result's message
+
+
+def run_verified(
+    sandbox: Any, jobs: Sequence[Job], progress: Callable[[int], None] | None = None
+) -> list[ExecutionResult]:
+    """`sandbox.run_many(jobs)` where some jobs' tests are `VerifierTests`; order preserved."""
+    expanded: list[Job] = []
+    plain: list[tuple[int, int]] = []  # (job index, run index)
+    plans: list[tuple[int, Verifier, VerifyRequest, int, int]] = []
+    for i, job in enumerate(jobs):
+        if not isinstance(job.tests, VerifierTests):
+            plain.append((i, len(expanded)))
+            expanded.append(job)
+            continue
+        verifier = load_verifier(job.tests.verifier)
+        request = VerifyRequest(job.id, job.program, job.tests, job.limits)
+        runs = list(verifier.jobs(request))
+        plans.append((i, verifier, request, len(expanded), len(expanded) + len(runs)))
+        expanded.extend(runs)
+    ran = sandbox.run_many(expanded) if expanded else []
+    results: list[ExecutionResult | None] = [None] * len(jobs)
+    for i, k in plain:
+        results[i] = ran[k]
+    for i, verifier, request, start, end in plans:
+        results[i] = verified_result(verifier, request, ran[start:end])
+    if progress is not None:
+        progress(len(jobs))
+    return [r for r in results if r is not None]
+
+
+def verified_result(
+    verifier: Verifier, request: VerifyRequest, runs: Sequence[ExecutionResult]
+) -> ExecutionResult:
+    """The verifier's judgement as a result of one test. An infrastructure failure of any run
+    is SANDBOX_ERROR (masked, as for unit tests); a verifier that cannot read what a program
+    produced fails the program (WRONG_ANSWER), as `pool._grade_safely` does for unit tests, so
+    no program escapes its penalty by breaking the grader."""
+    infra = next((r for r in runs if r.verdict is Verdict.SANDBOX_ERROR), None)
+    if infra is not None:
+        outcome = TestOutcome(0, Verdict.SANDBOX_ERROR, message=infra.message)
+        return replace(infra, tests=(outcome,), n_tests=1)
+    try:
+        verification = verifier.verify(request, runs)
+    except VerifierSpecError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the program's output broke the check
+        verification = Verification(
+            0.0,
+            {},
+            Verdict.WRONG_ANSWER,
+            f"the program's output could not be verified: {type(exc).__name__}: {exc}",
+        )
+    feedback = verification.feedback[:FEEDBACK_CHARS]
+    last = runs[-1] if runs else ExecutionResult(Verdict.PASSED)
+    return ExecutionResult(
+        verdict=verification.verdict,
+        tests=(TestOutcome(0, verification.verdict, message=feedback),),
+        n_tests=1,
+        message="" if verification.verdict is Verdict.PASSED else feedback,
+        cpu_s=sum(r.cpu_s for r in runs),
+        wall_s=sum(r.wall_s for r in runs),
+        peak_memory_kb=max((r.peak_memory_kb for r in runs), default=0),
+        stdout=last.stdout,
+        stderr=last.stderr,
+        attempts=max((r.attempts for r in runs), default=1),
+        tampering=tuple(dict.fromkeys(t for r in runs for t in r.tampering)),
+        possible_hack=next((r.possible_hack for r in runs if r.possible_hack), ""),
+        extra={"verification": verification},
+    )
