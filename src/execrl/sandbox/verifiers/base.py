@@ -96,6 +96,15 @@ def failed(verdict: Verdict, feedback: str, **components: float) -> Verification
     return Verification(0.0, components, verdict, feedback)
 
 
+def strip_fence(program: str) -> str:
+    """The code inside a ``` fence (any language tag), when the whole program is one: code
+    extraction keeps untagged and Python fences, and a model may still send ```sql."""
+    text = program.strip()
+    if text.startswith("```") and text.endswith("```") and "\n" in text:
+        return text.split("\n", 1)[1][:-3]
+    return program
+
+
 def verification_of(result: ExecutionResult) -> Verification | None:
     """The verification behind a result, for tasks graded by a verifier (else None)."""
     found = result.extra.get("verification")

@@ -21,7 +21,7 @@ from typing import Any
 from execrl.sandbox.artifacts import program_job, program_run
 from execrl.sandbox.job import Job
 from execrl.sandbox.verdict import ExecutionResult, Verdict
-from execrl.sandbox.verifiers.base import Verification, VerifyRequest, failed
+from execrl.sandbox.verifiers.base import Verification, VerifyRequest, failed, strip_fence
 
 FLOAT_DIGITS = 6
 MAX_ROWS = 10_000  # rows a query may return; more is a wrong answer, never a hang
@@ -86,7 +86,7 @@ class SqlVerifier:
         data = {"schema": schema, "rows": rows, "timeout_s": request.spec.get("timeout_s", 2.0)}
         files = (
             ("db.json", json.dumps(data).encode()),
-            ("query.sql", _strip_fence(request.program).encode()),
+            ("query.sql", strip_fence(request.program).encode()),
         )
         return [program_job(RUNNER, files=files, limits=request.limits, job_id=request.task_id)]
 
@@ -136,11 +136,3 @@ def _norm(value: Any) -> Any:
     if isinstance(value, dict):
         return ("bytes", str(value.get("bytes")))
     return value
-
-
-def _strip_fence(program: str) -> str:
-    """The query inside a ``` fence, when the whole program is one."""
-    text = program.strip()
-    if text.startswith("```") and text.endswith("```") and "\n" in text:
-        return text.split("\n", 1)[1][:-3]
-    return program
