@@ -2,7 +2,11 @@
 
     execrl eval --model PATH_OR_HF_ID --benchmark humaneval -n 10 -k 1,10
     execrl eval --model openai:http://localhost:8000/v1#MODEL --benchmark mbpp+
+    execrl eval --model runs/RUN/final          # a model execrl trained: as its run evaluated it
 
+A model directory holding `execrl_eval.json` (which `execrl train` saves in final/) is evaluated
+by the run's own held-out evaluation (`eval.as_trained`); any other model as the benchmark's
+official harness prompts it (`eval.generation`).
 Writes, in --out-dir: samples.jsonl (+ samples.meta.json), results.jsonl and summary.json; the
 summary is also the last line of stdout with --json, as `eval-samples` prints it.
 """
@@ -15,10 +19,12 @@ import re
 import sys
 from pathlib import Path
 
+from execrl.eval.as_trained import benchmark_for, evaluate_as_trained, spec_for
 from execrl.eval.commands import print_summary
 from execrl.eval.evaluate import evaluate, result_record, summarize, write_jsonl_atomic
 from execrl.eval.generation import GenerationMeta, SamplesFile, first_n, generate_missing
 from execrl.progress import progress_bar
+from execrl.rl.eval_spec import HeldoutSpec
 from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
 from execrl.sandbox.reference_runner import sandbox_runner
 from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
@@ -33,26 +39,31 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a model directory in Hugging Face format, a hub id, 'default', "
         "or openai:URL#MODEL for an OpenAI-compatible completion server",
     )
-    p.add_argument("--benchmark", default="humaneval", help="benchmark name, or jsonl:PATH")
-    p.add_argument("-n", type=int, default=1, help="samples per task")
+    p.add_argument(
+        "--benchmark",
+        default=None,
+        help="benchmark name, or jsonl:PATH (default: humaneval; for a model execrl trained, "
+        "the held-out tasks of its run)",
+    )
+    p.add_argument("-n", type=int, default=None, help="samples per task (default 1, or as trained)")
     p.add_argument("-k", default="1", help="comma-separated k of pass@k to print, each <= n")
     p.add_argument(
         "--temperature",
         type=float,
         default=None,
-        help="sampling temperature (default: 0, greedy, when n = 1, else 0.8)",
+        help="sampling temperature (default: 0, greedy, when n = 1, else 0.8; or as trained)",
     )
-    p.add_argument("--top-p", type=float, default=0.95)
-    p.add_argument("--max-new-tokens", type=int, default=512)
+    p.add_argument("--top-p", type=float, default=None, help="default 0.95, or as trained")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="default 512, or as trained")
     p.add_argument(
         "--chat",
         choices=("auto", "on", "off"),
-        default="auto",
-        help="use the chat template (auto: when the tokenizer has one; servers: off)",
+        default=None,
+        help="use the chat template (auto, the default: when the tokenizer has one; servers: off)",
     )
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, or auto")
     p.add_argument("--batch-size", type=int, default=16, help="sequences per generate call")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=None, help="default 0, or as trained")
     p.add_argument("--limit", type=int, default=0, help="only the first N tasks (0: all)")
     p.add_argument(
         "--out-dir",
@@ -88,6 +99,15 @@ def run_eval(args: argparse.Namespace) -> int:
         ks = sorted({int(k) for k in args.k.split(",") if k.strip()})
     except ValueError:
         return _fail(f"-k {args.k!r}: give comma-separated integers, e.g. -k 1,10")
+    try:
+        spec = HeldoutSpec.load(args.model) if Path(args.model).is_dir() else None
+    except ValueError as exc:
+        return _fail(str(exc))
+    if spec is not None:
+        return _run_as_trained(args, spec, ks)
+    for name, default in _DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
     if args.n < 1 or not ks or ks[0] < 1 or ks[-1] > args.n:
         return _fail(f"-k {args.k} with -n {args.n}: each k must be between 1 and n")
     temperature = (
@@ -147,6 +167,36 @@ def run_eval(args: argparse.Namespace) -> int:
     }
     write_jsonl_atomic(out_dir / "results.jsonl", [result_record(r) for r in results])
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print_summary(summary, args.json, shown=[f"pass@{k}" for k in ks])
+    return 0
+
+
+# For a model execrl did not train (no execrl_eval.json beside it).
+_DEFAULTS = {"benchmark": "humaneval", "n": 1, "top_p": 0.95, "max_new_tokens": 512,
+             "chat": "auto", "seed": 0}  # fmt: skip
+
+
+def _run_as_trained(args: argparse.Namespace, saved: HeldoutSpec, ks: list[int]) -> int:
+    """A model execrl trained: the run's own held-out evaluation (`eval.as_trained`)."""
+    try:
+        spec = spec_for(args, saved)
+    except ValueError as exc:
+        return _fail(str(exc))
+    n = spec.samples_per_task
+    if n < 1 or not ks or ks[0] < 1 or ks[-1] > n:
+        return _fail(f"-k {args.k} with -n {n}: each k must be between 1 and n")
+    benchmark, limit = benchmark_for(args, spec)
+    try:
+        tasks = load_benchmark(benchmark, args.data_dir, reference_runner=sandbox_runner())
+    except (TaskDataError, DataNotFound, UnknownBenchmark, OSError, ValueError) as exc:
+        return _fail(str(exc))
+    tasks = tasks[:limit] if limit > 0 else tasks
+    out_dir = args.out_dir or Path("evals") / _slug(f"{benchmark}__{args.model}")
+    try:
+        with Sandbox(workers=args.workers, allow_missing_layers=args.allow_weaker_sandbox) as sb:
+            summary = evaluate_as_trained(args, spec, tasks, sb, benchmark, out_dir)
+    except (SandboxUnavailable, TaskDataError, OSError) as exc:
+        return _fail(str(exc))
     print_summary(summary, args.json, shown=[f"pass@{k}" for k in ks])
     return 0
 

@@ -1,0 +1,152 @@
+"""How a trained model is evaluated, saved with it: `execrl eval --model RUN/final` evaluates a
+checkpoint exactly as its run's held-out evaluation did.
+
+A checkpoint evaluates as it trained only if everything between the task and the verdict is the
+same: the tasks, the prompt format (signature prompts turn a prose request into code the model
+continues: `models.prompting`), the chat template, the sampling settings and seeds, how a
+completion becomes a program, and the limits. `execrl train` writes all of it next to the
+model, in `final/execrl_eval.json` (`HeldoutSpec`); `execrl eval --model DIR` reads it and runs
+`run_heldout`, which samples and scores as training's held-out evaluation does: the rollout
+engine, the rollout chunking and seeds (`rl.rollout.Rollouts`, step -1) and the rewards layer's
+one scoring path with the `pass` reward. Without that file a model is evaluated the way the
+benchmark's official harness prompts it (`eval.generation`), right for a model execrl did not
+train.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from execrl.models.engine import RolloutEngine
+from execrl.models.prompting import with_signature_prompts
+from execrl.models.sampling import SamplingParams, encode_prompts
+from execrl.rewards.config import RewardConfig
+from execrl.rewards.scorer import RewardScorer
+from execrl.rl.config import TrainConfig
+from execrl.rl.rollout import Rollouts, RolloutTimes, Scored
+from execrl.tasks.schema import Task
+
+SPEC_FILE = "execrl_eval.json"
+PROMPT_FORMATS = ("signature", "plain")
+HELDOUT_SEED_OFFSET = 7919  # held-out sampling seeds differ from the training rollouts'
+
+
+@dataclass(frozen=True, slots=True)
+class HeldoutSpec:
+    """How a model is evaluated on held-out tasks; saved with the model it describes."""
+
+    benchmark: str  # the tasks, as `load_benchmark` names them (synthetic:split=test,n=64,...)
+    limit: int  # only the first N tasks (0: all)
+    prompt_format: str  # "signature" (prose prompts end with the entry point's def) | "plain"
+    chat: str  # auto | on | off: the chat template
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    stop: tuple[str, ...]
+    samples_per_task: int  # pass@1 = the mean pass over these
+    seed: int  # the run's seed; each chunk's sampling seed derives from it
+    groups_per_generate: int  # tasks per generate call: the unit of seeding
+    program: str  # how a completion becomes a program (`[reward] program`: auto | extract | ...)
+    wall_s: float  # per-program limits
+    memory_mb: int
+    dtype: str  # the dtype the model was trained in
+
+    def __post_init__(self) -> None:
+        if self.prompt_format not in PROMPT_FORMATS:
+            raise ValueError(
+                f"prompt_format = {self.prompt_format!r}; choose one of {', '.join(PROMPT_FORMATS)}"
+            )
+        if self.samples_per_task < 1 or self.groups_per_generate < 1:
+            raise ValueError("samples_per_task and groups_per_generate must be >= 1")
+
+    def save(self, directory: str | Path) -> Path:
+        path = Path(directory) / SPEC_FILE
+        path.write_text(json.dumps(dataclasses.asdict(self), indent=1) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, directory: str | Path) -> HeldoutSpec | None:
+        """The spec saved in a model directory, or None when there is none (a model execrl did
+        not train). A damaged file is an error naming it, never a silent fallback."""
+        path = Path(directory) / SPEC_FILE
+        if not path.is_file():
+            return None
+        try:
+            data = json.loads(path.read_text())
+            data["stop"] = tuple(data["stop"])
+            return cls(**data)
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(
+                f"{path}: not a held-out evaluation spec ({exc}); delete it to evaluate the "
+                "model as the benchmark's harness prompts it"
+            ) from None
+
+
+def heldout_spec(c: TrainConfig) -> HeldoutSpec:
+    """What `execrl train` evaluates its held-out tasks with (`data`, `sampling`, `reward`)."""
+    if c.data.heldout == "synthetic":
+        benchmark = (
+            f"synthetic:split=test,n={c.data.n_heldout},difficulty={c.data.difficulty},"
+            f"seed={c.run.seed}"
+        )
+    else:
+        benchmark = c.data.heldout
+    return HeldoutSpec(
+        benchmark=benchmark,
+        limit=c.data.n_heldout,
+        prompt_format="signature" if c.data.signature_prompt else "plain",
+        chat=c.model.chat,
+        temperature=c.sampling.heldout_temperature,
+        top_p=1.0,
+        max_new_tokens=c.sampling.max_new_tokens,
+        stop=tuple(c.sampling.stop),
+        samples_per_task=c.data.heldout_samples,
+        seed=c.run.seed,
+        groups_per_generate=c.sampling.groups_per_generate,
+        program=c.reward.program,
+        wall_s=c.reward.wall_s,
+        memory_mb=c.reward.memory_mb,
+        dtype=c.model.dtype,
+    )
+
+
+def prompted(tasks: Sequence[Task], prompt_format: str) -> list[Task]:
+    """The tasks with the prompt format applied (idempotent: a signature prompt is code)."""
+    return with_signature_prompts(list(tasks)) if prompt_format == "signature" else list(tasks)
+
+
+def run_heldout(
+    spec: HeldoutSpec,
+    engine: RolloutEngine,
+    tokenizer: Any,
+    tasks: Sequence[Task],
+    sandbox: Any,
+    chunks: Sequence[int] | None = None,
+) -> list[Scored]:
+    """`spec.samples_per_task` completions of each task in the given rollout chunks (of
+    `groups_per_generate` tasks; all by default), sampled and scored as training's held-out
+    evaluation does; task-major. `x.passed` is the verdict pass@1 averages."""
+    tasks = prompted(tasks, spec.prompt_format)
+    chat = {"auto": None, "on": True, "off": False}[spec.chat]
+    prompt_ids = encode_prompts(tokenizer, [t.prompt for t in tasks], chat=chat)
+    params = SamplingParams(spec.temperature, spec.top_p, spec.max_new_tokens, spec.stop)
+    reward = RewardConfig(tree={"type": "pass"}, program=spec.program, wall_s=spec.wall_s,
+                          memory_mb=spec.memory_mb, analysis_workers=0)  # fmt: skip
+    scorer = RewardScorer(reward, sandbox=sandbox)
+    rollouts = Rollouts(engine, tokenizer, tasks, prompt_ids, scorer, params,
+                        spec.seed + HELDOUT_SEED_OFFSET, spec.groups_per_generate)  # fmt: skip
+    try:
+        every = rollouts.chunks(list(range(len(tasks))))
+        mine = range(len(every)) if chunks is None else chunks
+        done = rollouts.run(
+            [(i, every[i]) for i in mine], spec.samples_per_task, -1, 0, RolloutTimes()
+        )
+    finally:
+        rollouts.close()
+        scorer.close()
+    return [x for i in mine for group in done[i] for x in group]
