@@ -7,7 +7,7 @@ import json
 import sys
 import time
 
-from execrl.sandbox import isolation, languages
+from execrl.sandbox import isolation, languages, memcg
 from execrl.sandbox.job import Job
 from execrl.sandbox.limits import Limits
 from execrl.sandbox.pool import Sandbox, SandboxUnavailable
@@ -118,13 +118,21 @@ def run_doctor(args: argparse.Namespace) -> int:
         {"language": s.name, "available": s.available, "detail": s.detail}
         for s in languages.probe_languages()
     ]
+    # How a run's memory limit binds: the whole run (a memory cgroup) or each process alone.
+    mode, detail = memcg.probe()
     if args.json:
         ok = not error and all(r["active"] for r in rows)
-        print(json.dumps({"layers": rows, "languages": langs, "ok": ok, "error": error}))
+        memory = {"mode": mode, "detail": detail}
+        print(
+            json.dumps(
+                {"layers": rows, "memory": memory, "languages": langs, "ok": ok, "error": error}
+            )
+        )
     else:
         for r in rows:
             mark = "active" if r["active"] else ("available" if r["available"] else "UNAVAILABLE")
             print(f"{r['layer']:<11} {mark:<12} {r['detail']}")
+        print(f"{'memory':<11} {mode:<12} {detail}")
         for r in langs:
             mark = "present" if r["available"] else "MISSING"
             print(f"{'lang:' + r['language']:<16} {mark:<8} {r['detail']}")

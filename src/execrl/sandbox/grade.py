@@ -55,7 +55,9 @@ def grade(job: Job, raws: list[dict[str, Any]], attempts: int = 1) -> ExecutionR
         message=message,
         cpu_s=sum(r.get("cpu_s", 0.0) for r in raws),
         wall_s=sum(r.get("wall_s", 0.0) for r in raws),
-        peak_memory_kb=max((r.get("maxrss_kb", 0) for r in raws), default=0),
+        peak_memory_kb=max(
+            (max(r.get("maxrss_kb", 0), r.get("cgroup_peak_kb", 0)) for r in raws), default=0
+        ),
         stdout=raw.get("stdout", ""),
         stderr=raw.get("stderr", ""),
         attempts=attempts,
@@ -108,6 +110,12 @@ def _limit_verdict(job: Job, raw: dict[str, Any]) -> tuple[Verdict, str] | None:
         return (
             Verdict.RUNTIME_ERROR,
             "the program left files in its scratch directory that could not be removed",
+        )
+    if raw.get("oom_killed"):
+        return (
+            Verdict.MEMORY_LIMIT,
+            f"the run's processes together went over its memory limit ({job.limits.memory_mb} "
+            "MiB beside the interpreter)",
         )
     if raw.get("timed_out") == "test":
         return Verdict.TIMEOUT, f"per-test wall-clock limit of {job.limits.test_wall_s:g}s exceeded"

@@ -10,7 +10,9 @@ class Limits:
     wall_s: float = 3.0  # wall clock for one run (all its tests), enforced by the worker
     test_wall_s: float | None = None  # optional wall clock per test, on top of wall_s
     cpu_s: float | None = None  # CPU seconds (kernel rlimit); defaults to wall_s + 1
-    memory_mb: int = 2048  # address-space limit of each process of the run
+    # Address-space limit of each process of the run, and, where the host has a memory cgroup
+    # (`memcg`), of all its processes' memory together; both beside the worker's own size.
+    memory_mb: int = 2048
     output_bytes: int = 1 << 20  # cap on stdout and on stderr each; over it is OUTPUT_LIMIT
     file_size_mb: int = 16  # largest file the program may write
     open_files: int = 64

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from execrl.sandbox import isolation, protocol
+from execrl.sandbox import isolation, memcg, protocol
 from execrl.sandbox.grade import grade
 from execrl.sandbox.job import Job
 from execrl.sandbox.verdict import ExecutionResult, SandboxErrorCause, Verdict
@@ -36,6 +36,15 @@ class SandboxConfig:
     scratch_mb: int = 64  # tmpfs size of each worker's scratch
     hide: tuple[str, ...] | None = None  # directories hidden from programs; None: homes and cwd
     start_timeout_s: float = 60.0
+    # The one home of every sandbox setting the layers above share (`execrl train`'s [sandbox],
+    # the reward scorer's, `execrl eval`): the limits of each run of a job they build, and
+    # where runs go: "local" (this pool) or "ray" (`ray_backend.RaySandbox`, `ray_actors`
+    # actors of `workers` workers each, on the cluster at `ray_address`; "local" starts one).
+    wall_s: float = 2.0  # wall-clock limit of one run (all its tests)
+    memory_mb: int = 2048  # memory limit of one run
+    backend: str = "local"  # local | ray
+    ray_address: str = "local"
+    ray_actors: int = 2
 
 
 @dataclass(slots=True)
@@ -49,6 +58,7 @@ class _Worker:
     wfile: Any
     uid: int | None
     lease: isolation.UidLease | None = None
+    memcg: str | None = None  # the worker's memory cgroup (`memcg`), removed with it
     runs: int = 0
     retiring: str = ""  # the worker said it takes no further run, and why (`worker.main`)
 
@@ -73,6 +83,10 @@ class Sandbox:
             **{**{f: getattr(base, f) for f in base.__slots__}, **overrides}
         )
         self.layers = self._choose_layers()
+        # How a run's memory is bound: "cgroup v1"/"cgroup v2" (the whole run), or "rlimit"
+        # (each process alone), with why (`execrl sandbox doctor` shows it).
+        self.memory_mode, self.memory_detail = memcg.probe()
+        self._memcg_count = 0
         self.stats = SandboxStats()
         self._stats_lock = threading.Lock()
         self._hide = (
@@ -121,6 +135,7 @@ class Sandbox:
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
         }
+        cgroup = self._new_memcg()
         sock, theirs = socket.socketpair()
         try:
             proc = subprocess.Popen(
@@ -143,8 +158,10 @@ class Sandbox:
             # Not root: the network and filesystem layers live in a user namespace.
             "userns": os.geteuid() != 0 and bool({"network", "filesystem"} & set(self.layers)),
             "bin_dir": self._bin_dir,
+            "memcg": list(cgroup) if cgroup else None,
         }
         worker = _Worker(proc, sock, rfile, wfile, lease.uid if lease else None, lease)
+        worker.memcg = cgroup[0] if cgroup else None
         try:
             protocol.write_message(wfile, config)
             reply = protocol.read_message(rfile)
@@ -155,6 +172,17 @@ class Sandbox:
             msg = reply.get("msg") if reply else "worker exited while starting"
             raise SandboxUnavailable(f"sandbox worker failed to start: {msg}")
         return worker
+
+    def _new_memcg(self) -> tuple[str, int] | None:
+        if self.memory_mode == "rlimit":
+            return None
+        with self._stats_lock:
+            self._memcg_count += 1
+            tag = str(self._memcg_count)
+        try:
+            return memcg.create(tag)
+        except OSError as exc:
+            raise SandboxUnavailable(f"cannot make a worker's memory cgroup: {exc}") from None
 
     # -- running ---------------------------------------------------------------------------
 
@@ -352,6 +380,8 @@ def _retire(w: _Worker, graceful: bool) -> None:
         isolation.reap_uid(w.uid)
     if w.lease:
         w.lease.release()
+    if w.memcg:
+        memcg.remove(w.memcg)
     for f in (w.wfile, w.rfile, w.sock):
         try:
             f.close()

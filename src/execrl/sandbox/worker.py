@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 
-from execrl.sandbox import execunit, harness, isolation, protocol, syscalls
+from execrl.sandbox import execunit, harness, isolation, memcg, protocol, syscalls
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the worker 2 MB
 if TYPE_CHECKING:
@@ -69,6 +69,9 @@ def main() -> None:
 def _setup(config: dict[str, Any]) -> dict[str, Any]:
     layers = set(config["layers"])
     userns = bool(config.get("userns"))
+    # Opened before any namespace of ours exists: the files stay writable through these
+    # descriptors however the worker's own view of the filesystem is confined (`memcg`).
+    memory = memcg.RunMemory(*config["memcg"]) if config.get("memcg") else None
     if userns:  # not root: namespaces of our own, as pid 1 of the pid namespace (`isolation`)
         isolation.enter_user_namespace()
     os.environ.clear()
@@ -104,6 +107,7 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
         "fixed_scratch": fixed_scratch,
         "prepared": prepared,
         "cache": ctx_cache,
+        "memory": memory,
         "retire": "",  # why this worker must take no further run ("" while it is fit)
     }
 
@@ -173,6 +177,12 @@ def _spawn(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) ->
     ctx["prepared"].precompile(unit)
     processes = limits["processes"] if unit.get("allow_threads") else 1
     limits = dict(limits, rlimits=_rlimits(limits, ctx["vm_kb"], processes))
+    memory = ctx["memory"]
+    if memory is not None:
+        # The same bound as each process's address space (`_rlimits`), which binds a lone
+        # process first (its resident memory is below its address space); the cgroup binds
+        # the run's processes together.
+        memory.before_run(ctx["vm_kb"] * 1024 + limits["memory_mb"] * (1 << 20))
     t0 = time.monotonic()
     pid = os.fork()
     if pid == 0:
@@ -208,6 +218,8 @@ def _spawn(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) ->
     if left:
         ctx["retire"] = "the run's scratch directory could not be removed"
     watch_end = watch
+    if memory is not None:  # after the scratch is gone: its tmpfs pages were the run's too
+        kept.update(memory.after_run())
     return {
         **kept,
         "scratch_left": left,
@@ -258,6 +270,8 @@ def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, key) -> Non
 
     No-new-privileges, non-dumpable and the environment come from the worker (`_setup`)."""
     try:
+        if ctx["memory"] is not None:  # first, while root: the run's memory is counted together
+            os.write(ctx["memory"].procs, b"0")
         os.setsid()
         os.dup2(stdin_fd, 0)
         os.dup2(out_w, 1)
