@@ -128,7 +128,7 @@ def _limits(task: Task, group: str, override: Limits | None) -> Limits:
     if group not in task.time_limits:
         return DEFAULT_LIMITS
     memory = EVALPLUS_MEMORY_MB if task.base_tests is not None else DEFAULT_LIMITS.memory_mb
-    return Limits(memory_mb=memory, **job_limits(task, group))
+    return Limits(**{"memory_mb": memory, **job_limits(task, group)})  # the task's memory wins
 
 
 def _combine(base: ExecutionResult, plus: ExecutionResult | None, n_base: int) -> ExecutionResult:

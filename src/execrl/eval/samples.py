@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from execrl.rewards.extract import extract_code
 from execrl.tasks.errors import TaskDataError
 from execrl.tasks.schema import Task
 from execrl.tasks.sources import read_records
@@ -60,5 +61,15 @@ def read_samples(path: Path, fmt: str | None = None) -> tuple[list[Sample], str]
 
 
 def program_for(sample: Sample, task: Task, fmt: str) -> str:
-    """The program the candidate's code becomes, as the official harness builds it."""
-    return task.prompt + sample.code if fmt == "completion" else sample.code
+    """The program the candidate's code becomes, as the official harness builds it. Where the
+    prompt is prose (contest problems: LiveCodeBench, APPS, CodeContests...), a completion is
+    the model's answer, and its code (fenced or bare, as `rewards.extract` finds it) is the
+    whole program."""
+    if fmt != "completion":
+        return sample.code
+    from execrl.models.prompting import is_code_prompt  # lazily: models imports torch
+
+    if is_code_prompt(task.prompt):
+        return task.prompt + sample.code
+    found = extract_code(sample.code, task.entry_point)
+    return found.code if found is not None else sample.code

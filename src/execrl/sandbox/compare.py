@@ -5,11 +5,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from execrl.sandbox import checkers
 from execrl.tasks.schema import Compare
 
 
 def values_equal(got: Any, expected: Any, cmp: Compare) -> bool:
     """Python's == on plain data, with float tolerance and order-insensitivity where asked."""
+    if cmp.checker:  # a benchmark's own rule (sandbox/checkers.py)
+        return checkers.value_check(got, expected, cmp)
     if cmp.oracle:
         return evalplus_equal(got, expected, cmp.oracle, cmp.atol)
     if cmp.unordered and type(got) in (list, tuple) and type(expected) in (list, tuple):
@@ -94,6 +97,8 @@ def _poly(xs: list[Any], x: float) -> float:
 
 def stdout_matches(got: str, expected: str, cmp: Compare) -> bool:
     """Token-by-token comparison of a program's output, as contest judges do."""
+    if cmp.checker:  # a built-in checker or a benchmark's own rule (sandbox/checkers.py)
+        return checkers.stdout_check(got, expected, cmp)
     if not cmp.tokens:
         return got.rstrip("\n") == expected.rstrip("\n")
     a, b = got.split(), expected.split()

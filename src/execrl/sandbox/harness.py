@@ -445,6 +445,18 @@ def _run_calls(
     entry: str, inputs: list[Any], cand_ns: dict[str, Any], state: dict[str, Any], send: Any
 ) -> None:
     fn = cand_ns.get(entry)
+    if fn is None and "." in entry:
+        # `Solution.twoSum`: LeetCode's shape. One instance for the run, as LiveCodeBench's and
+        # APPS' harnesses make one per problem; building it runs the program's code, so a
+        # failure there is the program's (a load error), never the sandbox's.
+        cls_name, _, method = entry.partition(".")
+        cls = cand_ns.get(cls_name)
+        if cls is not None:
+            try:
+                fn = getattr(cls(), method)
+            except BaseException as exc:  # noqa: BLE001
+                send(t="load_error", **_exception_fields(exc, state))
+                return
     if not callable(fn):
         msg = f"the program does not define a function {entry!r}"
         send(t="load_error", exc="NameError", cls="error", msg=msg, line=None)

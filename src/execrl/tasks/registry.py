@@ -1,8 +1,10 @@
 """Benchmarks by name: `load_benchmark("mbpp+")`, `list_benchmarks()`.
 
 Names: humaneval, humaneval+, mbpp, mbpp-train, mbpp-full, mbpp-sanitized, mbpp+, humanevalfix, quixbugs,
-codejam, synthetic[:key=value,...] (see `execrl.tasks.synthetic`), and jsonl:PATH (a file in
-HumanEval's format or in execrl's own schema, told apart by its first record).
+codejam, synthetic[:key=value,...] (see `execrl.tasks.synthetic`), jsonl:PATH (a file in
+HumanEval's format or in execrl's own schema, told apart by its first record), and the contest
+datasets read from their upstream files: livecodebench:PATH, apps:PATH, taco:PATH,
+codecontests:PATH, kodcode:PATH, primeintellect:PATH (`execrl.tasks.contest_registry`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from execrl.tasks.codejam import CODEJAM, read_codejam
+from execrl.tasks.contest_registry import (
+    PATH_BENCHMARKS,
+    is_path_benchmark,
+    load_path_benchmark,
+)
 from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 from execrl.tasks.evalplus import HUMANEVAL_PLUS, MBPP_PLUS, load_evalplus
 from execrl.tasks.humaneval import HUMANEVAL, humaneval_task, is_humaneval_record, read_humaneval
@@ -22,6 +29,7 @@ from execrl.tasks.reference_runs import ReferenceRunner
 from execrl.tasks.repair import HUMANEVALFIX, QUIXBUGS, read_humanevalfix, read_quixbugs
 from execrl.tasks.schema import Task
 from execrl.tasks.sources import DataFile, Found, locate, read_records
+from execrl.tasks.suites import is_suite, load_suite
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +81,8 @@ def list_benchmarks() -> list[Benchmark]:
 def locate_benchmark(
     name: str, data_dir: str | Path | None = None, download: bool = True
 ) -> Found | None:
+    if is_suite(name):
+        return None  # generated
     b = _get(name)
     return locate(b.data, data_dir, download) if b.data else None
 
@@ -90,6 +100,10 @@ def load_benchmark(
     pass `execrl.sandbox.reference_runner.sandbox_runner()`); without one they are an error."""
     if name.startswith("jsonl:"):
         tasks = read_jsonl_tasks(Path(name[len("jsonl:") :]))
+    elif is_path_benchmark(name):  # livecodebench:PATH, apps:PATH, ... (contest_registry)
+        tasks = load_path_benchmark(name)
+    elif is_suite(name):  # verilog, sql, chart, optimize[:opts] (execrl.tasks.suites)
+        tasks = load_suite(name)
     elif name == "synthetic" or name.startswith("synthetic:"):
         from execrl.tasks.synthetic import load_synthetic
 
@@ -130,6 +144,7 @@ def read_jsonl_tasks(path: Path) -> list[Task]:
 
 def _get(name: str) -> Benchmark:
     if name not in BENCHMARKS:
-        known = ", ".join([*BENCHMARKS, "synthetic[:opts]", "jsonl:PATH"])
+        paths = [f"{n}:PATH" for n in PATH_BENCHMARKS]
+        known = ", ".join([*BENCHMARKS, "synthetic[:opts]", "jsonl:PATH", *paths])
         raise UnknownBenchmark(f"unknown benchmark {name!r}; known: {known}")
     return BENCHMARKS[name]

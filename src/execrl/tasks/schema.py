@@ -39,6 +39,21 @@ ORACLES = (
 )
 
 
+# Names `Compare.checker` accepts; `execrl.sandbox.checkers` defines each ("" is the rules of
+# the other Compare fields).
+CHECKERS = (
+    "",
+    "tokens",  # whitespace-separated tokens, exact
+    "float",  # tokens; numbers within atol or rtol (either), the rest exact
+    "yesno",  # tokens; yes/no answers in any case, the rest exact
+    "lines_unordered",  # the same lines, each stripped, in any order
+    "livecodebench",  # lcb_runner: stdio line by line, else Decimal tokens; call: ==, tuples as lists
+    "apps",  # APPS/TACO testing_util's cascade (stdio); call: ==, or == the output wrapped once
+    "codecontests",  # code_contests' OutputsMatch: lowercase tokens, numbers within 1e-5
+    "program",  # a custom checker program run in the sandbox (checker_source)
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Compare:
     """How the trusted parent compares an output with its expected value."""
@@ -52,10 +67,20 @@ class Compare:
     # atol/rtol (problemtools' float_tolerance), rather than within atol + rtol*|expected|.
     either_tolerance: bool = False
     oracle: str = ""  # call only: a named rule from ORACLES instead of plain equality
+    # A built-in checker from CHECKERS instead of the rules above (`sandbox/checkers.py`), or
+    # "program": `checker_source` in `checker_language` run in the sandbox, testlib-style.
+    checker: str = ""
+    checker_source: str = ""  # the custom checker's source (checker = "program")
+    checker_language: str = "python"  # "python" or "cpp"
 
     def __post_init__(self) -> None:
         if self.oracle not in ORACLES:
             raise ValueError(f"unknown comparison oracle {self.oracle!r}; known: {ORACLES}")
+        if self.checker not in CHECKERS:
+            raise ValueError(f"unknown checker {self.checker!r}; known: {CHECKERS}")
+        if (self.checker == "program") != bool(self.checker_source):
+            raise ValueError("checker 'program' needs checker_source, and only it takes one")
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +154,7 @@ class TimeLimit:
 
     wall_s: float  # the whole run
     test_wall_s: float | None = None  # each test (EvalPlus: the largest of its per-input limits)
+    memory_mb: int | None = None  # the memory the benchmark allows a run, where it says
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,4 +209,6 @@ def job_limits(task: Task, group: str = "tests") -> dict[str, Any]:
     kw: dict[str, Any] = {"wall_s": t.wall_s, "cpu_s": t.wall_s + 1}
     if t.test_wall_s is not None:
         kw["test_wall_s"] = t.test_wall_s
+    if t.memory_mb is not None:
+        kw["memory_mb"] = t.memory_mb
     return kw

@@ -1,0 +1,74 @@
+"""The contest benchmarks through the CLI: `tasks list` names them, `tasks validate` passes every
+fixture's reference solutions, and `eval-samples` grades samples (whole programs, or completions
+whose code is fenced) with each benchmark's rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from execrl.cli import main
+from execrl.tasks import load_benchmark
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "contest"
+WITH_REFERENCES = ("apps", "taco", "codecontests", "kodcode", "primeintellect")
+
+
+def spec(name: str) -> str:
+    return f"{name}:{FIXTURES / (name + '.jsonl')}"
+
+
+def test_tasks_list_names_the_contest_benchmarks(capsys):
+    assert main(["tasks", "list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("livecodebench", "apps", "taco", "codecontests", "kodcode", "primeintellect"):
+        assert f"{name}:PATH" in out
+
+
+@pytest.mark.parametrize("name", WITH_REFERENCES)
+def test_validate_passes_every_reference(name, capsys):
+    assert main(["tasks", "validate", spec(name), "--workers", "1"]) == 0
+    n = len(load_benchmark(spec(name)))
+    assert f"{n}/{n} reference solutions pass" in capsys.readouterr().out
+
+
+def _eval(samples: list[dict], bench: str, tmp_path: Path, *extra: str) -> list[dict]:
+    path = tmp_path / "samples.jsonl"
+    path.write_text("".join(json.dumps(s) + "\n" for s in samples))
+    out = tmp_path / "results.jsonl"
+    code = main(["eval-samples", str(path), "--benchmark", bench, "--output", str(out), *extra])
+    assert code == 0
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("name", WITH_REFERENCES)
+def test_eval_samples_passes_references_and_fails_a_wrong_program(name, tmp_path):
+    tasks = load_benchmark(spec(name))
+    samples = [{"task_id": t.id, "solution": t.reference} for t in tasks]
+    samples += [{"task_id": t.id, "solution": "print('wrong')\n"} for t in tasks]
+    results = _eval(samples, spec(name), tmp_path, "--workers", "1")
+    assert [r["passed"] for r in results] == [True] * len(tasks) + [False] * len(tasks)
+
+
+def test_livecodebench_samples_stdin_and_functional(tmp_path):
+    samples = [json.loads(line) for line in (FIXTURES / "livecodebench_samples.jsonl").open()]
+    results = _eval(samples, spec("livecodebench"), tmp_path, "--workers", "1")
+    assert [(r["task_id"], r["verdict"]) for r in results] == [
+        ("abc371_a", "PASSED"),
+        ("abc371_a", "WRONG_ANSWER"),  # prints 3 for every input
+        ("1", "PASSED"),
+        ("1", "WRONG_ANSWER"),  # (0, 1) counts as [0, 1] on the first test, fails the second
+        ("2051A", "PASSED"),  # prints 2.0 where 2 is expected: equal as Decimals
+    ]
+
+
+def test_a_completion_for_a_prose_prompt_is_its_fenced_code(tmp_path):
+    program = "a, b = map(int, input().split())\nprint(a + b)\n"
+    samples = [
+        {"task_id": "abc371_a", "completion": f"Read both, add.\n```python\n{program}```\n"},
+        {"task_id": "abc371_a", "completion": "I cannot solve this."},
+    ]
+    results = _eval(samples, spec("livecodebench"), tmp_path, "--workers", "1")
+    assert [r["passed"] for r in results] == [True, False]
