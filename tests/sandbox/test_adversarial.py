@@ -246,10 +246,11 @@ def test_signalling_the_parent(sandbox, program):
 # -- resource exhaustion ------------------------------------------------------------------------
 
 
-def test_no_process_or_thread_without_allow_threads(sandbox):
+def test_no_process_and_no_lingering_thread_without_allow_threads(sandbox):
     for program in (
         "import os\nos.fork()\n",
-        "import threading\nthreading.Thread(target=print).start()\n",
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(5,)).start()\n"
+        "def f(x):\n    return x + 1\n",
     ):
         r = run_attack(
             sandbox, assert_job(program, "check(candidate)", HUMANEVAL_STYLE), threads=False

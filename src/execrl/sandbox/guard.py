@@ -56,6 +56,8 @@ TYPE_CHECKING = False  # typing stays out of the worker
 if TYPE_CHECKING:
     from typing import Any
 
+# Exceptions that end an iteration or a generator: they steer the code that catches them.
+_CONTROL_FLOW = (StopIteration, StopAsyncIteration, GeneratorExit)
 NOT_PLAIN_ARGUMENT = "the candidate put a value that is not plain data into one of its arguments"
 _HEAPTYPE = 1 << 9
 
@@ -117,20 +119,23 @@ def _call(
             exposed = True
         elif _container(x):
             plain_given.append(x)
+    # What the tests' objects lead to, taken only when the candidate gets one (`tests_world`).
+    world = tests_world(state, given) if exposed else None
     if state["gc_enabled"]:
         p["gc_enable"]()
-    crossing = None
+    raised = None
     try:
         value = fn(*args, **kwargs)
     except BaseException as exc:
-        keep.append((exc, _get_traceback(exc)))
-        crossing = _crossing(exc)
+        raised = exc
     finally:
-        _after_call(state, exposed)
-    if crossing is not None:
-        # Raised here, not in the except clause, so that its __context__ is not the
+        _after_call(state, world)
+    if raised is not None:
+        keep.append((raised, _get_traceback(raised)))
+        # Made after `_after_call`, once no thread of the candidate is left to change what it
+        # reads; raised here, not in an except clause, so that its __context__ is not the
         # candidate's own exception object.
-        raise crossing
+        raise _crossing(raised)
     if exposed:  # the tests hold objects of the candidate's, whose methods they may call
         state["dirty"] = True
     if not _scalar(value):
@@ -154,22 +159,152 @@ def _container(x: Any) -> bool:
     return t is list or t is dict or t is set or t is tuple
 
 
-def _after_call(state: dict[str, Any], exposed: bool) -> None:
+def _after_call(state: dict[str, Any], world: Any) -> None:
     """Put the tests' world back. If that fails (the candidate left no memory, or a recursion
-    limit too low to run this), the test fails: the tests may swallow the exception."""
+    limit too low to run this), the test fails: the tests may swallow the exception. First of
+    all no thread of the candidate may be left (`sole_thread`): one could act after the
+    restore."""
     p = state["p"]
     try:
         if p["getrecursionlimit"]() < p["recursion_limit"]:
             p["setrecursionlimit"](p["recursion_limit"])
+        sole_thread(state)
         p["gc_disable"]()
         quiet(state)
         state["restore"]()
         state["dirty"] = False
-        if exposed:
+        if world is not None:
             _restore_dict(state["test_builtins"], p["builtins"], "the tests' builtins", state)
+            _restore_world(world, state)
     except BaseException as exc:
-        state["broken"] = (_type_name(type(exc)), "the harness could not restore the tests' world")
+        if state["broken"] is None:
+            state["broken"] = (
+                _type_name(type(exc)),
+                "the harness could not restore the tests' world",
+            )
         raise
+
+
+STRAY_THREAD = (
+    "a thread the program started outlived the call that started it (in assert-style tests "
+    "every thread must end, joined, before the function that started it returns)"
+)
+THREAD_WAIT_S = 1.0  # how long a thread that has ended in Python may take to leave the kernel
+
+
+def sole_thread(state: dict[str, Any]) -> None:
+    """Return only once the harness's thread is the process's only one; else set `stray` (and
+    `broken`) and raise. The kernel's count (the links of /proc/self/task, held open since
+    before the candidate ran) is the only one no Python code can bend. A thread joined a moment
+    ago may still be leaving the kernel: while no Python thread is left (`_thread._count`) it
+    is waited for, for at most THREAD_WAIT_S; one still in Python fails at once. Once the
+    count is one, nothing but the harness can start another."""
+    p = state["p"]
+    tasks = state["tasks"]
+    if tasks is None:  # no /proc: the worker's process limit allows no thread (harness)
+        return
+    fd, identity, alone = tasks
+    fstat = p["fstat"]
+    clock = p["clock"]
+    deadline = None
+    pause = 1e-5
+    while True:
+        try:
+            st = fstat(fd)
+            same = (st.st_dev, st.st_ino) == identity
+        except OSError:
+            same = False
+        if not same:  # the candidate closed or replaced the descriptor
+            break
+        if st.st_nlink <= alone:
+            return
+        if p["python_threads"]() > 0:
+            break
+        now = clock()
+        if deadline is None:
+            deadline = now + THREAD_WAIT_S
+        elif now > deadline:
+            break
+        p["sleep"](pause)
+        pause = min(pause * 2, 0.01)
+    state["stray"] = STRAY_THREAD
+    state["broken"] = ("RuntimeError", STRAY_THREAD)
+    raise RuntimeError(STRAY_THREAD)
+
+
+def tests_world(state: dict[str, Any], given: tuple[Any, ...]) -> list[Any]:
+    """What a candidate handed an object of the tests can reach and change, to put back and
+    report after the call: the tests' namespace (through any function's `__globals__`), the
+    classes the tests defined, the closure cells of the tests' functions and of the functions
+    handed over, and the class of each object handed over. Taken only for such calls."""
+    p = state["p"]
+    ns = state["test_ns"]
+    cand_ns = state["cand_ns"]
+    function_type = p["function_type"]
+    classes, cells, functions = [], [], []
+    # Only reads that run no code of the candidate's: type(), C attributes of functions,
+    # methods and classes (never isinstance, which may read a planted `__class__`).
+    for name, value in ns.items():
+        kind = type(value)
+        if kind is function_type:
+            functions.append(value)
+        elif issubclass(kind, type) and cand_ns.get(name) is not value:
+            # A class of the tests (the program's own classes are its business).
+            if _flags(value) & _HEAPTYPE:
+                snap = dict(_class_dict(value))
+                classes.append((value, snap, *fingerprint(snap)))
+    classes_of = []
+    for x in given:
+        kind = type(x)
+        if _scalar(x):
+            continue
+        classes_of.append((x, kind))
+        if kind is function_type:
+            functions.append(x)
+        elif kind is p["method_type"] and type(x.__func__) is function_type:
+            functions.append(x.__func__)
+    for fn in functions:
+        for cell in fn.__closure__ or ():
+            try:
+                cells.append((cell, cell.cell_contents, fn.__name__))
+            except ValueError:  # an empty cell
+                continue
+    snap = dict(ns)
+    return [ns, snap, *fingerprint(snap), classes, cells, classes_of]
+
+
+def _restore_world(world: list[Any], state: dict[str, Any]) -> None:
+    ns, snap, keys, values, classes, cells, classes_of = world
+    tampered = state["tampered"]
+    if _differs(ns, keys, values):
+        tampered.append("modified the tests' namespace")
+        ns.clear()
+        ns.update(snap)
+    for cls, cls_snap, keys, values in classes:
+        if _differs(_class_dict(cls), keys, values):
+            tampered.append(f"modified class {_type_name(cls)} of the tests")
+            _put_back_class(cls, cls_snap)
+    for cell, contents, name in cells:
+        try:
+            now = cell.cell_contents
+        except ValueError:
+            now = cell
+        if now is not contents:
+            tampered.append(f"modified a closure cell of the tests' function {name}")
+            cell.cell_contents = contents
+    for x, cls in classes_of:
+        if type(x) is not cls:
+            tampered.append(f"modified the class of a {_type_name(cls)} of the tests")
+
+
+def _put_back_class(cls: Any, snap: dict[str, Any]) -> None:
+    current = _class_dict(cls)
+    for key in list(current):
+        if key not in snap:
+            type.__delattr__(cls, key)
+    for key, value in snap.items():
+        if current.get(key) is not value:
+            type.__setattr__(cls, key, value)
 
 
 def _checked(value: Any, plain_given: list[Any], strict: bool, state: dict[str, Any]) -> Any:
@@ -202,6 +337,12 @@ def _crossing(exc: BaseException) -> BaseException:
     class's methods.)"""
     cls = type(exc)
     tb = _get_traceback(exc)
+    for steering in _CONTROL_FLOW:
+        if issubclass(cls, steering):
+            # It would end the tests' `map`, `filter`, `async for` or generator silently; PEP
+            # 479 turns it into a RuntimeError in generators, and so does the boundary.
+            message = f"the candidate raised {_type_name(cls)}: {describe(exc)}"
+            return RuntimeError(message).with_traceback(tb)
     if not cls.__flags__ & _HEAPTYPE:
         args = _args(exc)
         if all(plain.is_exact(a) for a in args):
@@ -407,4 +548,6 @@ def _nothing() -> None:
 _get_traceback = BaseException.__dict__["__traceback__"].__get__
 _type_name = type.__dict__["__name__"].__get__
 _mro = type.__dict__["__mro__"].__get__
+_class_dict = type.__dict__["__dict__"].__get__
+_flags = type.__dict__["__flags__"].__get__
 _args = BaseException.__dict__["args"].__get__

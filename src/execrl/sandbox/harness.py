@@ -68,9 +68,12 @@ _DENIED_EVENTS = frozenset(
 # CPython's test and experimental modules offer what the audit hook exists to deny (raw memory,
 # frame evaluation hooks, subinterpreters); no honest program imports them.
 _DENIED_IMPORT = re.compile(r"^(_test|_xx|_interp|_ctypes_test)")
-# A thread of the candidate could act while the harness reports; denied unless the task allows
-# (here for Pythons that audit thread starts; on 3.11 the worker's process limit denies them).
-_THREAD_EVENT = "_thread.start_new_thread"
+# New processes, unless the job allows them (`Job.allow_threads`): a forked copy of the harness
+# would go on with the tests, with the key, beside the original. Threads are always allowed:
+# in assert-style tests none may outlive the call that started it (`guard.sole_thread`).
+_PROCESS_EVENTS = frozenset(
+    {"os.fork", "os.forkpty", "os.posix_spawn", "os.system", "subprocess.Popen"}
+)
 _PROC_MEMORY = re.compile(r"^/proc/(self|thread-self|\d+)(/task/\d+)?/(mem|pagemap|map_files)")
 
 
@@ -147,6 +150,12 @@ class Prepared:
             "setrecursionlimit": sys.setrecursionlimit,
             "recursion_limit": sys.getrecursionlimit(),
             "gc_disable": gc.disable,
+            "method_type": types.MethodType,
+            # The count of threads running Python code, and a pause that lets others run, for
+            # `guard.sole_thread`.
+            "python_threads": _thread._count,
+            "sleep": time.sleep,
+            "open": os.open,
             "setitimer": signal.setitimer,
             "timers": (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF),
             "getsignal": _signal.getsignal,
@@ -233,6 +242,8 @@ def run_unit(unit: dict[str, Any], channel_fd: int, key: bytes, prepared: Prepar
         "tampered": [],
         "keep": [],  # what crossed between the tests and the candidate: never freed (`guard`)
         "gc_enabled": parts["gc_isenabled"](),
+        "stray": None,  # why the run must end now: a thread of the candidate's outlived a call
+        "tasks": _open_tasks(parts),
     }
     write, dumps, fstat, blake2b = (
         parts["write"],
@@ -303,6 +314,9 @@ def run_unit(unit: dict[str, Any], channel_fd: int, key: bytes, prepared: Prepar
     state["dirty"] = True
     if not ok:
         _finish(state)
+    if kind == "assert" and not _threads_ended(state):
+        send(t="load_error", exc="RuntimeError", cls="error", msg=state["stray"], line=None)
+        _finish(state)
     send(t="loaded")
     if kind == "assert":
         _run_asserts(unit, cand_ns, state, send)
@@ -358,6 +372,14 @@ def _run_stdio(code: types.CodeType, ns: dict[str, Any], state: dict[str, Any], 
         send(t="result", i=0, ok=False, **_exception_fields(exc, state))
         _finish(state)
     state["dirty"] = True
+    # As the interpreter does at exit: wait for the threads that are not daemons (the
+    # `threading.Thread(target=main).start()` idiom). The output is judged in the parent.
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        try:
+            threading._shutdown()
+        except BaseException:  # noqa: BLE001 - what the program did to `threading` is its own
+            pass
     send(t="result", i=0, ok=status == 0, status=status)
     send(t="done", n=1)
     _finish(state)
@@ -394,6 +416,10 @@ def _run_asserts(
     for name, value in list(test_ns.items()):  # helpers the tests may call (HumanEval/38's)
         if type(value) is function_type and value.__globals__ is cand_ns:
             test_ns[name] = guard.make_candidate(state, value, False, name)
+    # From now on a function of the tests' may not be changed (its code, its defaults), and a
+    # call that hands the candidate an object of theirs is checked for what it changed there.
+    state["extra_globals"].add(id(test_ns))
+    state["test_ns"], state["cand_ns"] = test_ns, cand_ns
     entry = unit.get("entry_point")
     if entry:
         if entry not in cand_ns:
@@ -420,6 +446,7 @@ def _run_asserts(
         except BaseException as exc:  # noqa: BLE001
             failure = _exception_fields(exc, state)
         wall = clock() - t0
+        _threads_ended(state)  # candidate code the tests ran outside a call (non-strict)
         if state["broken"] is not None:  # even if the test code swallowed the exception
             name, msg = state["broken"]
             cls = "memory" if name == "MemoryError" else "error"
@@ -439,6 +466,34 @@ def _run_asserts(
             send(t="result", i=i, ok=False, wall=wall, **failure)
         else:
             send(t="result", i=i, ok=True, wall=wall)
+        if state["stray"] is not None:  # that thread may still act: the run ends here, failed
+            send(t="done", n=len(unit["statements"]))
+            _finish(state)
+
+
+def _threads_ended(state: dict[str, Any]) -> bool:
+    """Whether the harness's thread is the only one left (`guard.sole_thread`); if not, the
+    run's failure is set (`stray`, `broken`) and must end the run. Never raises."""
+    if state["stray"] is None:
+        try:
+            guard.sole_thread(state)
+        except BaseException:  # noqa: BLE001 - fail closed: a count we could not take
+            if state["stray"] is None:
+                state["stray"] = "the harness could not count the run's threads"
+                state["broken"] = ("RuntimeError", state["stray"])
+    return state["stray"] is None
+
+
+def _open_tasks(parts: dict[str, Any]) -> tuple[int, tuple[int, int], int] | None:
+    """/proc/self/task, held open for `guard.sole_thread`: the descriptor, its identity, and
+    its link count now, with this thread alone. Without /proc no thread may start at all."""
+    try:
+        fd = parts["open"]("/proc/self/task", os.O_RDONLY | os.O_DIRECTORY)
+        st = parts["fstat"](fd)
+    except OSError:
+        parts["setrlimit"](parts["nproc"], (1, 1))
+        return None
+    return fd, (st.st_dev, st.st_ino), st.st_nlink
 
 
 def _run_calls(
@@ -488,7 +543,7 @@ def _run_calls(
 
 def _install_audit_hook(state: dict[str, Any], send: Any, allow_threads: bool) -> None:
     # Everything the hook calls is bound here, before the candidate runs.
-    denied = _DENIED_EVENTS if allow_threads else _DENIED_EVENTS | {_THREAD_EVENT}
+    denied = _DENIED_EVENTS if allow_threads else _DENIED_EVENTS | _PROCESS_EVENTS
     proc_memory, denied_import = _PROC_MEMORY.match, _DENIED_IMPORT.match
     function_type, str_type, id_ = types.FunctionType, str, id
     isinstance_, type_ = isinstance, type
@@ -525,6 +580,11 @@ def _install_audit_hook(state: dict[str, Any], send: Any, allow_threads: bool) -
         # Only the harness's own thread is privileged: with threads allowed, another could
         # reach the harness's frames during `_candidate_line`.
         if privileged is True or (privileged and get_ident() == privileged):
+            return
+        if event == "object.__getattr__" and args[1] == "__code__":
+            # A function's code: `logging` reads one at import (and `concurrent.futures`
+            # imports `logging`). It grants nothing: new code objects are denied (code.__new__,
+            # marshal), and the constants of existing ones are public source.
             return
         if event in denied or event.startswith("ctypes."):
             pass

@@ -95,6 +95,8 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
     if fixed_scratch:
         os.environ.clear()
         os.environ.update(isolation.child_environment(isolation.SCRATCH))
+    # Refuses runs the kernel keyrings, which outlive them (`syscalls.key_syscall_filter`).
+    key_filter = syscalls.key_syscall_filter()
     prepared = harness.Prepared(PREIMPORT)
     ctx_cache = execunit.make_cache(config["bin_dir"], "filesystem" in layers, uid is not None)
     gc.collect()
@@ -108,6 +110,7 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
         "prepared": prepared,
         "cache": ctx_cache,
         "memory": memory,
+        "key_filter": key_filter,
         "retire": "",  # why this worker must take no further run ("" while it is fit)
     }
 
@@ -175,7 +178,9 @@ def _spawn(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) ->
     # kill(-1) everything it started when it ends (`harness._finish`).
     unit = dict(unit, reap=uid is not None or ctx["userns"])
     ctx["prepared"].precompile(unit)
-    processes = limits["processes"] if unit.get("allow_threads") else 1
+    # Threads count against it too, and every run may start threads; new processes are the
+    # harness's to deny (its audit hook) unless the job allows them.
+    processes = limits["processes"]
     limits = dict(limits, rlimits=_rlimits(limits, ctx["vm_kb"], processes))
     memory = ctx["memory"]
     if memory is not None:
@@ -283,6 +288,9 @@ def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, key) -> Non
         setrlimit = resource.setrlimit
         for which, value in limits["rlimits"]:
             setrlimit(which, value)
+        if ctx["key_filter"] is not None:
+            syscalls.join_fresh_session_keyring()  # not the worker's (root's) session keyring
+            syscalls.install_filter(ctx["key_filter"])
         uid = ctx["uid"]
         if uid is not None:
             os.setgroups([])
@@ -322,8 +330,6 @@ def _rlimits(
         (resource.RLIMIT_AS, (address_space, address_space)),
         (resource.RLIMIT_FSIZE, (fsize, fsize)),
         (resource.RLIMIT_NOFILE, (limits["open_files"], limits["open_files"])),
-        # Without allow_threads the run may start no thread and no process: Python 3.11 raises
-        # no audit event for a new thread, so the kernel's process limit (threads count) says no.
         (resource.RLIMIT_NPROC, (processes, processes)),
         (resource.RLIMIT_CORE, (0, 0)),
     ]

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from execrl.tasks.errors import TaskDataError
+from execrl.tasks.humaneval import with_prompt_helpers
 from execrl.tasks.schema import AssertTests, Task
 from execrl.tasks.sources import DataFile, HubCopy, field, make_task, read_records
 
@@ -41,9 +42,18 @@ def read_humanevalfix(path: Path) -> list[Task]:
         entry = field(where, rec, "entry_point")
         declaration = field(where, rec, "declaration")
         buggy = declaration + field(where, rec, "buggy_solution")
-        test = _without_final_check(where, field(where, rec, "test"), entry)
+        # The declaration's helpers the tests call (`poly`, `encode_cyclic`) come with them.
+        test = with_prompt_helpers(
+            declaration, _without_final_check(where, field(where, rec, "test"), entry), entry
+        )
         example_test = field(where, rec, "example_test")  # empty for 6 tasks
-        examples = _without_final_check(where, example_test, entry) if example_test else None
+        examples = (
+            with_prompt_helpers(
+                declaration, _without_final_check(where, example_test, entry), entry
+            )
+            if example_test
+            else None
+        )
         number = field(where, rec, "task_id").split("/")[-1]
         tasks.append(
             make_task(
