@@ -18,7 +18,8 @@ from execrl.tasks.defects import KNOWN_DEFECTS
 from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 from execrl.tasks.jsonl import task_to_dict
 from execrl.tasks.registry import list_benchmarks, load_benchmark, locate_benchmark
-from execrl.tasks.schema import AssertTests, CallTests, Task
+from execrl.tasks.schema import AssertTests, CallTests, Task, VerifierTests
+from execrl.tasks.suites import DEFAULT_N, LEVELS, SUITES
 
 # Task-id prefixes that name their benchmark, for `show` without --benchmark.
 ID_PREFIXES = {
@@ -29,6 +30,9 @@ ID_PREFIXES = {
     "codejam": "codejam",
     "kickstart": "codejam",
     "farewell": "codejam",
+    # the verifier suites (execrl.tasks.suites): default n; pass --benchmark for other options
+    **{f"{s}/train/": s for s in SUITES},
+    **{f"{s}/test/": f"{s}:split=test" for s in SUITES},
 }
 
 
@@ -76,6 +80,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         f"{'synthetic':<16} {'any':>6}  generated (synthetic:split=train,difficulty=1,n=100,seed=0)"
     )
     print(f"{'jsonl:PATH':<16} {'-':>6}  a file in HumanEval's format or execrl's schema")
+    for name, what in SUITES.items():  # scored by verifiers (docs/verifiers.md)
+        count = DEFAULT_N * len(LEVELS)
+        options = f"{name}:split=train|test,difficulty=1-3,n=8"
+        print(f"{name:<16} {count:>6}  generated ({options}): {what}")
     for b in PATH_BENCHMARKS.values():  # read from the dataset's own files (contest_registry)
         print(f"{b.name + ':PATH':<16} {'-':>6}  {b.description}; PATH a JSONL/parquet file or hf")
     return 0
@@ -86,6 +94,8 @@ def _summary(t: Any) -> str:
         return f"{len(t)} assert test(s)"
     if isinstance(t, CallTests):
         return f"{len(t)} call test(s), compare {t.compare}"
+    if isinstance(t, VerifierTests):
+        return f"the {t.verifier!r} verifier (docs/verifiers.md), spec keys {sorted(t.spec)}"
     return f"{len(t)} stdio case(s), compare {t.compare}"
 
 

@@ -48,5 +48,9 @@ def validate(tasks: Sequence[Task], workers: int = 2, progress: bool = True) -> 
                 if not r.passed:
                     failures.append(Failure(task.id, r.verdict.value, r.message))
             bar.update(len(chunk))
+        # Verifier tasks: references score the maximum, wrong solutions less (docs/verifiers.md).
+        from execrl.eval.verifier_validate import verifier_failures  # it imports Failure
+
+        failures.extend(verifier_failures(runnable, sb))
     bar.close()
     return failures

@@ -35,6 +35,7 @@ from execrl.rewards.static_analysis import StaticAnalysis
 from execrl.rewards.style import Style
 from execrl.rewards.syntax import SyntaxValid
 from execrl.rewards.token_credit import TokenCredit
+from execrl.rewards.verifier import VerifierScore
 
 LEAVES: dict[str, type] = {
     "pass": PassAll,
@@ -52,6 +53,7 @@ LEAVES: dict[str, type] = {
     "overlong": SoftOverlong,
     "http": HttpReward,
     "callable": CallableReward,  # `target = "package.module:function"` instead of `fn`
+    "verifier": VerifierScore,  # a domain verifier's score or component (docs/verifiers.md)
 }
 COMBINATORS = ("sum", "product", "gate", "hierarchy")
 

@@ -29,6 +29,7 @@ from execrl.tasks.reference_runs import ReferenceRunner
 from execrl.tasks.repair import HUMANEVALFIX, QUIXBUGS, read_humanevalfix, read_quixbugs
 from execrl.tasks.schema import Task
 from execrl.tasks.sources import DataFile, Found, locate, read_records
+from execrl.tasks.suites import is_suite, load_suite
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +81,8 @@ def list_benchmarks() -> list[Benchmark]:
 def locate_benchmark(
     name: str, data_dir: str | Path | None = None, download: bool = True
 ) -> Found | None:
+    if is_suite(name):
+        return None  # generated
     b = _get(name)
     return locate(b.data, data_dir, download) if b.data else None
 
@@ -99,6 +102,8 @@ def load_benchmark(
         tasks = read_jsonl_tasks(Path(name[len("jsonl:") :]))
     elif is_path_benchmark(name):  # livecodebench:PATH, apps:PATH, ... (contest_registry)
         tasks = load_path_benchmark(name)
+    elif is_suite(name):  # verilog, sql, chart, optimize[:opts] (execrl.tasks.suites)
+        tasks = load_suite(name)
     elif name == "synthetic" or name.startswith("synthetic:"):
         from execrl.tasks.synthetic import load_synthetic
 

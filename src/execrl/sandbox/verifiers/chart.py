@@ -129,6 +129,7 @@ print(MARK + json.dumps({"status": "ok", "figure": describe(fig)}))
 
 class ChartVerifier:
     name = "chart"
+    components = ("chart_type", "series", "labels", "image")
 
     def __init__(self) -> None:
         self._references: dict[str, tuple[dict[str, Any], bytes]] = {}

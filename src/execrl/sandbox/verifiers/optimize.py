@@ -70,6 +70,7 @@ PROBLEMS: dict[str, tuple[Objective, bool]] = {
 
 class OptimizeVerifier:
     name = "optimize"
+    components = ("feasible", "quality")
 
     def jobs(self, request: VerifyRequest) -> Sequence[Job]:
         problem = request.field("problem", str)

@@ -78,6 +78,7 @@ print("__MARK__" + json.dumps(out))
 
 class SqlVerifier:
     name = "sql"
+    components = ("runs", "columns", "rows", "matches")
 
     def jobs(self, request: VerifyRequest) -> Sequence[Job]:
         schema = request.field("schema", list)

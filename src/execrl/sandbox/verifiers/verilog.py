@@ -46,6 +46,7 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 class VerilogVerifier:
     name = "verilog"
+    components = ("parses", "elaborates", "simulates", "matches")
 
     def jobs(self, request: VerifyRequest) -> Sequence[Job]:
         bench = testbench(request, _tag(request))

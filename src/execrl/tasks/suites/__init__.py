@@ -1,0 +1,125 @@
+"""Procedural suites for the domain verifiers (docs/verifiers.md): `verilog`, `sql`, `chart`,
+`optimize`, each with difficulty levels 1-3, a train/test split and a reference solution and a
+wrong solution per task.
+
+    load_suite("sql")                                  # the train split, every level
+    load_suite("sql:split=test,difficulty=2,n=4,seed=0")
+
+`n` is the number of tasks per level. A task's split is a hash of its identity (its reference
+and its verifier data), so the splits never share a task; the seed picks which tasks are drawn.
+Generation is deterministic: the same name gives the same tasks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from execrl.tasks.errors import UnknownBenchmark
+from execrl.tasks.schema import Task, VerifierTests
+
+SUITES = {
+    "verilog": "Verilog modules simulated with Icarus Verilog against a Python reference model",
+    "sql": "SQLite queries, result sets compared as Spider's execution accuracy",
+    "chart": "matplotlib charts, scored by figure data and image similarity",
+    "optimize": "knapsack and scheduling solvers, feasibility then gap to the best known value",
+}
+LEVELS = (1, 2, 3)
+SPLITS = ("train", "test")
+TEST_FRACTION = 4  # one task identity in 4 is held out for test
+DEFAULT_N = 8  # tasks per level
+GIVE_UP_AFTER = 5_000  # draws per level before the space is taken as used up
+
+# make(rng, level) -> a task (id filled in later), or None when the draw is unusable
+Maker = Callable[[random.Random, int], Task | None]
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteOptions:
+    split: str = "train"
+    difficulty: int | None = None  # None: every level
+    n: int = DEFAULT_N
+    seed: int = 0
+
+
+def is_suite(name: str) -> bool:
+    return name.partition(":")[0] in SUITES
+
+
+def parse_options(name: str) -> tuple[str, SuiteOptions]:
+    """ "sql:split=test,n=4" -> ("sql", SuiteOptions(...)); errors name the bad option."""
+    suite, _, text = name.partition(":")
+    if suite not in SUITES:
+        raise UnknownBenchmark(f"unknown suite {suite!r}; known: {', '.join(SUITES)}")
+    values: dict[str, str] = {}
+    for part in filter(None, text.split(",")):
+        key, sep, value = part.partition("=")
+        if not sep or key not in ("split", "difficulty", "n", "seed"):
+            raise UnknownBenchmark(
+                f"{name}: bad option {part!r}; options are split=train|test, "
+                "difficulty=1|2|3, n=TASKS_PER_LEVEL, seed=INT"
+            )
+        values[key] = value
+    try:
+        options = SuiteOptions(
+            split=values.get("split", "train"),
+            difficulty=int(values["difficulty"]) if "difficulty" in values else None,
+            n=int(values.get("n", DEFAULT_N)),
+            seed=int(values.get("seed", 0)),
+        )
+    except ValueError:
+        raise UnknownBenchmark(f"{name}: difficulty, n and seed must be integers") from None
+    if options.split not in SPLITS or options.n < 1:
+        raise UnknownBenchmark(f"{name}: split must be train or test, and n at least 1")
+    if options.difficulty is not None and options.difficulty not in LEVELS:
+        raise UnknownBenchmark(f"{name}: difficulty must be one of {LEVELS}")
+    return suite, options
+
+
+def load_suite(name: str) -> list[Task]:
+    """The tasks a suite name stands for (see the module docstring)."""
+    suite, options = parse_options(name)
+    make: Maker = importlib.import_module(f"execrl.tasks.suites.{suite}").make
+    levels = LEVELS if options.difficulty is None else (options.difficulty,)
+    tasks: list[Task] = []
+    for level in levels:
+        tasks.extend(_level(suite, make, level, options))
+    return tasks
+
+
+def _level(suite: str, make: Maker, level: int, options: SuiteOptions) -> list[Task]:
+    rng = random.Random(f"{suite}:{options.seed}:{level}")
+    seen: set[str] = set()
+    out: list[Task] = []
+    for _ in range(GIVE_UP_AFTER):
+        task = make(rng, level)
+        if task is None:
+            continue
+        ident = identity(task)
+        if ident in seen or split_of(ident) != options.split:
+            continue
+        seen.add(ident)
+        metadata = {"source": suite, "difficulty": level, "split": options.split}
+        task_id = f"{suite}/{options.split}/{level}/{len(out)}"
+        out.append(replace(task, id=task_id, metadata={**task.metadata, **metadata}))
+        if len(out) == options.n:
+            return out
+    raise UnknownBenchmark(
+        f"{suite}: only {len(out)} distinct {options.split} tasks at difficulty {level}; "
+        f"ask for n={len(out)} or fewer"
+    )
+
+
+def identity(task: Task) -> str:
+    tests = task.tests
+    spec = tests.spec if isinstance(tests, VerifierTests) else {}
+    blob = json.dumps([task.reference, spec], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def split_of(ident: str) -> str:
+    return "test" if int(ident[:8], 16) % TEST_FRACTION == 0 else "train"
