@@ -1,4 +1,12 @@
-"""Trusted comparisons, run in the parent: the expected values never enter the sandbox."""
+"""Trusted comparisons, run in the parent: the expected values never enter the sandbox.
+
+Whatever a candidate returns, a comparison answers True or False and never raises: a value the
+rules cannot compare (an integer past `float`'s range, past the 4,300 digits `repr` allows, a
+nesting deeper than numpy's 64 dimensions) is a wrong answer, never a grading failure that would
+mask the sample. Shapes are exact: EvalPlus's float check calls `np.allclose`, which broadcasts,
+so there `[[]]` passes for `[1.5]` and `[[x], [x]]` for `[x, x]`; here the returned value must
+have the expected value's shape first (a departure from EvalPlus, named in the README).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +18,40 @@ from execrl.tasks.schema import Compare
 
 
 def values_equal(got: Any, expected: Any, cmp: Compare) -> bool:
-    """Python's == on plain data, with float tolerance and order-insensitivity where asked."""
+    """Python's == on plain data, with float tolerance and order-insensitivity where asked.
+
+    False, never an exception, for anything the rules cannot compare: the candidate chose `got`,
+    and a comparison that raised would turn its wrong answer into a masked grading failure.
+    """
+    try:
+        return _values_equal(got, expected, cmp)
+    except Exception:  # noqa: BLE001 - RecursionError, OverflowError, ValueError, MemoryError...
+        return False
+
+
+def describe(value: Any, n: int = 200) -> str:
+    """`repr(value)` cut to `n` characters, for verdict messages; never raises (an int past the
+    4,300 digits `repr` allows is shown by its size)."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a message must not fail the grading of a run
+        text = _outline(value, 0)
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _outline(value: Any, depth: int) -> str:
+    if type(value) is int:
+        return f"<int of {value.bit_length()} bits>"
+    if depth < 8 and type(value) in (list, tuple) and len(value) <= 20:
+        inner = ", ".join(_outline(v, depth + 1) for v in value)
+        return f"[{inner}]" if type(value) is list else f"({inner})"
+    try:
+        return repr(value)
+    except Exception:  # noqa: BLE001
+        return f"<{type(value).__name__} value>"
+
+
+def _values_equal(got: Any, expected: Any, cmp: Compare) -> bool:
     if cmp.checker:  # a benchmark's own rule (sandbox/checkers.py)
         return checkers.value_check(got, expected, cmp)
     if cmp.oracle:
@@ -18,14 +59,33 @@ def values_equal(got: Any, expected: Any, cmp: Compare) -> bool:
     if cmp.unordered and type(got) in (list, tuple) and type(expected) in (list, tuple):
         if type(got) is not type(expected) or len(got) != len(expected):
             return False
-        got, expected = sorted(got, key=repr), sorted(expected, key=repr)
+        got, expected = sorted(got, key=_order_key), sorted(expected, key=_order_key)
         return all(
-            values_equal(g, e, Compare(cmp.atol, cmp.rtol))
+            _values_equal(g, e, Compare(cmp.atol, cmp.rtol))
             for g, e in zip(got, expected, strict=True)
         )
     if cmp.atol == 0 and cmp.rtol == 0:
         return got == expected
     return _close(got, expected, cmp.atol, cmp.rtol)
+
+
+def _order_key(value: Any) -> str:
+    """A sort key under which equal plain values sit at the same place; `repr` refuses ints
+    past 4,300 digits, so those (and containers holding them) get a key of their own."""
+    try:
+        return repr(value)
+    except ValueError:
+        return "\x00" + _outline(value, 0) + hex(hash(_hashable(value)))
+
+
+def _hashable(value: Any) -> Any:
+    if type(value) in (list, tuple):
+        return tuple(_hashable(v) for v in value)
+    try:
+        hash(value)
+    except TypeError:
+        return id(type(value))
+    return value
 
 
 def _close(got: Any, expected: Any, atol: float, rtol: float) -> bool:
@@ -78,6 +138,10 @@ def evalplus_equal(got: Any, expected: Any, oracle: str, atol: float) -> bool:
             return False
         import numpy as np  # only the parent compares; the worker never imports this
 
+        # np.allclose broadcasts: without this, [[]] passes for [1.5] (shapes (1, 0) and (1,)
+        # broadcast to an empty array) and [[x], [x]] for [x, x]. EvalPlus has no such check.
+        if np.shape(got) != np.shape(expected):
+            return False
         return bool(np.allclose(got, expected, rtol=1e-07, atol=atol))
     except Exception:
         return False

@@ -12,7 +12,7 @@ import signal
 from typing import Any
 
 from execrl.sandbox import plain
-from execrl.sandbox.compare import stdout_matches, values_equal
+from execrl.sandbox.compare import describe, stdout_matches, values_equal
 from execrl.sandbox.harness import CHANNEL_REPLACED
 from execrl.sandbox.job import Job
 from execrl.sandbox.verdict import ExecutionResult, SandboxErrorCause, TestOutcome, Verdict
@@ -318,5 +318,4 @@ def _first_failure(outcomes: list[TestOutcome], n_tests: int) -> tuple[Verdict, 
 
 
 def _short(value: Any, n: int = 200) -> str:
-    text = repr(value)
-    return text if len(text) <= n else text[: n - 3] + "..."
+    return describe(value, n)  # repr raises on ints past 4,300 digits; describe never does
