@@ -7,7 +7,7 @@ import json
 import sys
 import time
 
-from execrl.sandbox import isolation, languages, memcg
+from execrl.sandbox import isolation, languages, memcg, syscalls
 from execrl.sandbox.job import Job
 from execrl.sandbox.limits import Limits
 from execrl.sandbox.pool import Sandbox, SandboxUnavailable
@@ -120,19 +120,23 @@ def run_doctor(args: argparse.Namespace) -> int:
     ]
     # How a run's memory limit binds: the whole run (a memory cgroup) or each process alone.
     mode, detail = memcg.probe()
+    keyrings = (
+        "add_key, request_key and keyctl refused by seccomp (every system call table); a fresh "
+        "session keyring per run"
+        if syscalls.key_syscall_filter() is not None
+        else "NOT refused: this machine's system call numbers are unknown to execrl"
+    )
     if args.json:
         ok = not error and all(r["active"] for r in rows)
         memory = {"mode": mode, "detail": detail}
-        print(
-            json.dumps(
-                {"layers": rows, "memory": memory, "languages": langs, "ok": ok, "error": error}
-            )
-        )
+        report = {"layers": rows, "memory": memory, "keyrings": keyrings, "languages": langs}
+        print(json.dumps({**report, "ok": ok, "error": error}))
     else:
         for r in rows:
             mark = "active" if r["active"] else ("available" if r["available"] else "UNAVAILABLE")
             print(f"{r['layer']:<11} {mark:<12} {r['detail']}")
         print(f"{'memory':<11} {mode:<12} {detail}")
+        print(f"{'keyrings':<11} {'refused' if 'NOT' not in keyrings else 'OPEN':<12} {keyrings}")
         for r in langs:
             mark = "present" if r["available"] else "MISSING"
             print(f"{'lang:' + r['language']:<16} {mark:<8} {r['detail']}")

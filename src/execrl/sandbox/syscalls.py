@@ -106,3 +106,76 @@ def drop_capabilities() -> None:
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
     _check(_libc.capset(ctypes.byref(header), data), "capset")
+
+
+# -- kernel keyrings ----------------------------------------------------------------------------
+# A key a run adds to its uid's user keyring (or user-session or persistent keyring) outlives
+# the run, in the kernel, and a later run of the same uid can read it: an answer passed from a
+# run that computed it to one that did not. Runs are refused every key system call by a seccomp
+# filter, for the native and the compat (32-bit `int 0x80`, x32) system call tables alike, and
+# each run starts with a fresh session keyring of its own, not the worker's.
+KEYCTL_JOIN_SESSION_KEYRING = 1
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+_SECCOMP_RET_ALLOW = 0x7FFF0000
+_SECCOMP_RET_ERRNO = 0x00050000
+_X32_BIT = 0x40000000
+# (audit arch, (add_key, request_key, keyctl), whether x32 numbers exist) per system call table
+# of each host architecture (arch/*/entry/syscalls, include/uapi/linux/audit.h).
+_KEY_SYSCALLS = {
+    "x86_64": ((0xC000003E, (248, 249, 250), True), (0x40000003, (286, 287, 288), False)),
+    "aarch64": ((0xC00000B7, (217, 218, 219), False), (0x40000028, (309, 310, 311), False)),
+}
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def key_syscall_filter() -> _SockFprog | None:
+    """A seccomp program refusing (EPERM) add_key, request_key and keyctl, or None where this
+    machine's system call numbers are not known here."""
+    tables = _KEY_SYSCALLS.get(os.uname().machine)
+    if tables is None:
+        return None
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, JGE|K, BPF_RET|K
+    deny = _SECCOMP_RET_ERRNO | 1  # EPERM, as container runtimes answer these calls
+    code: list[tuple[int, int, int, int]] = []
+    for arch, numbers, x32 in tables:
+        checks = [(jge, _X32_BIT)] if x32 else []
+        checks += [(jeq, n) for n in numbers]
+        m = len(checks)
+        block = [(ld, 0, 0, 0)]  # seccomp_data.nr
+        block += [(op, m + 1 - j, 0, k) for j, (op, k) in enumerate(checks, 1)]
+        block += [(ret, 0, 0, _SECCOMP_RET_ALLOW), (ret, 0, 0, deny)]
+        code += [(ld, 0, 0, 4), (jeq, 0, len(block), arch)]  # seccomp_data.arch
+        code += block
+    code.append((ret, 0, 0, _SECCOMP_RET_ALLOW))
+    filters = (_SockFilter * len(code))(*[_SockFilter(*c) for c in code])
+    prog = _SockFprog(len(code), filters)
+    prog._keep = filters  # type: ignore[attr-defined]  # the array must outlive the struct
+    return prog
+
+
+def install_filter(prog: _SockFprog) -> None:
+    """Apply a seccomp filter to this process and all it starts, for good (needs
+    no-new-privileges, which the worker sets)."""
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
+
+
+def join_fresh_session_keyring() -> None:
+    """Give this process a new, empty, anonymous session keyring (best effort: the key system
+    calls are refused to runs anyway, and a full key quota must not fail a run)."""
+    tables = _KEY_SYSCALLS.get(os.uname().machine)
+    if tables is not None:
+        keyctl = tables[0][1][2]
+        _libc.syscall(keyctl, KEYCTL_JOIN_SESSION_KEYRING, None)
