@@ -72,3 +72,15 @@ def test_a_completion_for_a_prose_prompt_is_its_fenced_code(tmp_path):
     ]
     results = _eval(samples, spec("livecodebench"), tmp_path, "--workers", "1")
     assert [r["passed"] for r in results] == [True, False]
+
+
+def test_per_problem_limits_reach_the_job():
+    """CodeContests' 1.5 s and 256 MB, scaled (x2 time; memory floor 256 MiB), are the job's."""
+    from execrl.eval.evaluate import _jobs_for
+    from execrl.eval.samples import Sample
+
+    task = load_benchmark(spec("codecontests"))[0]
+    (job,) = _jobs_for(Sample(task.id, "print(1)", "-", {}), task, "solution", None)
+    assert job.limits.test_wall_s == 3.0
+    assert job.limits.memory_mb == 256
+    assert job.limits.wall_s == 3.0 * 4 + 1

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from execrl.sandbox import isolation, memcg, protocol
+from execrl.sandbox.custom_checker import needs_checker, run_checked
 from execrl.sandbox.grade import grade
 from execrl.sandbox.job import Job
 from execrl.sandbox.verdict import ExecutionResult, SandboxErrorCause, Verdict
@@ -202,6 +203,9 @@ class Sandbox:
             from execrl.sandbox.verifiers.run import run_verified
 
             return run_verified(self, jobs, progress)
+        if any(needs_checker(j) for j in jobs):
+            # Checker programs (custom_checker.py) judge these jobs' outputs in runs of their own.
+            return run_checked(self, jobs, progress)
         results: list[ExecutionResult | None] = [None] * len(jobs)
         # (job, attempt, workers that died running it)
         todo: deque[tuple[int, int, int]] = deque((i, 1, 0) for i in range(len(jobs)))

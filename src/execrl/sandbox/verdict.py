@@ -33,6 +33,7 @@ class SandboxErrorCause(enum.StrEnum):
     SHUTDOWN = "shutdown"  # the sandbox closed before the run started
     ACTOR_LOST = "actor_lost"  # Ray: the actor holding the run was lost on every retry
     BACKEND_ERROR = "backend_error"  # Ray: any other failure of the remote call
+    CHECKER_FAILED = "checker_failed"  # a problem's checker program failed on the answer too
 
 
 @dataclass(frozen=True, slots=True)
