@@ -27,6 +27,7 @@ spec: `reference` (the reference program; its render is the target).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -178,7 +179,7 @@ def _job(program: str, request: VerifyRequest) -> Job:
     # A separate interpreter (bash execs it, confined like any run) with site-packages: -I
     # ignores the environment and the user's site directory.
     launcher = f"OPENBLAS_NUM_THREADS=1 exec {sys.executable} -I runner.py\n"
-    files = (("runner.py", RUNNER.encode()), ("chart.py", program.encode()))
+    files = (("runner.py", RUNNER.encode()), ("chart.py", program.encode()), *_font_cache())
     return program_job(
         launcher,
         language="bash",
@@ -187,6 +188,19 @@ def _job(program: str, request: VerifyRequest) -> Job:
         limits=request.limits,
         job_id=request.task_id,
     )
+
+
+@functools.cache
+def _font_cache() -> tuple[tuple[str, bytes], ...]:
+    """matplotlib's font list, built once here: without it every run scans the system's fonts
+    (a third of a run's time). It holds font paths and metrics, nothing of a task."""
+    try:
+        from matplotlib import font_manager
+    except ImportError:
+        return ()
+    name = f".mpl/fontlist-v{font_manager.FontManager.__version__}.json"
+    text = json.dumps(font_manager.fontManager, cls=font_manager._JSONEncoder)
+    return ((name, text.encode()),)
 
 
 def _key(reference: str) -> str:

@@ -1,0 +1,68 @@
+"""The chart verifier: figure data and image similarity, against a reference kept in memory."""
+
+from __future__ import annotations
+
+import pytest
+
+from execrl.sandbox import Verdict
+from execrl.sandbox.verifiers.chart import ssim
+from execrl.tasks.schema import VerifierTests
+from verifiers.verifier_helpers import verify
+
+REFERENCE = (
+    "import matplotlib.pyplot as plt\n"
+    "plt.bar(['a', 'b', 'c'], [3, 1, 2])\nplt.title('Sales')\nplt.xlabel('region')\n"
+)
+CHART = VerifierTests("chart", {"reference": REFERENCE})
+
+
+def test_ssim_of_equal_images_is_one_and_of_inverted_ones_low():
+    import numpy as np
+
+    x = np.tile(np.arange(16, dtype=np.float64) * 16, (16, 1))
+    assert ssim(x, x) == pytest.approx(1.0)
+    assert ssim(x, 255 - x) < 0.1
+
+
+@pytest.mark.slow  # about 10 s: four matplotlib runs
+def test_data_decides_the_verdict_and_the_image_the_rest_of_the_score(sandbox):
+    restyled = (
+        "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\n"
+        "ax.bar(['a', 'b', 'c'], [3, 1, 2], color='tab:red')\n"
+        "ax.set_title(' sales')\nax.set_xlabel('Region')\n"
+    )
+    as_line = REFERENCE.replace("plt.bar", "plt.plot")
+    (ref, vr), (styled, vs), (line, vl) = verify(
+        sandbox, CHART, REFERENCE, restyled, as_line, wall_s=30
+    )
+    assert ref.passed and vr.score == 1.0 and vr.components["image"] == 1.0
+    assert {a.path for a in vr.artifacts} == {"chart.png", "reference.png"}
+    assert styled.passed and 0.9 < vs.score < 1.0  # another colour: the image differs a little
+    assert line.verdict is Verdict.WRONG_ANSWER
+    assert vl.components["chart_type"] == 0.0 and vl.components["series"] == 0.0
+    assert vl.score < 0.75
+
+
+def test_a_chart_program_cannot_pass_by_writing_the_expected_image(sandbox):
+    """The reference render lives in the parent's memory only; and even the exact reference
+    PNG, written where the chart is read and over every save, fails: the figure's data is
+    read from the figure, not from the image."""
+    ((_, first),) = verify(sandbox, CHART, REFERENCE, wall_s=30)
+    png = next(a.data for a in first.artifacts if a.path == "reference.png")
+    guessed = (
+        "import os, shutil\n"
+        "for p in ['/tmp/reference.png', '../reference.png', 'reference.png',\n"
+        "          os.path.expanduser('~/.cache/execrl/reference.png'), '/work/main/reference.png']:\n"
+        "    try:\n        shutil.copy(p, 'chart.png')\n    except OSError:\n        pass\n"
+        "import matplotlib.pyplot as plt\nplt.figure()\n"
+    )
+    stolen = (
+        "import matplotlib.figure\nPNG = " + repr(png) + "\n"
+        "def save(self, *a, **k):\n    open('chart.png', 'wb').write(PNG)\n"
+        "matplotlib.figure.Figure.savefig = save\n"
+        "import matplotlib.pyplot as plt\nplt.figure()\nplt.title('Sales')\n"
+    )
+    (r1, v1), (r2, v2) = verify(sandbox, CHART, guessed, stolen, wall_s=30)
+    assert not r1.passed and v1.score < 0.5, v1
+    assert not r2.passed and v2.components["series"] == 0.0, v2
+    assert v2.components["image"] == 1.0 and v2.score < 1.0  # it did copy the image

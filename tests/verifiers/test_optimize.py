@@ -1,0 +1,62 @@
+"""The optimize verifier: a feasibility gate, then the gap to the best known value."""
+
+from __future__ import annotations
+
+import pytest
+
+from execrl.sandbox import Verdict
+from execrl.sandbox.verifiers import VerifierSpecError
+from execrl.tasks.schema import VerifierTests
+from verifiers.verifier_helpers import verify
+
+# Items (weight, value): (3, 4), (4, 5), (2, 3); capacity 6. Best: items 1 and 2, value 8.
+# Greedy by value density takes item 2 (1.5), then item 0 (1.33): value 7, gap 1/8.
+KNAPSACK = VerifierTests(
+    "optimize",
+    {
+        "problem": "knapsack",
+        "instance": {"weights": [3, 4, 2], "values": [4, 5, 3], "capacity": 6},
+        "best": 8,
+    },
+)
+# Jobs (time, weight): (3, 1), (1, 2). Order [1, 0]: 2*1 + 1*4 = 6 (best); [0, 1]: 3 + 2*4 = 11.
+SCHEDULE = VerifierTests(
+    "optimize",
+    {"problem": "schedule", "instance": {"times": [3, 1], "weights": [1, 2]}, "best": 6},
+)
+
+
+def test_the_best_known_value_scores_one_and_a_worse_solution_its_gap(sandbox):
+    (best, vb), (greedy, vg), (order, vo) = verify(
+        sandbox, KNAPSACK, "print('[1, 2]')", "print('solving...')\nprint([2, 0])", "print([])"
+    )
+    assert best.passed and vb.score == 1.0 and vb.components["feasible"] == 1.0
+    assert greedy.verdict is Verdict.WRONG_ANSWER and vg.score == pytest.approx(1 - 1 / 8)
+    assert vo.score == 0.0 and vo.components["feasible"] == 1.0  # feasible, value 0: gap 1
+    (fast, vf), (slow, vs) = verify(sandbox, SCHEDULE, "print([1, 0])", "print([0, 1])")
+    assert fast.passed and vf.score == 1.0
+    assert vs.score == pytest.approx(1 - 5 / 6)  # gap (11 - 6) / 6
+
+
+def test_an_optimiser_cannot_claim_an_objective_without_a_feasible_solution(sandbox):
+    """Claims without a feasible solution score the minimum: the objective is recomputed from
+    the solution in the parent, never read from the program's output."""
+    claims = [
+        "print('objective: 8')",
+        "print(8)",
+        'print(\'{"objective": 8, "optimal": true}\')',
+        "print([0, 1, 2])  # every item: over the capacity",
+        "print([1, 1, 2])  # an item twice",
+        "print([1, 7])  # no item 7",
+        "print('[1, 2]')\nraise SystemExit(1)",  # the right answer, then a crash
+    ]
+    for (r, v), claim in zip(verify(sandbox, KNAPSACK, *claims), claims, strict=True):
+        assert not r.passed and v.score == 0.0, (claim, v.feedback)
+    ((r, v),) = verify(sandbox, SCHEDULE, "print([1, 1])")
+    assert v.score == 0.0 and "each once" in v.feedback
+
+
+def test_a_solution_better_than_the_best_known_value_is_the_tasks_error(sandbox):
+    wrong_best = VerifierTests("optimize", {**KNAPSACK.spec, "best": 7})
+    with pytest.raises(VerifierSpecError, match="better than spec.best"):
+        verify(sandbox, wrong_best, "print([1, 2])")
