@@ -130,7 +130,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     tasks, texts = completions(args.n, args.distinct)
-    limits = Limits(wall_s=3.0, memory_mb=RewardConfig().memory_mb)
+    limits = Limits(wall_s=3.0, memory_mb=RewardConfig().sandbox.memory_mb)
     jobs = [
         Job(t.prompt + c, t.tests, t.entry_point, limits=limits, id=t.id)
         for t, c in zip(tasks, texts, strict=True)

@@ -60,43 +60,26 @@ def build_model(directory: Path, tasks, seed: int) -> Path:
 
 
 class PassFractionForTRL:
-    """TRL reward function scoring exactly as execrl's rollouts do (`rl.rollout.build_sample`,
-    the sandbox, `rewards.execution.PassFraction`); sandbox errors are None (unscorable)."""
+    """TRL reward function scoring exactly as execrl's rollouts do: the rewards layer's one
+    scoring path (`RewardScorer.score_samples`) with the pass_fraction tree; masked samples
+    (sandbox errors) are None (unscorable)."""
 
     __name__ = "pass_fraction"
 
     def __init__(self, tasks, sandbox, limits) -> None:
-        from execrl.rewards.execution import PassFraction
+        from execrl.rewards.config import RewardConfig
+        from execrl.rewards.scorer import RewardScorer
 
-        self.tasks, self.sandbox, self.limits, self.reward = tasks, sandbox, limits, PassFraction()
+        self.tasks = tasks
+        config = RewardConfig(tree={"type": "pass_fraction"}, analysis_workers=0)
+        self.scorer = RewardScorer(config, sandbox, limits=limits)
 
     def __call__(self, prompts, completions, completion_ids=None, task_index=None, **_):
-        from execrl.rl.rollout import build_sample
-        from execrl.sandbox import Job
-        from execrl.sandbox.verdict import Verdict
-
         ids = completion_ids or [[]] * len(completions)
-        samples = [
-            build_sample(self.tasks[i], text, len(tok))
-            for i, text, tok in zip(task_index, completions, ids, strict=True)
-        ]
-        runnable = [i for i, s in enumerate(samples) if s.program is not None]
-        jobs = [
-            Job(program=samples[i].program, tests=samples[i].task.tests,
-                entry_point=samples[i].task.entry_point, limits=self.limits)
-            for i in runnable
-        ]  # fmt: skip
-        results = dict(zip(runnable, self.sandbox.run_many(jobs), strict=True)) if jobs else {}
-        scores: list[float | None] = []
-        for i, s in enumerate(samples):
-            r = results.get(i)
-            if r is None:
-                scores.append(0.0)  # no code: what execrl's rollouts give
-            elif r.verdict is Verdict.SANDBOX_ERROR:
-                scores.append(None)
-            else:
-                scores.append(self.reward(dataclasses.replace(s, result=r)).score)
-        return scores
+        scored = self.scorer.score_samples(
+            [self.tasks[i] for i in task_index], list(completions), n_tokens=[len(t) for t in ids]
+        )
+        return [None if x.reward.masked else x.reward.score for x in scored]
 
 
 def run_execrl(args, model_dir: Path, tasks, out: Path) -> dict:
@@ -139,21 +122,27 @@ def final_reward(args, tasks, model, tokenizer) -> float:
     """The trained policy's mean reward on every task, `--eval-samples` each at the training
     temperature, scored by one evaluator (execrl's rollouts) for both sides: the two trainers
     draw different tasks at each step, so their training rewards are not on the same tasks."""
+    from execrl.models.engine import make_engine
     from execrl.models.sampling import SamplingParams, encode_prompts
-    from execrl.rewards.execution import PassFraction
+    from execrl.rewards.config import RewardConfig
+    from execrl.rewards.scorer import RewardScorer
     from execrl.rl.rollout import Rollouts, RolloutTimes
     from execrl.sandbox import Limits, Sandbox
 
     ids = encode_prompts(tokenizer, [t.prompt for t in tasks], chat=False)
     params = SamplingParams(1.0, 1.0, args.max_new_tokens)
+    config = RewardConfig(tree={"type": "pass_fraction"}, analysis_workers=0)
+    engine = make_engine("loop", model, tokenizer)
     with Sandbox(workers=args.workers) as sandbox:
-        rollouts = Rollouts(model, tokenizer, tasks, ids, PassFraction(), sandbox, params,
-                            Limits(wall_s=args.wall_s), args.seed + 1, args.prompts)  # fmt: skip
+        scorer = RewardScorer(config, sandbox, limits=Limits(wall_s=args.wall_s))
+        rollouts = Rollouts(engine, tokenizer, tasks, ids, scorer, params, args.seed + 1,
+                            args.prompts)  # fmt: skip
         try:
             chunks = list(enumerate(rollouts.chunks(list(range(len(tasks))))))
             groups = rollouts.run(chunks, args.eval_samples, 0, 0, RolloutTimes())
         finally:
             rollouts.close()
+            scorer.close()
     return statistics.fmean(x.score for gs in groups.values() for g in gs for x in g)
 
 

@@ -2,12 +2,15 @@
 
 The composition root of a training run, above every layer: it hands the trainer (`rl.run`) the
 report layer's telemetry, which the trainer itself may not import. All work is in those two.
+Every error a person can fix (the config, the data, a missing package) is a message and exit
+status 2, found before any model loads where it can be, and leaves no run directory.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 
@@ -17,30 +20,59 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="train a policy with RL from execution feedback (no arguments: the CPU quickstart)",
         description="Train with GRPO / Dr. GRPO / RLOO / REINFORCE++ / PPO. With no arguments, "
         "trains the embedded default model on the procedural suite (the quickstart). "
-        "Every config field is documented in execrl/rl/config.py.",
+        "Every config field is documented in execrl/rl/config.py; the [reward] section in "
+        "docs/rewards.md.",
     )
     p.add_argument("--config", help="TOML file with [model], [data], [sampling], [rl], [optim], "
-                   "[sandbox], [run] sections")  # fmt: skip
+                   "[sandbox], [run], [reward] sections")  # fmt: skip
     p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
-                   help="override one config field, e.g. --set optim.lr=1e-5 (repeatable)")  # fmt: skip
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
+                   help="override one config field, e.g. --set optim.lr=1e-5 or "
+                   "--set reward.noise.rate=0.2 (repeatable)")  # fmt: skip
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint "
+                   "with its saved config (--set may change run.steps and a few others)")  # fmt: skip
+    p.add_argument("--data-dir", metavar="DIR", help="where benchmark data lives "
+                   "(<DIR>/<dataset>/<file>; default $EXECRL_DATA_DIR)")  # fmt: skip
+    p.add_argument("--allow-weaker-sandbox", action="store_true",
+                   help="start the sandbox without the isolation layers this machine lacks "
+                   "(e.g. without root); same as --set sandbox.allow_missing_layers=true")  # fmt: skip
     p.set_defaults(handler=_train)
 
 
 def _train(args: argparse.Namespace) -> int:
     from execrl.report.trackers import TrackerUnavailable, tracker_names
-    from execrl.rl.config import ConfigError, load_config
+    from execrl.rl.config import ConfigError, load_config, resume_config
+    from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 
-    overrides = list(args.set) + ([f"run.resume={json.dumps(args.resume)}"] if args.resume else [])
+    overrides = list(args.set)
+    if args.allow_weaker_sandbox:
+        overrides.append("sandbox.allow_missing_layers=true")
+    if args.data_dir:
+        os.environ["EXECRL_DATA_DIR"] = args.data_dir
     try:
-        config = load_config(args.config, overrides)
+        if args.resume:
+            if args.config:
+                raise ConfigError("--resume continues with the run's saved config; drop --config")
+            config = resume_config(args.resume, overrides)
+        else:
+            config = load_config(args.config, overrides)
         tracker_names(config.run.trackers or None)  # a bad tracker is an error before training
     except (ConfigError, ValueError, TrackerUnavailable) as e:
-        print(f"execrl train: error: {e}", file=sys.stderr)
-        return 2
-    summary = train_with_telemetry(config)
+        return _error(e)
+    try:
+        summary = train_with_telemetry(config)
+    except (DataNotFound, TaskDataError, UnknownBenchmark, ImportError) as e:
+        return _error(e)
+    except KeyboardInterrupt:
+        print("execrl train: interrupted twice: the step was abandoned; resume from the last "
+              "checkpoint with --resume RUN_DIR, if one was saved", file=sys.stderr)  # fmt: skip
+        return 130
     print(json.dumps(summary))
-    return 0
+    return 130 if "interrupted_at" in summary else 0
+
+
+def _error(e: BaseException) -> int:
+    print(f"execrl train: error: {e}", file=sys.stderr)
+    return 2
 
 
 def train_with_telemetry(config, **kwargs):  # noqa: ANN001, ANN003, ANN201 - as rl.run.train

@@ -10,8 +10,11 @@ from execrl.rewards.result import Flag
 from .conftest import TASK
 
 TOML = """
-[reward]
+[sandbox]
 wall_s = 2.0
+
+[reward]
+program = "extract"
 
 [reward.hacks]
 penalties = { tampering = "min", early_exit = "min", hardcoded_visible = "min" }
@@ -68,7 +71,7 @@ def test_toml_tree_builds_with_unique_names(tmp_path):
     reward = config.reward()
     assert reward.bounds == pytest.approx((-1.1, 1.0))
     assert reward.needs == {"hidden", "visible"}
-    assert config.wall_s == 2.0
+    assert config.sandbox.wall_s == 2.0  # the file's [sandbox]: one home for sandbox settings
 
 
 def test_toml_scores_equal_hand_computed(tmp_path, sandbox):

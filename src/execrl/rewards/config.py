@@ -36,6 +36,7 @@ from execrl.rewards.style import Style
 from execrl.rewards.syntax import SyntaxValid
 from execrl.rewards.token_credit import TokenCredit
 from execrl.rewards.verifier import VerifierScore
+from execrl.sandbox.pool import SandboxConfig
 
 LEAVES: dict[str, type] = {
     "pass": PassAll,
@@ -56,6 +57,7 @@ LEAVES: dict[str, type] = {
     "verifier": VerifierScore,  # a domain verifier's score or component (docs/verifiers.md)
 }
 COMBINATORS = ("sum", "product", "gate", "hierarchy")
+PROGRAM_MODES = ("auto", "extract", "continue")
 
 
 class RewardConfigError(ValueError):
@@ -211,6 +213,35 @@ def children(reward: Any) -> list[Any]:
     return []
 
 
+# The package each analyser leaf reads with its default backend; backend "ruff" reads ruff.
+_PACKAGES: dict[type, str] = {StaticAnalysis: "pyflakes", Style: "pycodestyle", Security: "bandit"}
+
+
+def check_packages(reward: Any, path: str = "reward.tree") -> None:
+    """Fail now, naming the leaf, when an analyser's package is not installed: at config load,
+    not at the first step after the model has loaded."""
+    import importlib.util
+
+    stack = [reward]
+    while stack:
+        node = stack.pop()
+        stack.extend(children(node))
+        package = _PACKAGES.get(type(node))
+        if package is None:
+            continue
+        if getattr(node, "backend", "") == "ruff":
+            from execrl.rewards.ruff_backend import RuffMissing, ruff_bin
+
+            try:
+                ruff_bin()
+            except RuffMissing as exc:
+                raise RewardConfigError(f"{path}: the {node.name!r} leaf: {exc}") from None
+        elif importlib.util.find_spec(package) is None:
+            raise RewardConfigError(
+                f"{path}: the {node.name!r} leaf needs {package}: pip install 'execrl[rewards]'"
+            )
+
+
 def check_names(reward: Any) -> None:
     """Raise when two nodes share a name (their components would overwrite each other)."""
     names: list[str] = []
@@ -231,10 +262,12 @@ class RewardConfig:
     """The `[reward]` table: what is scored, and how samples are built and run."""
 
     tree: dict[str, Any] = field(default_factory=lambda: {"type": "pass"})  # the formula
-    program: str = "extract"  # "extract": code from the completion; "continue": prompt + completion
-    workers: int = 2  # sandbox workers, when the scorer starts its own sandbox
-    wall_s: float = 3.0  # wall-clock limit of one run (all its tests)
-    memory_mb: int = 2048  # memory limit of one run
+    # "auto": the prompt continued when it is code and the completion does not define the entry
+    # point itself, else code extracted from the completion; "extract"; "continue": prompt + it
+    program: str = "auto"
+    # the runs' limits and, when the scorer starts its own sandbox, its workers: the pool's one
+    # config, the [sandbox] table of the same file (`execrl train` passes its own [sandbox])
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     chunk_size: int = 256  # samples executed at once; bounds memory, overlaps execution and scoring
     analysis_workers: int = 1  # processes for static/style/security analyses; 0: in-process
     run_visible: bool = False  # run visible tests even when the tree needs none (gap detection)
@@ -243,10 +276,12 @@ class RewardConfig:
     noise: LabelNoise = field(default_factory=LabelNoise)
 
     def __post_init__(self) -> None:
-        if self.program not in ("extract", "continue"):
-            raise RewardConfigError(f"reward.program: {self.program!r} must be extract or continue")
-        if self.chunk_size < 1 or self.workers < 1:
-            raise RewardConfigError("reward.chunk_size and reward.workers must be at least 1")
+        if self.program not in PROGRAM_MODES:
+            raise RewardConfigError(
+                f"reward.program: {self.program!r}; choose one of {', '.join(PROGRAM_MODES)}"
+            )
+        if self.chunk_size < 1:
+            raise RewardConfigError("reward.chunk_size must be at least 1")
         if self.analysis_workers < 0:
             raise RewardConfigError(
                 f"reward.analysis_workers: {self.analysis_workers} must be 0 (in-process) or more"
@@ -265,13 +300,24 @@ class RewardConfig:
                 built[key] = _make(sub, dict(table.pop(key)), f"{path}.{key}")
         if "tree" in table:
             built["tree"] = dict(table.pop("tree"))
+        moved = sorted({"workers", "wall_s", "memory_mb"} & set(table))
+        if moved:
+            raise RewardConfigError(
+                f"{path}: {', '.join(moved)} belong to the [sandbox] table (one home for sandbox "
+                f"settings): move them there, e.g. [sandbox] wall_s = 3.0"
+            )
+        sandbox = table.pop("sandbox", None)
+        if isinstance(sandbox, Mapping):
+            sandbox = _make(SandboxConfig, dict(sandbox), "sandbox")
+        if sandbox is not None:
+            built["sandbox"] = sandbox
         fields_ = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(set(table) - set(fields_))
         if unknown:
             raise RewardConfigError(f"{path}: unknown key(s) {unknown}; known: {sorted(fields_)}")
         built.update({k: _coerce(fields_[k], v, f"{path}.{k}") for k, v in table.items()})
         config = cls(**built)
-        config.reward()  # fail now, with the key path, rather than at the first step
+        check_packages(config.reward())  # fail now, naming the key, not at the first step
         return config
 
     @classmethod
@@ -281,7 +327,10 @@ class RewardConfig:
             data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise RewardConfigError(f"{path}: not valid TOML: {exc}") from exc
+        section = dict(data.get(table, data))
+        if table in data and "sandbox" in data:
+            section["sandbox"] = data["sandbox"]
         try:
-            return cls.from_dict(data.get(table, data), table)
+            return cls.from_dict(section, table)
         except RewardConfigError as exc:
             raise RewardConfigError(f"{path}: {exc}") from exc

@@ -1,11 +1,16 @@
 """Scoring batches: build programs, run them in the sandbox, reward, flag, penalise, credit.
 
-This is the API the trainer calls:
+The one scoring path of execrl: `execrl train`'s rollouts, `execrl eval`, the TRL and verl
+adapters all score completions through `RewardScorer.score_samples` (or `score`, which adds the
+monitor's per-step counts):
 
     with RewardScorer(RewardConfig.load("run.toml")) as scorer:
         results = scorer.score(tasks, completions, offsets=offsets, step=step)
         log(scorer.last_metrics)             # reward/flag/<flag> counts, masked, pass rates
     scorer.monitor.summary().write("flagged.json")
+
+Here, and only here: no code in a completion is a SYNTAX_ERROR run flagged `no_code`; a
+SANDBOX_ERROR (infrastructure, never the program's fault) masks the sample whatever the tree.
 
 Samples are executed `chunk_size` at a time, two chunks in flight, the next running in the
 sandbox while the current one is scored: memory stays bounded and scoring hides behind execution.
@@ -19,17 +24,17 @@ import math
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from execrl.rewards import hacks
 from execrl.rewards.analyser import Analyser, Pending, analyses_of
-from execrl.rewards.base import HIDDEN, TOKENS, VISIBLE, Reward
+from execrl.rewards.base import TOKENS, VISIBLE, Reward
 from execrl.rewards.config import RewardConfig, check_names
-from execrl.rewards.extract import extract_code
+from execrl.rewards.extract import defines, extract_code
 from execrl.rewards.monitor import RewardMonitor
 from execrl.rewards.noise import FlakinessReport, NoiseInjector, measure_flakiness
-from execrl.rewards.result import Flag, RewardResult
+from execrl.rewards.result import Flag, RewardResult, masked_result
 from execrl.rewards.sample import Sample
 from execrl.rewards.token_credit import token_credit
 from execrl.sandbox.job import Job
@@ -40,8 +45,30 @@ from execrl.tasks.schema import Task
 Offsets = Sequence[tuple[int, int]]
 
 
-def build_sample(task: Task, completion: str, program_mode: str = "extract") -> Sample:
-    """The program a completion becomes: extracted code, or the prompt continued."""
+NO_CODE_MESSAGE = "no code found in the completion"
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredSample:
+    """A sample as scored: the program and its execution results, and its reward."""
+
+    sample: Sample
+    reward: RewardResult
+
+
+def build_sample(task: Task, completion: str, program_mode: str = "auto") -> Sample:
+    """The program a completion becomes: extracted code, or the prompt continued. "auto"
+    continues a prompt that is code (HumanEval style) unless the completion defines the entry
+    point itself, and extracts otherwise."""
+    if program_mode == "auto":
+        from execrl.models.prompting import is_code_prompt  # lazily: models imports torch
+
+        program_mode = (
+            "continue"
+            if is_code_prompt(task.prompt)
+            and not (task.entry_point and defines(completion, task.entry_point))
+            else "extract"
+        )
     if program_mode == "continue":
         return Sample(task, completion, task.prompt + completion, task.prompt, (0, len(completion)))
     found = extract_code(completion, task.entry_point)
@@ -52,9 +79,7 @@ def build_sample(task: Task, completion: str, program_mode: str = "extract") -> 
 
 def no_code_result(task: Task) -> ExecutionResult:
     """No code counts as a program that does not compile (and is flagged NO_CODE)."""
-    return ExecutionResult(
-        Verdict.SYNTAX_ERROR, n_tests=len(task.tests), message="no code found in the completion"
-    )
+    return ExecutionResult(Verdict.SYNTAX_ERROR, n_tests=len(task.tests), message=NO_CODE_MESSAGE)
 
 
 class RewardScorer:
@@ -64,9 +89,11 @@ class RewardScorer:
         sandbox: Any = None,
         reward: Reward | None = None,
         monitor: RewardMonitor | None = None,
+        limits: Limits | None = None,
     ) -> None:
         """`reward` overrides `config.tree` with a Python object; `sandbox` (a Sandbox) is used
-        as is and not closed; without one the scorer starts its own on first use."""
+        as is and not closed; without one the scorer starts its own on first use. `limits`
+        (each run's) default to the config's."""
         self.config = config or RewardConfig()
         self.reward = reward if reward is not None else self.config.reward()
         check_names(self.reward)
@@ -80,7 +107,8 @@ class RewardScorer:
         self.needs = self.reward.needs
         self.monitor = monitor or RewardMonitor()
         self.last_metrics: dict[str, float] = {}
-        self.limits = Limits(wall_s=self.config.wall_s, memory_mb=self.config.memory_mb)
+        box = self.config.sandbox
+        self.limits = limits or Limits(wall_s=box.wall_s, memory_mb=box.memory_mb)
         self._noise = NoiseInjector(self.config.noise)
         self._sandbox = sandbox
         self._own_sandbox = sandbox is None
@@ -93,9 +121,9 @@ class RewardScorer:
     @property
     def sandbox(self) -> Any:
         if self._sandbox is None:
-            from execrl.sandbox.pool import Sandbox
+            from execrl.sandbox.backend import open_sandbox
 
-            self._sandbox = Sandbox(workers=self.config.workers)
+            self._sandbox = open_sandbox(self.config.sandbox)
         return self._sandbox
 
     def close(self) -> None:
@@ -125,18 +153,29 @@ class RewardScorer:
 
         `offsets[i]` are the (start, end) characters of each token of completion i (a fast
         tokenizer's offset mapping); they enable token credit and give token lengths."""
-        samples = self.samples(tasks, completions, offsets, n_tokens)
-        out_samples: list[Sample] = []
-        results: list[RewardResult] = []
-        for executed in self._executed_chunks(samples):
-            for sample in executed:
-                out_samples.append(_light(sample))
-                results.append(self.score_sample(sample))
+        scored = self.score_samples(tasks, completions, offsets, n_tokens)
+        results = [x.reward for x in scored]
         self._steps += 1
         self.last_metrics = self.monitor.observe(
-            out_samples, results, step if step is not None else self._steps
+            [_light(x.sample) for x in scored], results, step if step is not None else self._steps
         )
         return results
+
+    def score_samples(
+        self,
+        tasks: Sequence[Task],
+        completions: Sequence[str],
+        offsets: Sequence[Offsets] | None = None,
+        n_tokens: Sequence[int] | None = None,
+    ) -> list[ScoredSample]:
+        """The scoring path: build each program, execute it (the analyses run meanwhile in the
+        analysis workers), reward it. Keeps no state: the trainer calls it from a thread."""
+        samples = self.samples(tasks, completions, offsets, n_tokens)
+        return [
+            ScoredSample(_light(sample, keep_offsets=True), self.score_sample(sample))
+            for executed in self._executed_chunks(samples)
+            for sample in executed
+        ]
 
     def samples(
         self,
@@ -163,9 +202,17 @@ class RewardScorer:
         return out
 
     def score_sample(self, sample: Sample) -> RewardResult:
-        """Reward an executed sample: the tree, then hack flags and penalties, then credit."""
-        result = self.reward(sample)
+        """Reward an executed sample: the tree, then hack flags and penalties, then credit. A
+        SANDBOX_ERROR masks the sample before the tree is asked, whatever its leaves."""
         flags = hacks.detect(sample, self.config.hacks)
+        for run in (sample.result, sample.visible_result):
+            if run is not None and run.verdict is Verdict.SANDBOX_ERROR:
+                cause = getattr(run, "sandbox_error_cause", "")
+                why = f"sandbox error{f' ({cause})' if cause else ''}: {run.message}"
+                return masked_result(why, Flag.SANDBOX_ERROR, *flags)
+        result = self.reward(sample)
+        if sample.program is None and not result.reason:
+            result = replace(result, reason=NO_CODE_MESSAGE)
         if sample.noise_flipped:
             flags |= {Flag.NOISE_FLIPPED}
         result = hacks.apply(result, flags, self.config.hacks, self.lower_bound)
@@ -206,7 +253,9 @@ class RewardScorer:
 
     def execute(self, samples: Sequence[Sample]) -> list[Sample]:
         """Run the tests the reward needs; programs that could not be extracted are not run."""
-        run_hidden = HIDDEN in self.needs or VISIBLE in self.needs or not self.needs
+        # the hidden tests always run: pass rates are reported and hack flags read the run, even
+        # when the tree scores the text alone
+        run_hidden = True
         run_visible = VISIBLE in self.needs or self.config.run_visible
         jobs: list[Job] = []
         where: list[tuple[int, str]] = []
@@ -240,7 +289,9 @@ class RewardScorer:
             tests=tests,
             entry_point=task.entry_point,
             limits=self.limits,
+            strict_returns=task.strict_returns,
             id=task.id,
+            language=task.language,  # a C task's program is compiled as C, never run as Python
         )
 
     def flakiness(
@@ -257,8 +308,10 @@ class RewardScorer:
         return measure_flakiness(self.sandbox, jobs, repeats, fraction, seed)
 
 
-def _light(sample: Sample) -> Sample:
-    """What the monitor keeps of a sample: no offsets (they can be long), no analyses."""
-    if sample.offsets is None and sample.analyses is None:
+def _light(sample: Sample, keep_offsets: bool = False) -> Sample:
+    """What outlives scoring of a sample: no analyses; the monitor keeps no offsets either
+    (they can be long)."""
+    offsets = sample.offsets if keep_offsets else None
+    if sample.offsets is offsets and sample.analyses is None:
         return sample
-    return replace(sample, offsets=None, analyses=None)
+    return replace(sample, offsets=offsets, analyses=None)

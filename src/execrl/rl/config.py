@@ -15,6 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from execrl.models.engine import ENGINES
+from execrl.rewards.config import RewardConfig, RewardConfigError
+from execrl.sandbox.pool import SandboxConfig  # [sandbox]: the pool's own config, one home
+
 
 @dataclass
 class ModelConfig:
@@ -56,12 +60,17 @@ class SamplingConfig:
     stop: list[str] = field(default_factory=list)  # stop sequences
     groups_per_generate: int = 8  # groups (prompts) per generate call; the unit of RNG seeding
     heldout_temperature: float = 0.2
+    # "loop": execrl's KV-cache decode loop (the fastest on small models); "hf": Hugging Face
+    # `generate`, for models whose cache the loop does not drive (`models.engine`)
+    engine: str = "loop"
 
 
 @dataclass
 class RLConfig:
     algorithm: str = "grpo"  # grpo | dr_grpo | rloo | reinforce_pp | ppo
-    reward: str = "pass_fraction"  # pass_fraction | pass (all tests) | execrl.rewards spec
+    # Short form of [reward.tree]: "pass" (all tests) or "pass_fraction" means the one-leaf tree
+    # of that type; "" (the default) takes [reward.tree], whose default is pass_fraction
+    reward: str = ""
     group_size: int = 8  # completions per prompt
     groups_per_step: int = 8  # prompts per step (the global batch is their product)
     loss_agg: str = "auto"  # token_mean | seq_mean | seq_mean_constant | auto (per algorithm)
@@ -99,12 +108,6 @@ class OptimConfig:
 
 
 @dataclass
-class SandboxConfig:
-    workers: int = 2
-    wall_s: float = 2.0  # per-job wall-clock limit
-
-
-@dataclass
 class RunConfig:
     # The default's held-out pass@1 plateaus by 160 steps (240 add 0-1 point); the whole run,
     # model build included, took under 2 min on 2 lightly loaded cores
@@ -114,6 +117,7 @@ class RunConfig:
     name: str = ""  # run directory name; default: a timestamp
     checkpoint_every: int = 0  # steps between checkpoints; 0 saves only at the end
     resume: str = ""  # a run directory to continue from its last checkpoint
+    merge_lora: bool = False  # with LoRA, final/ holds the merged model instead of the adapter
     # Where per-step metrics go besides metrics.jsonl: comma-separated tensorboard, wandb,
     # mlflow, or none; "" reads $EXECRL_TRACKERS, and without it TensorBoard.
     trackers: str = ""
@@ -128,6 +132,13 @@ class TrainConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    # The reward formula and scoring options, exactly as docs/rewards.md documents [reward]; its
+    # runs use [sandbox]
+    reward: RewardConfig = field(default_factory=lambda: RewardConfig(tree=dict(DEFAULT_TREE)))
+
+
+DEFAULT_TREE = {"type": "pass_fraction"}
+PER_TOKEN_ALGORITHMS = ("ppo", "reinforce_pp")  # GAE and REINFORCE++ read per-token rewards
 
 
 CHOICES = {
@@ -139,6 +150,9 @@ CHOICES = {
     ("rl", "kl_estimator"): ("k1", "k2", "k3"),
     ("rl", "kl_in"): ("loss", "reward"),
     ("rl", "prompt_sampler"): ("pass_rate", "uniform"),
+    ("rl", "reward"): ("", "pass", "pass_fraction"),
+    ("sampling", "engine"): ENGINES,
+    ("sandbox", "backend"): ("local", "ray"),
     ("optim", "schedule"): ("constant", "linear", "cosine"),
 }
 
@@ -151,23 +165,79 @@ def load_config(
     path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()
 ) -> TrainConfig:
     """Defaults, then the TOML file, then each `section.field=value` override, validated."""
-    data: dict[str, Any] = {}
-    where = "defaults"
-    if path:
-        where = str(path)
-        try:
-            data = tomllib.loads(Path(path).read_text())
-        except FileNotFoundError as e:
-            raise ConfigError(f"config file {path} not found") from e
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"{path}: not valid TOML: {e}") from e
+    return from_dict(with_overrides(read_toml(path), overrides), str(path) if path else "defaults")
+
+
+# What `--resume` may change: how long and where the run goes on, not what it trains.
+RESUMABLE = ("run.steps", "run.checkpoint_every", "run.trackers", "run.merge_lora",
+             "sandbox.workers")  # fmt: skip
+
+
+def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """The saved config of `run_dir` with the `--set` overrides a resumed run can honour; any
+    other override is an error naming it (it would change what the run means)."""
+    saved = Path(run_dir) / "config.toml"
+    if not saved.is_file():
+        raise ConfigError(f"--resume {run_dir}: no config.toml there; is it a run directory?")
+    before = from_dict(read_toml(saved), str(saved))
+    after = from_dict(with_overrides(read_toml(saved), overrides), str(saved))
+    changed = [
+        f"{section}.{name}"
+        for section, values in to_dict(after).items()
+        for name, value in values.items()
+        if value != to_dict(before)[section][name]
+    ]
+    refused = [key for key in changed if key not in RESUMABLE]
+    if refused:
+        raise ConfigError(
+            f"--resume {run_dir}: cannot change {', '.join(refused)}: it would change what the "
+            f"run trains; start a new run instead. A resumed run takes --set {', '.join(RESUMABLE)}"
+        )
+    after.run.resume = str(run_dir)
+    return after
+
+
+def read_toml(path: str | Path | None) -> dict[str, Any]:
+    if not path:
+        return {}
+    try:
+        return tomllib.loads(Path(path).read_text())
+    except FileNotFoundError as e:
+        raise ConfigError(f"config file {path} not found") from e
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from e
+
+
+def with_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """`data` with each `section.field=value` set; [reward] takes dotted paths into its tables
+    (`reward.noise.rate=0.2`, `reward.tree.type='pass'`)."""
     for item in overrides:
         key, sep, raw = item.partition("=")
+        key = key.strip()
         if not sep or "." not in key:
-            raise ConfigError(f"--set {item!r}: expected section.field=value, e.g. rl.lr=1e-5")
-        section, _, name = key.strip().partition(".")
-        data.setdefault(section, {})[name] = _parse_value(raw.strip())
-    return from_dict(data, where)
+            raise ConfigError(f"--set {item!r}: expected section.field=value{_suggest(key)}")
+        section, *inner, name = key.split(".")
+        if inner and section != "reward":
+            raise ConfigError(f"--set {item!r}: [{section}] has no nested tables")
+        table = data.setdefault(section, {})
+        for part in inner:
+            if not isinstance(table, dict):
+                raise ConfigError(f"--set {item!r}: {part} is not a table")
+            table = table.setdefault(part, {})
+        table[name] = _parse_value(raw.strip())
+    return data
+
+
+def _suggest(name: str) -> str:
+    """'; did you mean optim.lr?' for a field name that some section has."""
+    defaults = TrainConfig()
+    hits = [
+        f"{f.name}.{name}"
+        for f in dataclasses.fields(TrainConfig)
+        if f.name != "reward"
+        and name in {x.name for x in dataclasses.fields(getattr(defaults, f.name))}
+    ]
+    return f"; did you mean {' or '.join(hits)}?" if hits else ", e.g. optim.lr=1e-5"
 
 
 def from_dict(data: dict[str, Any], where: str = "config") -> TrainConfig:
@@ -178,15 +248,51 @@ def from_dict(data: dict[str, Any], where: str = "config") -> TrainConfig:
             raise ConfigError(f"{where}: unknown section [{section}]; known: {', '.join(sections)}")
         if not isinstance(values, dict):
             raise ConfigError(f"{where}: [{section}] must be a table")
+        if section == "reward":
+            continue  # built last: its tree may come from rl.reward
         target = getattr(config, section)
         hints = typing.get_type_hints(type(target))
+        checked = {}
         for name, value in values.items():
             if name not in hints:
                 known = ", ".join(f.name for f in dataclasses.fields(target))
-                raise ConfigError(f"{where}: unknown key {section}.{name}; known: {known}")
-            setattr(target, name, _check_type(f"{section}.{name}", value, hints[name], where))
+                hint = _suggest(name) if "did you mean" in _suggest(name) else ""
+                raise ConfigError(f"{where}: unknown key {section}.{name}; known: {known}{hint}")
+            checked[name] = _check_type(f"{section}.{name}", value, hints[name], where)
+        setattr(config, section, dataclasses.replace(target, **checked))  # [sandbox] is frozen
     validate(config, where)
+    config.reward = _reward(config, dict(data.get("reward", {})), where)
+    if config.reward.token_credit.enabled and config.rl.algorithm not in PER_TOKEN_ALGORITHMS:
+        raise ConfigError(
+            f"{where}: reward.token_credit.enabled needs an algorithm that uses per-token "
+            f"rewards ({' or '.join(PER_TOKEN_ALGORITHMS)}); rl.algorithm = "
+            f"{config.rl.algorithm!r} would only use the sequence score"
+        )
     return config
+
+
+def _reward(config: TrainConfig, table: dict[str, Any], where: str) -> RewardConfig:
+    """[reward], with rl.reward as the short form of its tree. Builds the tree, so an unknown
+    leaf, a bad weight or a missing analyser package fails here, before any model loads."""
+    short = config.rl.reward
+    if short:
+        if "tree" in table and table["tree"] != {"type": short}:
+            raise ConfigError(
+                f"{where}: rl.reward = {short!r} and [reward.tree] both name the reward; "
+                "keep one (rl.reward is the short form of a one-leaf tree)"
+            )
+        table["tree"] = {"type": short}
+        config.rl.reward = ""  # resolved into the tree, which the run directory keeps
+    table.setdefault("tree", dict(DEFAULT_TREE))
+    if "sandbox" in table:
+        raise ConfigError(
+            f"{where}: [reward.sandbox]: the reward's runs use [sandbox]; set it there"
+        )
+    table["sandbox"] = config.sandbox
+    try:
+        return RewardConfig.from_dict(table, "reward")
+    except (RewardConfigError, ImportError, ValueError, TypeError) as e:
+        raise ConfigError(f"{where}: {e}") from None
 
 
 def validate(config: TrainConfig, where: str = "config") -> None:
@@ -196,8 +302,9 @@ def validate(config: TrainConfig, where: str = "config") -> None:
             raise ConfigError(
                 f"{where}: {section}.{name} = {value!r}; choose one of {', '.join(choices)}"
             )
-    positive = [("rl", "group_size"), ("rl", "groups_per_step"), ("rl", "micro_batch_size"),
-                ("rl", "epochs"), ("run", "steps"), ("sampling", "max_new_tokens"),
+    positive = [("sandbox", "workers"), ("sandbox", "ray_actors"), ("rl", "group_size"),
+                ("rl", "groups_per_step"), ("rl", "micro_batch_size"), ("rl", "epochs"),
+                ("run", "steps"), ("sampling", "max_new_tokens"),
                 ("sampling", "groups_per_generate"), ("rl", "max_sample_rounds")]  # fmt: skip
     for section, name in positive:
         if getattr(getattr(config, section), name) < 1:
@@ -206,10 +313,25 @@ def validate(config: TrainConfig, where: str = "config") -> None:
         raise ConfigError(f"{where}: rl.group_size must be at least 2 for {config.rl.algorithm}")
     if not 0 <= config.rl.pass_rate_target <= 1:
         raise ConfigError(f"{where}: rl.pass_rate_target must be in [0, 1]")
+    for key in ("train", "heldout"):
+        _check_source(f"data.{key}", getattr(config.data, key), where)
+
+
+def _check_source(key: str, source: str, where: str) -> None:
+    """A task source names the synthetic suite, a registered benchmark or jsonl:PATH."""
+    from execrl.tasks.registry import BENCHMARKS
+
+    if source in ("", "synthetic") or source.startswith(("synthetic:", "jsonl:")):
+        return
+    if source not in BENCHMARKS:
+        known = ", ".join(["synthetic", *BENCHMARKS, "jsonl:PATH"])
+        raise ConfigError(f"{where}: {key} = {source!r} is not a task source; known: {known}")
 
 
 def to_dict(config: TrainConfig) -> dict[str, Any]:
-    return dataclasses.asdict(config)
+    out = dataclasses.asdict(config)
+    out["reward"].pop("sandbox")  # it is [sandbox]
+    return out
 
 
 def to_toml(config: TrainConfig) -> str:
@@ -217,7 +339,7 @@ def to_toml(config: TrainConfig) -> str:
     lines = []
     for section, values in to_dict(config).items():
         lines.append(f"[{section}]")
-        lines.extend(f"{k} = {_toml_value(v)}" for k, v in values.items())
+        lines.extend(f"{k} = {_toml_value(v)}" for k, v in values.items() if v is not None)
         lines.append("")
     return "\n".join(lines)
 
@@ -227,10 +349,13 @@ def _toml_value(v: Any) -> str:
         return "true" if v else "false"
     if isinstance(v, int | float):
         return repr(v)
-    if isinstance(v, list):
+    if isinstance(v, list | tuple):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     import json
 
+    if isinstance(v, dict):  # an inline table: the reward tree and its options nest
+        items = (f"{json.dumps(str(k))} = {_toml_value(x)}" for k, x in v.items() if x is not None)
+        return "{ " + ", ".join(items) + " }"
     return json.dumps(str(v))  # JSON string escapes are valid TOML basic strings
 
 
@@ -243,6 +368,12 @@ def _parse_value(raw: str) -> Any:
 
 def _check_type(key: str, value: Any, hint: Any, where: str) -> Any:
     origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint):
+        (hint,) = [a for a in typing.get_args(hint) if a is not type(None)]  # TOML has no None
+        origin = typing.get_origin(hint)
+    if origin is tuple:
+        item = typing.get_args(hint)[0]
+        return tuple(_check_type(key, value, list[item], where))  # type: ignore[valid-type]
     if origin is list:
         (item,) = typing.get_args(hint)
         if isinstance(value, str) and item is str:

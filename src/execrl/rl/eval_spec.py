@@ -29,6 +29,7 @@ from execrl.rewards.config import RewardConfig
 from execrl.rewards.scorer import RewardScorer
 from execrl.rl.config import TrainConfig
 from execrl.rl.rollout import Rollouts, RolloutTimes, Scored
+from execrl.sandbox.limits import Limits
 from execrl.tasks.schema import Task
 
 SPEC_FILE = "execrl_eval.json"
@@ -109,8 +110,8 @@ def heldout_spec(c: TrainConfig) -> HeldoutSpec:
         seed=c.run.seed,
         groups_per_generate=c.sampling.groups_per_generate,
         program=c.reward.program,
-        wall_s=c.reward.wall_s,
-        memory_mb=c.reward.memory_mb,
+        wall_s=c.sandbox.wall_s,
+        memory_mb=c.sandbox.memory_mb,
         dtype=c.model.dtype,
     )
 
@@ -135,9 +136,9 @@ def run_heldout(
     chat = {"auto": None, "on": True, "off": False}[spec.chat]
     prompt_ids = encode_prompts(tokenizer, [t.prompt for t in tasks], chat=chat)
     params = SamplingParams(spec.temperature, spec.top_p, spec.max_new_tokens, spec.stop)
-    reward = RewardConfig(tree={"type": "pass"}, program=spec.program, wall_s=spec.wall_s,
-                          memory_mb=spec.memory_mb, analysis_workers=0)  # fmt: skip
-    scorer = RewardScorer(reward, sandbox=sandbox)
+    reward = RewardConfig(tree={"type": "pass"}, program=spec.program, analysis_workers=0)
+    limits = Limits(wall_s=spec.wall_s, memory_mb=spec.memory_mb)
+    scorer = RewardScorer(reward, sandbox=sandbox, limits=limits)
     rollouts = Rollouts(engine, tokenizer, tasks, prompt_ids, scorer, params,
                         spec.seed + HELDOUT_SEED_OFFSET, spec.groups_per_generate)  # fmt: skip
     try:

@@ -8,7 +8,14 @@ processes the caller passes the count of the *global* batch, so summing the micr
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 import torch
+
+if TYPE_CHECKING:  # logprobs imports this module (for the entropy)
+    from execrl.rl.logprobs import SequenceBatch
 
 
 def clipped_surrogate(
@@ -78,3 +85,67 @@ def seq_mean_constant(
 def entropy_from_logprobs(logp: torch.Tensor) -> torch.Tensor:
     """H(pi(. | s_t)) = -sum_v p log p, from normalised log-probabilities (B, T, V) -> (B, T)."""
     return -(logp.exp() * logp).sum(-1)
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One micro-batch of the update, every tensor fixed while the policy changes
+    (torchtune's GRPOTrajectory). B sequences, T completion tokens (right-padded)."""
+
+    sequences: SequenceBatch  # prompt + completion ids (B, P + T), shared prompts found
+    old_logp: torch.Tensor  # (B, T) behaviour log pi_old(token), recorded while sampling
+    advantages: torch.Tensor  # (B, T)
+    mask: torch.Tensor  # (B, T) float: 1 on the tokens that count (`groups.counts_in_loss`)
+    ref_logp: torch.Tensor | None = None  # (B, T) reference model, when rl.kl_coef > 0
+    old_values: torch.Tensor | None = None  # (B, T) PPO critic before the update
+    value_targets: torch.Tensor | None = None  # (B, T) PPO returns (GAE + old values)
+
+
+@dataclass(frozen=True, slots=True)
+class LossSettings:
+    clip_low: float
+    clip_high: float
+    kl_coef: float  # beta, when the KL penalty is in the loss (GRPO); 0 otherwise
+    entropy_coef: float
+    vf_coef: float
+    value_clip: float
+
+
+@dataclass(frozen=True, slots=True)
+class LossParts:
+    total: torch.Tensor  # scalar: what is back-propagated
+    value_loss: torch.Tensor  # scalar (aggregated like the policy loss); 0 without a critic
+    clipped: torch.Tensor  # (B, T) bool: the clipped term is in force
+    kl: torch.Tensor  # (B, T) KL estimate to the reference (0 without one), detached
+
+
+def policy_loss(
+    batch: Batch,
+    logp: torch.Tensor,
+    entropy: torch.Tensor,
+    values: torch.Tensor | None,
+    kl_estimator: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None,
+    aggregate: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor],
+    denominator: float,
+    s: LossSettings,
+) -> LossParts:
+    """The loss of one micro-batch: PPO-clip surrogate (DAPO clip-higher), plus the KL penalty
+    in the loss (GRPO, Shao et al. 2024, eq. 3), minus the entropy bonus, plus the clipped
+    value loss (PPO). logp, entropy (B, T) from the current policy; values (B, T) or None."""
+    loss_tok, clipped = clipped_surrogate(
+        logp, batch.old_logp, batch.advantages, s.clip_low, s.clip_high
+    )  # (B, T)
+    kl_tok = torch.zeros_like(loss_tok)  # (B, T)
+    if kl_estimator is not None and batch.ref_logp is not None:
+        kl_tok = kl_estimator(logp, batch.ref_logp)
+        if s.kl_coef:  # KL in the reward (PPO, REINFORCE++) is measured here, not penalised
+            loss_tok = loss_tok + s.kl_coef * kl_tok
+    if s.entropy_coef:
+        loss_tok = loss_tok - s.entropy_coef * entropy
+    total = aggregate(loss_tok, batch.mask, denominator)
+    value_loss = torch.zeros((), device=logp.device)
+    if values is not None and batch.old_values is not None and batch.value_targets is not None:
+        v_tok = clipped_value_loss(values, batch.old_values, batch.value_targets, s.value_clip)
+        value_loss = aggregate(v_tok, batch.mask, denominator)
+        total = total + s.vf_coef * value_loss
+    return LossParts(total, value_loss.detach(), clipped, kl_tok.detach())

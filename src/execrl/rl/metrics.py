@@ -13,7 +13,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from execrl.rewards.result import HACK_FLAGS
+from execrl.rewards.result import HACK_FLAGS, Flag
+from execrl.rl.groups import Gathered, GroupSummary
+from execrl.rl.trainer import UpdateMetrics
 
 
 class MetricsLog:
@@ -40,36 +42,40 @@ class MetricsLog:
         return self.rows[-1].get(key) if self.rows else None
 
 
-def step_metrics(
-    step: int, got, update: dict[str, float], collect_s: float, update_s: float
-) -> dict[str, Any]:
-    groups = got.all_summaries
-    scores = [x for g in groups for x, v in zip(g["scores"], g["valid"], strict=True) if v]
-    n = sum(len(g["scores"]) for g in groups) or 1
-    verdicts = Counter(v for g in groups for v in g["verdicts"])
-    flags = Counter(f for g in groups for fl in g["flags"] for f in fl)
-    lengths = [t for g in groups for t in g["n_tokens"]]
+def step_metrics(step: int, got: Gathered, update: UpdateMetrics, collect_s: float,
+                 update_s: float) -> dict[str, Any]:  # fmt: skip
+    """The step's row of metrics.jsonl: reward and its tree's nodes, flags, verdicts, update."""
+    groups = got.every
+    scores = [x for g in groups for x, v in zip(g.scores, g.valid, strict=True) if v]
+    n = sum(len(g.scores) for g in groups) or 1
+    verdicts = Counter(v for g in groups for v in g.verdicts)
+    flags = Counter(f for g in groups for fl in g.flags for f in fl)
+    lengths = [t for g in groups for t in g.n_tokens]
     t = got.times
     lat = sorted(t.latencies) or [0.0]
     row: dict[str, Any] = {
         "step": step,
         "reward_mean": statistics.fmean(scores) if scores else 0.0,
         "reward_std": statistics.pstdev(scores) if len(scores) > 1 else 0.0,
-        "pass_rate": sum(p for g in groups for p in g["passed"]) / n,
+        "pass_rate": sum(p for g in groups for p in g.passed) / n,
         "masked_frac": 1 - len(scores) / n,
+        "reward/masked": n - len(scores) if groups else 0,
         "sandbox_error_rate": verdicts.get("SANDBOX_ERROR", 0) / n,
         "timeout_rate": verdicts.get("TIMEOUT", 0) / n,
-        "truncated_frac": sum(x for g in groups for x in g["truncated"]) / n,
+        "truncated_frac": sum(x for g in groups for x in g.truncated) / n,
         "len_mean": statistics.fmean(lengths) if lengths else 0.0,
         "len_max": max(lengths, default=0),
         "groups_drawn": got.drawn,
-        "groups_kept": len(got.summaries),
+        "groups_kept": len(got.kept),
         "sample_rounds": got.rounds,
         "hack_flags": sum(c for f, c in flags.items() if f in {str(h) for h in HACK_FLAGS}),
     }
+    row.update(_components(groups))
     row.update({f"verdict/{k}": v / n for k, v in sorted(verdicts.items())})
-    row.update({f"flag/{k}": v for k, v in sorted(flags.items())})
-    row.update(update)
+    row.update({f"flag/{f.value}": flags.get(f.value, 0) for f in Flag})
+    causes = Counter(c for g in groups for c in g.sandbox_causes if c)
+    row.update({f"sandbox_error/{k}": v for k, v in sorted(causes.items())})
+    row.update(update.row())
     row.update({
         "time/generate_s": t.generate_s,
         "time/execute_s": t.execute_s,
@@ -82,3 +88,17 @@ def step_metrics(
         "tokens_per_s": sum(lengths) / t.generate_s if t.generate_s else 0.0,
     })  # fmt: skip
     return row
+
+
+def _components(groups: list[GroupSummary]) -> dict[str, float]:
+    """reward/<node>: each reward tree node's mean score over the step's valid samples."""
+    sums: dict[str, float] = {}
+    counts: Counter[str] = Counter()
+    for g in groups:
+        for parts, valid in zip(g.components, g.valid, strict=True):
+            if not valid:
+                continue
+            for name, value in parts.items():
+                sums[name] = sums.get(name, 0.0) + value
+                counts[name] += 1
+    return {f"reward/{k}": sums[k] / counts[k] for k in sorted(sums)}

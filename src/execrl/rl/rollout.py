@@ -1,9 +1,10 @@
-"""Rollouts: sample groups of completions, run them in the sandbox, score them with a reward.
+"""Rollouts: sample groups of completions with the rollout engine, score them with the rewards
+layer's one scoring path (`RewardScorer.score_samples`).
 
-Generation goes in chunks of `groups_per_generate` prompts; while the model generates chunk k+1,
-a background thread has the sandbox execute chunk k (torch releases the GIL in its kernels).
-Each chunk's sampling RNG is seeded from (seed, step, round, chunk), so results depend neither on
-how many processes share the work nor on whether the run was resumed.
+Generation goes in chunks of `groups_per_generate` prompts; while the engine generates chunk k+1,
+a background thread has the scorer execute and score chunk k (torch releases the GIL in its
+kernels). Each chunk's sampling RNG is seeded from (seed, step, round, chunk), so results depend
+neither on how many processes share the work nor on whether the run was resumed.
 """
 
 from __future__ import annotations
@@ -16,25 +17,23 @@ from typing import Any
 
 import torch
 
-from execrl.models.prompting import is_code_prompt
-from execrl.models.sampling import Completion, SamplingParams, sample
-from execrl.rewards.extract import defines, extract_code
-from execrl.rewards.result import Flag, RewardResult
+from execrl.models.engine import RolloutEngine
+from execrl.models.sampling import Completion, SamplingParams
+from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
-from execrl.sandbox import Job, Limits
-from execrl.sandbox.verdict import ExecutionResult, Verdict
+from execrl.rewards.scorer import RewardScorer
+from execrl.sandbox.verdict import ExecutionResult
 from execrl.tasks.schema import Task
 
 
 @dataclass(frozen=True, slots=True)
 class Scored:
-    """One completion with its execution result and reward."""
+    """One completion with its program, execution result and reward."""
 
     task_index: int
     completion: Completion
     reward: RewardResult
-    result: ExecutionResult | None  # None: no code to run
-    program: str | None
+    sample: Sample  # the program built from the completion and what its run said
 
     @property
     def score(self) -> float:
@@ -42,7 +41,12 @@ class Scored:
 
     @property
     def valid(self) -> bool:
+        """Not masked by the reward (SANDBOX_ERROR, reward-model outage) and finite."""
         return not self.reward.masked and math.isfinite(self.reward.score)
+
+    @property
+    def result(self) -> ExecutionResult | None:
+        return self.sample.result
 
     @property
     def passed(self) -> bool:
@@ -50,7 +54,7 @@ class Scored:
 
     @property
     def verdict(self) -> str:
-        return "NO_CODE" if self.result is None else str(self.result.verdict)
+        return "NOT_RUN" if self.result is None else str(self.result.verdict)
 
 
 @dataclass(slots=True)
@@ -62,33 +66,32 @@ class RolloutTimes:
     latencies: list[float] = field(default_factory=list)  # wall seconds of each execution
 
 
-def build_sample(task: Task, text: str, n_tokens: int) -> Sample:
-    """The program a completion stands for: the prompt followed by the completion when the
-    prompt is code that the completion continues (HumanEval style) and the completion does not
-    define the entry point itself; otherwise the code extracted from the completion."""
-    continues = is_code_prompt(task.prompt) and not (
-        task.entry_point and defines(text, task.entry_point)
-    )
-    if continues:
-        return Sample(
-            task, text, task.prompt + text, task.prompt, (0, len(text)), n_tokens=n_tokens
-        )
-    found = extract_code(text, task.entry_point)
-    if found is None:
-        return Sample(task, text, None, n_tokens=n_tokens)
-    return Sample(task, text, found.code, "", (found.start, found.end), n_tokens=n_tokens)
+def token_offsets(tokenizer: Any, token_ids: list[int], text: str) -> tuple[tuple[int, int], ...]:
+    """(start, end) characters of `text` that each generated token wrote: the decoded length
+    before and after it. Tokens past the end of `text` (a stop sequence cut from it) get an
+    empty span at the end. Decoding the ids, not re-tokenizing the text, keeps exactly one
+    span per token: a re-tokenization can split the text differently."""
+    spans = []
+    before = 0
+    for i in range(len(token_ids)):
+        after = min(len(text), len(tokenizer.decode(token_ids[: i + 1])))
+        after = max(after, before)  # a partial UTF-8 character decodes short: no negative span
+        spans.append((before, after))
+        before = after
+    return tuple(spans)
 
 
 class Rollouts:
-    def __init__(self, model, tokenizer, tasks, prompt_ids, reward, sandbox, params: SamplingParams,
-                 limits: Limits, seed: int, groups_per_generate: int) -> None:  # fmt: skip
-        self.model, self.tokenizer, self.tasks = model, tokenizer, tasks
+    """Generates and scores groups: `engine` samples, `scorer` builds, runs and rewards."""
+
+    def __init__(self, engine: RolloutEngine, tokenizer: Any, tasks: list[Task],
+                 prompt_ids: list[list[int]], scorer: RewardScorer, params: SamplingParams,
+                 seed: int, groups_per_generate: int) -> None:  # fmt: skip
+        self.engine, self.tokenizer, self.tasks = engine, tokenizer, tasks
         self.prompt_ids = prompt_ids  # per task: list[int]
-        self.reward, self.sandbox, self.params, self.limits = reward, sandbox, params, limits
+        self.scorer, self.params = scorer, params
         self.seed, self.chunk = seed, groups_per_generate
-        self.needs_execution = bool(
-            {"hidden", "visible"} & set(getattr(reward, "needs", {"hidden"}))
-        )
+        self.offsets = scorer.config.token_credit.enabled  # token credit maps lines to tokens
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="execrl-sandbox")
 
     def close(self) -> None:
@@ -107,8 +110,9 @@ class Rollouts:
                 torch.manual_seed(_chunk_seed(self.seed, step, round_, chunk_id))
                 if torch.cuda.is_available():
                     torch.cuda.manual_seed_all(_chunk_seed(self.seed, step, round_, chunk_id))
-                completions = sample(self.model, self.tokenizer, [self.prompt_ids[t] for t in tasks],
-                                     self.params, n=group_size)  # fmt: skip
+                completions = self.engine.generate(
+                    [self.prompt_ids[t] for t in tasks], self.params, n=group_size
+                )
             times.generate_s += time.perf_counter() - start
             pending.append(
                 (chunk_id, self.pool.submit(self._score, tasks, completions, group_size, times))
@@ -123,50 +127,27 @@ class Rollouts:
     def _score(self, tasks: list[int], completions: list[Completion], group_size: int,
                times: RolloutTimes) -> list[list[Scored]]:  # fmt: skip
         start = time.perf_counter()
-        samples = [
-            build_sample(self.tasks[tasks[c.prompt_index]], c.text, c.n_tokens) for c in completions
-        ]
-        runnable = [i for i, s in enumerate(samples) if s.program is not None]
-        results: dict[int, ExecutionResult] = {}
-        if self.needs_execution and runnable:
-            jobs = [
-                Job(
-                    program=samples[i].program,
-                    tests=samples[i].task.tests,
-                    entry_point=samples[i].task.entry_point,
-                    limits=self.limits,
-                    id=f"{samples[i].task.id}#{i}",
-                )  # fmt: skip
-                for i in runnable
-            ]
-            for i, r in zip(runnable, self.sandbox.run_many(jobs), strict=True):
-                results[i] = r
-                times.latencies.append(r.wall_s)
-            times.executions += len(jobs)
-        scored = []
-        for i, (c, s) in enumerate(zip(completions, samples, strict=True)):
-            result = results.get(i)
-            if result is not None:
-                s = Sample(
-                    s.task,
-                    s.completion,
-                    s.program,
-                    s.prefix,
-                    s.code_span,
-                    result,
-                    n_tokens=s.n_tokens,
-                )
-            scored.append(Scored(tasks[c.prompt_index], c, self._reward(s), result, s.program))
+        offsets = (
+            [token_offsets(self.tokenizer, c.token_ids.tolist(), c.text) for c in completions]
+            if self.offsets
+            else None
+        )
+        scored = self.scorer.score_samples(
+            [self.tasks[tasks[c.prompt_index]] for c in completions],
+            [c.text for c in completions],
+            offsets=offsets,
+            n_tokens=[c.n_tokens for c in completions],
+        )
+        for x in scored:
+            if x.sample.result is not None and x.sample.program is not None:
+                times.latencies.append(x.sample.result.wall_s)
+                times.executions += 1
         times.execute_s += time.perf_counter() - start
-        return [scored[g * group_size : (g + 1) * group_size] for g in range(len(tasks))]
-
-    def _reward(self, s: Sample) -> RewardResult:
-        if self.needs_execution and (s.program is None or s.result is None):
-            return RewardResult(0.0, {}, flags=frozenset({Flag.NO_CODE}), reason="no code found")
-        if s.result is not None and s.result.verdict is Verdict.SANDBOX_ERROR:
-            return RewardResult(0.0, {}, masked=True, flags=frozenset({Flag.SANDBOX_ERROR}),
-                                reason=f"sandbox error: {s.result.message}")  # fmt: skip
-        return self.reward(s)
+        out = [
+            Scored(tasks[c.prompt_index], c, x.reward, x.sample)
+            for c, x in zip(completions, scored, strict=True)
+        ]
+        return [out[g * group_size : (g + 1) * group_size] for g in range(len(tasks))]
 
 
 def _chunk_seed(seed: int, step: int, round_: int, chunk: int) -> int:
@@ -176,20 +157,3 @@ def _chunk_seed(seed: int, step: int, round_: int, chunk: int) -> int:
 def gather_chunks(n_chunks: int, rank: int, world: int) -> list[int]:
     """The chunk ids this process generates: round-robin over processes."""
     return list(range(rank, n_chunks, world))
-
-
-def to_summary(groups: list[list[Scored]]) -> list[dict[str, Any]]:
-    """Small, picklable facts about groups, shared across processes to decide what is kept."""
-    return [
-        {
-            "task": g[0].task_index,
-            "scores": [s.score for s in g],
-            "valid": [s.valid for s in g],
-            "passed": [s.passed for s in g],
-            "n_tokens": [s.completion.n_tokens for s in g],
-            "truncated": [s.completion.truncated for s in g],
-            "verdicts": [s.verdict for s in g],
-            "flags": [sorted(str(f) for f in s.reward.flags) for s in g],
-        }
-        for g in groups
-    ]

@@ -1,156 +1,134 @@
-"""The training loop of `execrl train`: collect groups, score them, update the policy, log.
+"""The policy update of `execrl train`: advantages, then `epochs` passes of the policy loss.
 
-One step: draw prompts (pass-rate control), sample `group_size` completions each, execute and
-score them, drop uninformative groups and refill (DAPO dynamic sampling, bounded), compute
-advantages, then `epochs` passes of clipped-surrogate updates in micro-batches whose losses are
-normalised by the global batch's counts, so accumulation and several processes give the same
-gradient as one big batch. Samples the reward masked never enter the loss or the statistics.
+Two stages of the step (`rl.run.train_step`), each a call with a typed record in and out:
+`Learner.advantages(groups)` turns the kept groups into `Batch`es of (B, T) tensors fixed during
+the update (old, reference log-probs, old values, advantages, value targets, the loss mask), and
+`Learner.update(batches)` runs the micro-batches of `losses.policy_loss`, normalised by the
+global batch's counts, so accumulation and several processes give the same gradient as one big
+batch. Which samples count is `groups.counts_in_loss`, written once.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass
 
 import torch
 
 from execrl.rl import algorithms, dist, kl
 from execrl.rl.config import TrainConfig
+from execrl.rl.groups import GroupSummary, counts_in_loss
 from execrl.rl.logprobs import collate, token_stats
-from execrl.rl.losses import clipped_surrogate, clipped_value_loss
-from execrl.rl.prompts import PromptSampler, informative
-from execrl.rl.rollout import Rollouts, RolloutTimes, Scored, gather_chunks, to_summary
+from execrl.rl.losses import Batch, LossSettings, policy_loss
+from execrl.rl.rollout import Scored
 
 
-@dataclass
-class Collected:
-    """What one step gathered: this process's kept groups and every process's summaries."""
+@dataclass(slots=True)
+class UpdateMetrics:
+    """What the update reports: over the tokens that entered the loss, all processes."""
 
-    local: list[list[Scored]]  # kept groups generated here
-    summaries: list[dict[str, Any]]  # kept groups, all processes, global order
-    drawn: int  # groups sampled, all rounds
-    rounds: int
-    times: RolloutTimes = field(default_factory=RolloutTimes)
-    all_summaries: list[dict[str, Any]] = field(default_factory=list)  # kept or not
+    loss: float = 0.0  # the summed micro-batch losses of the last epoch
+    value_loss: float = 0.0  # PPO critic loss (aggregated like the policy loss); 0 otherwise
+    clip_frac: float = 0.0
+    kl: float = 0.0
+    entropy: float = 0.0
+    grad_norm: float = 0.0
+    lr: float = 0.0
+    skipped_update: float = 0.0  # 1: nothing counted, or the gradient was not finite
+
+    def row(self) -> dict[str, float]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class _Sums:
+    """Per-epoch sums over micro-batches, all-reduced across processes as one tensor."""
+
+    loss: float = 0.0
+    value_loss: float = 0.0
+    clipped: float = 0.0
+    kl: float = 0.0
+    entropy: float = 0.0
+    tokens: float = 0.0
+
+    def all_reduced(self) -> _Sums:
+        return _Sums(*dist.all_reduce_sum(torch.tensor(list(asdict(self).values()))).tolist())
 
 
 class Learner:
     """The policy update: pure math comes from `rl.advantages`, `rl.losses` and `rl.kl`."""
 
     def __init__(
-        self, config: TrainConfig, model, reference, value_head, optimizer, scheduler
+        self, config: TrainConfig, model, reference, value_head, optimizer, scheduler, pad_id: int
     ) -> None:
         self.c, self.model, self.reference, self.value_head = config, model, reference, value_head
-        self.optimizer, self.scheduler = optimizer, scheduler
+        self.optimizer, self.scheduler, self.pad_id = optimizer, scheduler, pad_id
         rl = config.rl
         self.advantage = algorithms.advantage_fn(rl.algorithm, rl.gamma, rl.lam)
         agg = algorithms.default_aggregation(rl.algorithm) if rl.loss_agg == "auto" else rl.loss_agg
         self.aggregate = algorithms.aggregator(agg, config.sampling.max_new_tokens)
         self.per_token = algorithms.counts_tokens(agg)
         self.kl = kl.ESTIMATORS[rl.kl_estimator] if rl.kl_coef > 0 else None
+        self.settings = LossSettings(
+            rl.clip_low, rl.clip_high, rl.kl_coef if rl.kl_in == "loss" else 0.0,
+            rl.entropy_coef, rl.vf_coef, rl.value_clip,
+        )  # fmt: skip
         self.device = next(model.parameters()).device
-        self.pad_id = 0
 
-    def loss_included(self, s: Scored) -> bool:
-        return s.valid and not (self.c.rl.overlong_filter and s.completion.truncated)
+    def counts(self, s: Scored) -> bool:
+        return counts_in_loss(
+            s.valid, s.completion.truncated, s.completion.n_tokens, self.c.rl.overlong_filter
+        )
 
-    def update(
-        self, groups: list[list[Scored]], summaries: list[dict[str, Any]]
-    ) -> dict[str, float]:
-        samples = [s for g in groups for s in g]
-        denominator = self._denominator(summaries)
-        if denominator == 0:
-            return {"skipped_update": 1.0}
-        prep = self._prepare(samples)
-        metrics = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "entropy": 0.0, "value_loss": 0.0}
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        if self.value_head is not None:
-            params += list(self.value_head.parameters())
-        for _ in range(self.c.rl.epochs):
-            self.optimizer.zero_grad(set_to_none=True)
-            sums = torch.zeros(5)
-            for lo in range(0, len(samples), self.c.rl.micro_batch_size):
-                part = slice(lo, lo + self.c.rl.micro_batch_size)
-                sums += self._micro_step(
-                    samples[part], {k: v[part] for k, v in prep.items()}, denominator
-                )
-            dist.all_reduce_grads(params)
-            sums = dist.all_reduce_sum(sums)
-            grad_norm = torch.nn.utils.clip_grad_norm_(
-                params, self.c.optim.grad_clip or float("inf")
-            )
-            if not math.isfinite(float(grad_norm)):
-                self.optimizer.zero_grad(set_to_none=True)
-                return {"skipped_update": 1.0, "grad_norm": float("nan")}
-            self.optimizer.step()
-        self.scheduler.step()
-        n_tok = max(1.0, float(sums[4]))
-        metrics.update(loss=float(sums[0]), clip_frac=float(sums[1]) / n_tok, kl=float(sums[2]) / n_tok,
-                       entropy=float(sums[3]) / n_tok, grad_norm=float(grad_norm),
-                       lr=self.scheduler.get_last_lr()[0], skipped_update=0.0)  # fmt: skip
-        return metrics
+    def denominator(self, kept: list[GroupSummary]) -> float:
+        """The global batch's count of what the aggregator averages over (tokens or sequences)."""
+        return float(sum(g.loss_weight(self.per_token, self.c.rl.overlong_filter) for g in kept))
 
-    def _denominator(self, summaries: list[dict[str, Any]]) -> float:
-        overlong = self.c.rl.overlong_filter
-        included = [
-            (n if self.per_token else 1)
-            for g in summaries
-            for v, n, t in zip(g["valid"], g["n_tokens"], g["truncated"], strict=True)
-            if v and not (overlong and t) and n > 0
-        ]
-        return float(sum(included))
+    # -- advantages ------------------------------------------------------------------------
 
     @torch.no_grad()
-    def _prepare(self, samples: list[Scored]) -> dict[str, Any]:
-        """Per-sample tensors fixed during the update: old log-probs, reference log-probs,
-        old values, advantages and value targets. Lists of (T_i,) tensors, sample order."""
-        c = self.c
-        mb = c.rl.micro_batch_size
-        ref_logp, old_values = [], []
-        for lo in range(0, len(samples), mb):
-            part = samples[lo : lo + mb]
-            batch = self._batch(part)
+    def advantages(self, groups: list[list[Scored]]) -> list[Batch]:
+        """The micro-batches of the update: every tensor that stays fixed while the policy
+        changes (old and reference log-probs, old values, advantages, value targets)."""
+        samples = [s for g in groups for s in g]
+        mb = self.c.rl.micro_batch_size
+        parts = [samples[lo : lo + mb] for lo in range(0, len(samples), mb)]
+        ref_logp: list[torch.Tensor] = []  # per sample (T_i,)
+        old_values: list[torch.Tensor] = []
+        for part in parts:
+            batch = self._sequences(part)
             lengths = [s.completion.n_tokens for s in part]
             if self.kl is not None:
-                lora = self.reference is self.model
-                stats = token_stats(
-                    self.reference, batch, c.sampling.temperature, disable_adapter=lora
-                )
+                stats = token_stats(self.reference, batch, self.c.sampling.temperature,
+                                    disable_adapter=self.reference is self.model)  # fmt: skip
                 ref_logp += [stats.logp[i, :n].cpu() for i, n in enumerate(lengths)]
             if self.value_head is not None:
-                stats = token_stats(self.model, batch, c.sampling.temperature, hidden=True)
-                values = self.value_head(stats.hidden.float()).squeeze(-1)
+                stats = token_stats(self.model, batch, self.c.sampling.temperature, hidden=True)
+                values = self.value_head(stats.hidden.float()).squeeze(-1)  # (B, T)
                 old_values += [values[i, :n].cpu() for i, n in enumerate(lengths)]
-        inputs = self._advantage_inputs(samples, ref_logp, old_values)
-        adv, targets = self.advantage(inputs)
-        lengths = [s.completion.n_tokens for s in samples]
-        out = {"adv": [adv[i, :n] for i, n in enumerate(lengths)]}
-        out["targets"] = (
-            [targets[i, :n] for i, n in enumerate(lengths)]
-            if targets is not None
-            else [None] * len(samples)
-        )
-        out["ref"] = ref_logp or [None] * len(samples)
-        out["old_values"] = old_values or [None] * len(samples)
+        adv, targets = self.advantage(self._advantage_inputs(samples, ref_logp, old_values))
+        out, lo = [], 0
+        for part in parts:
+            rows = range(lo, lo + len(part))
+            out.append(self._batch(part, adv[lo : lo + len(part)],
+                                   None if targets is None else targets[lo : lo + len(part)],
+                                   [ref_logp[i] for i in rows] if ref_logp else None,
+                                   [old_values[i] for i in rows] if old_values else None))  # fmt: skip
+            lo += len(part)
         return out
 
     def _advantage_inputs(self, samples, ref_logp, old_values) -> algorithms.AdvantageInputs:
         c = self.c
         t = max([1] + [s.completion.n_tokens for s in samples])
-        mask = torch.zeros(len(samples), t)
-        token_rewards = torch.zeros(len(samples), t)
+        mask = torch.zeros(len(samples), t)  # (B, T)
+        token_rewards = torch.zeros(len(samples), t)  # (B, T)
         values = torch.zeros(len(samples), t) if old_values else None
         for i, s in enumerate(samples):
             n = s.completion.n_tokens
-            if n == 0 or not self.loss_included(s):
+            if not self.counts(s):
                 continue
             mask[i, :n] = 1
-            credit = s.reward.token_credit
-            if credit is not None and len(credit) == n:
-                token_rewards[i, :n] = torch.tensor(credit)
-            else:
-                token_rewards[i, n - 1] = s.score
+            token_rewards[i, :n] = self._token_rewards(s)
             if ref_logp and c.rl.kl_in == "reward":
                 token_rewards[i, :n] -= c.rl.kl_coef * self.kl(s.completion.logprobs, ref_logp[i])
             if values is not None:
@@ -159,7 +137,7 @@ class Learner:
         if c.rl.algorithm == "reinforce_pp":
             from execrl.rl.advantages import return_to_go
 
-            returns = return_to_go(token_rewards, mask)
+            returns = return_to_go(token_rewards, mask)  # (B, T)
             moments = dist.all_reduce_sum(
                 torch.stack([(returns * mask).sum(), (returns**2 * mask).sum(), mask.sum()])
             )
@@ -173,92 +151,101 @@ class Learner:
             group_size=c.rl.group_size, returns_stats=stats,
         )  # fmt: skip
 
-    def _batch(self, samples: list[Scored]):
+    @staticmethod
+    def _token_rewards(s: Scored) -> torch.Tensor:
+        """(T_i,) the reward on each token: the scorer's token credit when it gave one, else
+        the score on the last token (a sparse outcome reward)."""
+        n = s.completion.n_tokens
+        credit = s.reward.token_credit
+        if credit is None:
+            out = torch.zeros(n)
+            out[n - 1] = s.score
+            return out
+        if len(credit) != n:
+            raise ValueError(
+                f"task {s.sample.task.id}: token credit has {len(credit)} values for a "
+                f"completion of {n} tokens; the scorer's offsets must come from the same tokens"
+            )
+        return torch.tensor(credit, dtype=torch.float32)
+
+    def _sequences(self, samples: list[Scored]):
         return collate([s.completion.prompt_ids for s in samples],
                        [s.completion.token_ids for s in samples], self.pad_id).to(self.device)  # fmt: skip
 
-    def _micro_step(
-        self, samples: list[Scored], prep: dict[str, list], denominator: float
-    ) -> torch.Tensor:
-        c, dev = self.c, self.device
-        batch = self._batch(samples)
-        stats = token_stats(self.model, batch, c.sampling.temperature, entropy=True,
+    def _batch(self, samples, adv, targets, ref, old_values) -> Batch:
+        sequences = self._sequences(samples)
+        shape = sequences.token_mask.shape  # (B, T)
+        counts = torch.tensor([float(self.counts(s)) for s in samples], device=self.device)
+        lengths = [s.completion.n_tokens for s in samples]
+
+        def pad(rows: list[torch.Tensor] | None) -> torch.Tensor | None:
+            if rows is None:
+                return None
+            out = torch.zeros(shape)
+            for i, r in enumerate(rows):
+                out[i, : len(r)] = r
+            return out.to(self.device)
+
+        return Batch(
+            sequences=sequences,
+            old_logp=pad([s.completion.logprobs for s in samples]),
+            advantages=pad([adv[i, :n] for i, n in enumerate(lengths)]),
+            mask=sequences.token_mask * counts[:, None],
+            ref_logp=pad(ref),
+            old_values=pad(old_values),
+            value_targets=pad(
+                None if targets is None else [targets[i, :n] for i, n in enumerate(lengths)]
+            ),
+        )
+
+    # -- update ----------------------------------------------------------------------------
+
+    def update(self, batches: list[Batch], denominator: float) -> UpdateMetrics:
+        """`epochs` passes over the micro-batches; one optimizer step per pass."""
+        if denominator == 0:
+            return UpdateMetrics(skipped_update=1.0)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        if self.value_head is not None:
+            params += list(self.value_head.parameters())
+        for _ in range(self.c.rl.epochs):
+            self.optimizer.zero_grad(set_to_none=True)
+            sums = _Sums()
+            for batch in batches:
+                self._micro_step(batch, denominator, sums)
+            dist.all_reduce_grads(params)
+            sums = sums.all_reduced()
+            grad_norm = torch.nn.utils.clip_grad_norm_(
+                params, self.c.optim.grad_clip or float("inf")
+            )
+            if not math.isfinite(float(grad_norm)):
+                self.optimizer.zero_grad(set_to_none=True)
+                return UpdateMetrics(skipped_update=1.0, grad_norm=float("nan"))
+            self.optimizer.step()
+        self.scheduler.step()
+        n_tok = max(1.0, sums.tokens)
+        return UpdateMetrics(
+            loss=sums.loss, value_loss=sums.value_loss, clip_frac=sums.clipped / n_tok,
+            kl=sums.kl / n_tok, entropy=sums.entropy / n_tok, grad_norm=float(grad_norm),
+            lr=self.scheduler.get_last_lr()[0],
+        )  # fmt: skip
+
+    def _micro_step(self, batch: Batch, denominator: float, sums: _Sums) -> None:
+        c = self.c
+        stats = token_stats(self.model, batch.sequences, c.sampling.temperature, entropy=True,
                             entropy_grad=bool(c.rl.entropy_coef),
                             hidden=self.value_head is not None)  # fmt: skip
-        shape = stats.logp.shape  # (B, T)
-        mask = (
-            batch.token_mask
-            * torch.tensor([float(self.loss_included(s)) for s in samples], device=dev)[:, None]
+        values = (
+            self.value_head(stats.hidden.float()).squeeze(-1)  # (B, T)
+            if self.value_head is not None
+            else None
         )
-        old, adv = (
-            _pad([s.completion.logprobs for s in samples], shape, dev),
-            _pad(prep["adv"], shape, dev),
-        )
-        loss_tok, clipped = clipped_surrogate(stats.logp, old, adv, c.rl.clip_low, c.rl.clip_high)
-        kl_tok = torch.zeros_like(loss_tok)
-        if self.kl is not None:
-            kl_tok = self.kl(stats.logp, _pad(prep["ref"], shape, dev))
-            if c.rl.kl_in == "loss":
-                loss_tok = loss_tok + c.rl.kl_coef * kl_tok
-        if c.rl.entropy_coef:
-            loss_tok = loss_tok - c.rl.entropy_coef * stats.entropy
-        loss = self.aggregate(loss_tok, mask, denominator)
-        if self.value_head is not None:
-            values = self.value_head(stats.hidden.float()).squeeze(-1)
-            v_loss = clipped_value_loss(values, _pad(prep["old_values"], shape, dev),
-                                        _pad(prep["targets"], shape, dev), c.rl.value_clip)  # fmt: skip
-            loss = loss + c.rl.vf_coef * self.aggregate(v_loss, mask, denominator)
-        loss.backward()
-        m = mask.bool()
-        return torch.tensor([loss.item(), clipped[m].sum().item(), kl_tok.detach()[m].sum().item(),
-                             stats.entropy.detach()[m].sum().item(), m.sum().item()])  # fmt: skip
-
-
-def _pad(rows: list[torch.Tensor | None], shape: torch.Size, device) -> torch.Tensor:
-    out = torch.zeros(shape)
-    for i, r in enumerate(rows):
-        if r is not None:
-            out[i, : len(r)] = r
-    return out.to(device)
-
-
-def collect(
-    sampler: PromptSampler, rollouts: Rollouts, config: TrainConfig, step: int
-) -> Collected:
-    """Draw, generate and score groups until the step's batch is full (bounded refills)."""
-    rl = config.rl
-    rank, world = dist.rank(), dist.world_size()
-    kept_local: list[list[Scored]] = []
-    kept: list[dict[str, Any]] = []
-    every: list[dict[str, Any]] = []
-    times = RolloutTimes()
-    used: list[int] = []
-    drawn = rounds = 0
-    while len(kept) < rl.groups_per_step and rounds < rl.max_sample_rounds:
-        want = rl.groups_per_step - len(kept)
-        tasks = sampler.draw(want, exclude=used)
-        if not tasks:
-            break
-        used += tasks
-        chunks = rollouts.chunks(tasks)
-        mine = gather_chunks(len(chunks), rank, world)
-        local = rollouts.run([(i, chunks[i]) for i in mine], rl.group_size, step, rounds, times)
-        shared = dist.all_gather_objects({i: to_summary(g) for i, g in local.items()})
-        merged = {i: s for part in shared for i, s in part.items()}
-        for chunk_id in range(len(chunks)):
-            for g, summary in enumerate(merged[chunk_id]):
-                valid = [p for p, v in zip(summary["passed"], summary["valid"], strict=True) if v]
-                if valid:
-                    sampler.update(summary["task"], sum(valid) / len(valid))
-                every.append(summary)
-                if len(kept) < rl.groups_per_step and (
-                    not rl.dynamic_sampling or informative(summary["scores"], summary["valid"])
-                ):
-                    kept.append(summary)
-                    if chunk_id in local:
-                        kept_local.append(local[chunk_id][g])
-        drawn += len(tasks)
-        rounds += 1
-        if not rl.dynamic_sampling:
-            break
-    return Collected(kept_local, kept, drawn, rounds, times, every)
+        parts = policy_loss(batch, stats.logp, stats.entropy, values, self.kl, self.aggregate,
+                            denominator, self.settings)  # fmt: skip
+        parts.total.backward()
+        m = batch.mask.bool()
+        sums.loss += parts.total.item()
+        sums.value_loss += parts.value_loss.item()
+        sums.clipped += parts.clipped[m].sum().item()
+        sums.kl += parts.kl[m].sum().item()
+        sums.entropy += stats.entropy.detach()[m].sum().item()
+        sums.tokens += m.sum().item()

@@ -1,0 +1,61 @@
+"""Checkpoints: everything `--resume` needs, in `checkpoint/state.pt` of the run directory.
+
+The state holds the policy, the critic, the optimizer, the schedule, the prompt sampler, both
+RNGs and what the summary already knows (held-out pass@1 before training), so a resumed run
+continues bit for bit as if it had never stopped and reports what the whole run measured.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from execrl.rl import dist
+
+
+def save_checkpoint(run_dir: Path, step: int, learner: Any, sampler: Any,
+                    summary: dict[str, Any]) -> None:  # fmt: skip
+    """Written atomically: a crash never leaves half a file."""
+    if dist.rank() != 0:
+        return
+    head = learner.value_head
+    state = {
+        "step": step,
+        "model": learner.model.state_dict(),
+        "value_head": head.state_dict() if head is not None else None,
+        "optimizer": learner.optimizer.state_dict(),
+        "scheduler": learner.scheduler.state_dict(),
+        "sampler": sampler.state_dict(),
+        "torch_rng": torch.get_rng_state(),
+        "python_rng": random.getstate(),
+        "summary": dict(summary),
+    }
+    directory = run_dir / "checkpoint"
+    directory.mkdir(exist_ok=True)
+    tmp = directory / "state.pt.tmp"
+    torch.save(state, tmp)
+    os.replace(tmp, directory / "state.pt")
+
+
+def load_checkpoint(run_dir: Path, learner: Any, sampler: Any) -> tuple[int, dict[str, Any]]:
+    """Restore the state; (the step to continue from, the summary so far)."""
+    path = run_dir / "checkpoint" / "state.pt"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"--resume {run_dir}: no checkpoint/state.pt to resume from (a run saves one every "
+            "run.checkpoint_every steps, at the end, and when it is interrupted)"
+        )
+    state = torch.load(path, map_location=learner.device, weights_only=False)
+    learner.model.load_state_dict(state["model"])
+    if state["value_head"] is not None:
+        learner.value_head.load_state_dict(state["value_head"])
+    learner.optimizer.load_state_dict(state["optimizer"])
+    learner.scheduler.load_state_dict(state["scheduler"])
+    sampler.load_state_dict(state["sampler"])
+    torch.set_rng_state(state["torch_rng"])
+    random.setstate(state["python_rng"])
+    return int(state["step"]), dict(state.get("summary", {}))

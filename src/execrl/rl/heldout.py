@@ -1,0 +1,26 @@
+"""Held-out pass@1 of the policy, before and after training: the mean pass (every hidden test)
+over `data.heldout_samples` completions per held-out task, sampled and scored exactly as
+`execrl eval --model RUN/final` does (`eval_spec.run_heldout`), each process its chunks."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from execrl.rl import dist
+from execrl.rl.config import TrainConfig
+from execrl.rl.eval_spec import heldout_spec, run_heldout
+from execrl.rl.rollout import gather_chunks
+from execrl.tasks.schema import Task
+
+
+def heldout_pass_at_1(config: TrainConfig, engine: Any, tokenizer: Any, heldout: list[Task],
+                      sandbox: Any) -> float:  # fmt: skip
+    n_chunks = math.ceil(len(heldout) / config.sampling.groups_per_generate)
+    mine = gather_chunks(n_chunks, dist.rank(), dist.world_size())
+    done = run_heldout(heldout_spec(config), engine, tokenizer, heldout, sandbox, chunks=mine)
+    passed = [float(x.passed) for x in done]
+    totals = dist.all_reduce_sum(torch.tensor([sum(passed), len(passed)], dtype=torch.float64))
+    return float(totals[0] / totals[1].clamp(min=1))

@@ -1,0 +1,118 @@
+"""Set-up of a training run: tasks, policy, reference, critic, optimizer, schedule, sampler.
+
+Everything here can fail (a missing benchmark, a model that does not load); none of it writes
+to disk, so a failed start leaves no run directory (`rl.run` makes it once set-up is done).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from execrl.models import LoraSpec, load_policy, reference_from
+from execrl.models.prompting import with_signature_prompts
+from execrl.rl import dist
+from execrl.rl.config import TrainConfig
+from execrl.rl.prompts import PromptSampler
+from execrl.rl.trainer import Learner
+from execrl.tasks.schema import Task
+
+
+@dataclass
+class Setup:
+    config: TrainConfig
+    policy: Any  # models.Policy
+    learner: Learner
+    sampler: PromptSampler
+    tasks: list[Task]
+    heldout: list[Task]
+
+
+def build(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | None) -> Setup:
+    c = config
+    random.seed(c.run.seed)
+    torch.manual_seed(c.run.seed)
+    tasks = tasks if tasks is not None else load_tasks(c.data.train, "train", c.data.n_train, c)
+    heldout = heldout if heldout is not None else (
+        load_tasks(c.data.heldout, "test", c.data.n_heldout, c) if c.data.heldout else [])  # fmt: skip
+    if not tasks:
+        raise ValueError(f"data.train = {c.data.train!r} gave no tasks: nothing to train on")
+    if c.data.signature_prompt:
+        tasks, heldout = with_signature_prompts(tasks), with_signature_prompts(heldout)
+    device = c.model.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    lora = (
+        LoraSpec(c.model.lora_r, c.model.lora_alpha, 0.0, tuple(c.model.lora_targets))
+        if c.model.lora_r
+        else None
+    )
+    policy = load_policy(
+        c.model.path, device=device, dtype=c.model.dtype, lora=lora, pad_token=c.model.pad_token
+    )
+    reference = reference_from(policy) if c.rl.kl_coef > 0 else None
+    value_head = None
+    if c.rl.algorithm == "ppo":
+        hidden = policy.model.config.get_text_config().hidden_size
+        value_head = torch.nn.Linear(hidden, 1).to(device)
+        torch.nn.init.zeros_(value_head.weight)
+        torch.nn.init.zeros_(value_head.bias)
+    params = [p for p in policy.model.parameters() if p.requires_grad]
+    params += list(value_head.parameters()) if value_head is not None else []
+    # One fused kernel per step instead of a dozen ops per tensor (0.8 ms against 4.7 ms a step
+    # for the embedded default on a CPU); other devices keep torch's default implementation.
+    fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in params)
+    optimizer = torch.optim.AdamW(params, lr=c.optim.lr, betas=(c.optim.beta1, c.optim.beta2),
+                                  weight_decay=c.optim.weight_decay, fused=fused or None)  # fmt: skip
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(c))
+    learner = Learner(c, policy.model, reference, value_head, optimizer, scheduler,
+                      policy.tokenizer.pad_token_id)  # fmt: skip
+    sampler = PromptSampler(len(tasks), c.run.seed, c.rl.prompt_sampler, c.rl.pass_rate_target,
+                            c.rl.pass_rate_decay)  # fmt: skip
+    return Setup(c, policy, learner, sampler, tasks, heldout)
+
+
+def run_directory(c: TrainConfig) -> Path:
+    """The run's directory: the one resumed, or a new one under run.out_dir (made on rank 0)."""
+    if c.run.resume:
+        return Path(c.run.resume)
+    name = c.run.name or time.strftime("%Y%m%d-%H%M%S")
+    run_dir = Path(c.run.out_dir) / name
+    if dist.rank() == 0:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    dist.barrier()
+    return run_dir
+
+
+def _schedule(c: TrainConfig):
+    warm, total, kind = c.optim.warmup_steps, c.run.steps, c.optim.schedule
+
+    def factor(step: int) -> float:
+        if step < warm:
+            return (step + 1) / warm
+        frac = (step - warm) / max(1, total - warm)
+        if kind == "linear":
+            return max(0.0, 1 - frac)
+        if kind == "cosine":
+            return 0.5 * (1 + math.cos(math.pi * min(1.0, frac)))
+        return 1.0
+
+    return factor
+
+
+def load_tasks(source: str, split: str, n: int, c: TrainConfig) -> list[Task]:
+    """Tasks from the synthetic suite or a named benchmark / jsonl:PATH (at most n)."""
+    if source == "synthetic":
+        from execrl.models.default import synthetic_tasks
+
+        return synthetic_tasks(seed=c.run.seed, n=n, difficulty=c.data.difficulty, split=split)
+    from execrl.sandbox.reference_runner import sandbox_runner
+    from execrl.tasks.registry import load_benchmark
+
+    return load_benchmark(source, reference_runner=sandbox_runner())[:n]
