@@ -111,9 +111,10 @@ def drop_capabilities() -> None:
 # -- kernel keyrings ----------------------------------------------------------------------------
 # A key a run adds to its uid's user keyring (or user-session or persistent keyring) outlives
 # the run, in the kernel, and a later run of the same uid can read it: an answer passed from a
-# run that computed it to one that did not. Runs are refused every key system call by a seccomp
-# filter, for the native and the compat (32-bit `int 0x80`, x32) system call tables alike, and
-# each run starts with a fresh session keyring of its own, not the worker's.
+# run that computed it to one that did not. The worker refuses itself, and so every run it
+# forks, every key system call by a seccomp filter, for the native and the compat (32-bit
+# `int 0x80`, x32) system call tables alike, after leaving the session keyring it inherited
+# (root's, perhaps a login's) for a fresh, empty one: a run cannot add, read or link a key.
 KEYCTL_JOIN_SESSION_KEYRING = 1
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
