@@ -121,8 +121,8 @@ def run_doctor(args: argparse.Namespace) -> int:
     # How a run's memory limit binds: the whole run (a memory cgroup) or each process alone.
     mode, detail = memcg.probe()
     keyrings = (
-        "add_key, request_key and keyctl refused by seccomp (every system call table); a fresh "
-        "session keyring per run"
+        "add_key, request_key and keyctl refused by seccomp (every system call table), in a "
+        "fresh session keyring per worker"
         if syscalls.key_syscall_filter() is not None
         else "NOT refused: this machine's system call numbers are unknown to execrl"
     )
