@@ -75,3 +75,12 @@ def test_a_runaway_query_times_out(sandbox):
     loop = "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT max(n) FROM c"
     ((r, v),) = verify(sandbox, VerifierTests("sql", spec), loop)
     assert r.verdict is Verdict.TIMEOUT and v.score == 0.0
+
+
+def test_a_job_of_a_verifier_task_carries_the_tasks_language():
+    """The scorer builds jobs with the task's language; for verifier tasks that names what the
+    candidate is ("sql"), and the verifier picks each run's own language."""
+    from execrl.sandbox import Job
+
+    job = Job("SELECT 1", sql_tests([[1]]), language="sql", id="t")
+    assert job.language == "sql"

@@ -35,7 +35,9 @@ class Job:
 
     def __post_init__(self) -> None:
         name = self.id or "<unnamed>"
-        if self.language != "python":
+        # A verifier chooses the language of each run it makes (sandbox/verifiers); the task's
+        # language ("sql", "verilog") says what the candidate is, and is not checked here.
+        if self.language != "python" and self.tests.kind != "verifier":
             from execrl.sandbox import languages
 
             try:

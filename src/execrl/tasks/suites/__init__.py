@@ -5,8 +5,8 @@ wrong solution per task.
     load_suite("sql")                                  # the train split, every level
     load_suite("sql:split=test,difficulty=2,n=4,seed=0")
 
-`n` is the number of tasks per level. A task's split is a hash of its identity (its reference
-and its verifier data), so the splits never share a task; the seed picks which tasks are drawn.
+`n` is the number of tasks per level. A task's split is a hash of its identity (its prompt and
+its verifier data), so the splits never share a task; the seed picks which tasks are drawn.
 Generation is deterministic: the same name gives the same tasks.
 """
 
@@ -117,7 +117,8 @@ def _level(suite: str, make: Maker, level: int, options: SuiteOptions) -> list[T
 def identity(task: Task) -> str:
     tests = task.tests
     spec = tests.spec if isinstance(tests, VerifierTests) else {}
-    blob = json.dumps([task.reference, spec], sort_keys=True, default=str)
+    # What the model sees and what grades it; two references of one truth table are one task.
+    blob = json.dumps([task.prompt, spec], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
