@@ -13,6 +13,7 @@ COMMAND_MODULES = (
     "execrl.eval.eval_command",
     "execrl.sandbox.commands",
     "execrl.train_command",
+    "execrl.sft_command",
     "execrl.report.commands",
     "execrl.eval.tasks_command",
 )

@@ -1,0 +1,224 @@
+"""`execrl sft`: supervised fine-tuning, the warm-up stage before RL.
+
+    execrl sft --set data.train=pairs.jsonl --set model.path=default
+    execrl train --set model.path=runs/<name>/final
+
+The run directory (run.out_dir/run.name) holds config.toml (the resolved config), metrics.jsonl
+(loss, learning rate, tokens per step), checkpoint/ (for --resume: the trainable weights, the
+optimizer and the schedule at a step), final/ (the model and its tokenizer in Hugging Face
+format, LoRA merged in: a valid `model.path` for `execrl train`) and summary.json. Errors a
+person can fix (config, data) are messages and exit status 2, found before the model loads
+where they can be. Each step draws its batch from a generator seeded by (run.seed, step), so a
+resumed run takes the same batches as one that was never stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "sft",
+        help="supervised fine-tuning on prompt/completion pairs or chat messages",
+        description="Fine-tune a model on JSONL examples, loss on the completion tokens only; "
+        "its final/ directory is a model.path for `execrl train`. Fields: execrl/sft_config.py.",
+    )
+    p.add_argument("--config", help="TOML file with [model], [data], [optim], [run] sections")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                   help="override one config field, e.g. --set data.train=pairs.jsonl")  # fmt: skip
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its checkpoint "
+                   "(--set may change run.steps, run.checkpoint_every, run.trackers)")  # fmt: skip
+    p.set_defaults(handler=_sft)
+
+
+def _sft(args: argparse.Namespace) -> int:
+    from execrl.report.trackers import TrackerUnavailable, tracker_names
+    from execrl.rl.config import ConfigError
+    from execrl.sft_config import load_sft_config, resume_sft_config
+    from execrl.tasks.errors import TaskDataError
+
+    try:
+        if args.resume:
+            if args.config:
+                raise ConfigError("--resume continues with the run's saved config; drop --config")
+            config = resume_sft_config(Path(args.resume), args.set)
+        else:
+            config = load_sft_config(args.config, args.set)
+        if not Path(config.data.train).is_file():
+            raise ConfigError(f"data.train: no such file {config.data.train}")
+        tracker_names(config.run.trackers)
+        summary = run_sft(config, Path(args.resume) if args.resume else None)
+    except (ConfigError, TaskDataError, TrackerUnavailable, ValueError, ImportError) as e:
+        print(f"execrl sft: error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(summary))
+    return 0
+
+
+def _schedule(warmup: int, total: int, kind: str):  # noqa: ANN202 - a LambdaLR factor
+    """The learning-rate factor per step: linear warm-up, then constant, linear or cosine."""
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        frac = (step - warmup) / max(1, total - warmup)
+        if kind == "linear":
+            return max(0.0, 1 - frac)
+        if kind == "cosine":
+            return 0.5 * (1 + math.cos(math.pi * min(1.0, frac)))
+        return 1.0
+
+    return factor
+
+
+def run_sft(config: Any, resume: Path | None = None) -> dict[str, Any]:
+    """Train as `config` says (continuing `resume` if given); the summary that is printed."""
+    import torch
+
+    from execrl.models.loading import LoraSpec, load_policy
+    from execrl.models.sft import collate_sft
+    from execrl.sft_config import to_toml
+    from execrl.sft_data import read_pairs, tokenize
+
+    m = config.model
+    device = m.device if m.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    lora = LoraSpec(m.lora_r, m.lora_alpha, 0.0, tuple(m.lora_targets)) if m.lora_r else None
+    policy = load_policy(m.path, device=device, dtype=m.dtype, lora=lora, pad_token=m.pad_token)
+    examples = tokenize(read_pairs(Path(config.data.train), policy.tokenizer),
+                        policy.tokenizer, config.data.max_tokens)  # fmt: skip
+    run_dir = resume or Path(config.run.out_dir) / (
+        config.run.name or time.strftime("%Y%m%d-%H%M%S")
+    )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.toml").write_text(to_toml(config))
+    model = policy.model
+    params = [p for p in model.parameters() if p.requires_grad]
+    o = config.optim
+    optimizer = torch.optim.AdamW(params, lr=o.lr, betas=(o.beta1, o.beta2),
+                                  weight_decay=o.weight_decay)  # fmt: skip
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, _schedule(o.warmup_steps, config.run.steps, o.schedule)
+    )
+    start = _load_checkpoint(run_dir, model, optimizer, scheduler) if resume else 0
+    trackers = _trackers(config, run_dir, start)
+    pad = policy.tokenizer.pad_token_id
+    losses: list[float] = []
+    model.train()
+    with open(run_dir / "metrics.jsonl", "a" if resume else "w", encoding="utf-8") as log:
+        for step in range(start, config.run.steps):
+            t0 = time.perf_counter()
+            rng = random.Random(config.run.seed * 1_000_003 + step)
+            chosen = rng.sample(examples.tokens, min(config.run.batch_size, len(examples.tokens)))
+            batch = {k: v.to(device) for k, v in collate_sft(chosen, pad).items()}
+            loss = model(**batch).loss  # mean cross-entropy over completion tokens (labels != -100)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if o.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(params, o.grad_clip)
+            optimizer.step()
+            scheduler.step()
+            row = {
+                "step": step,
+                "loss": loss.item(),
+                "lr": scheduler.get_last_lr()[0],
+                "completion_tokens": int((batch["labels"] != -100).sum()),
+                "seconds": time.perf_counter() - t0,
+            }
+            losses.append(row["loss"])
+            log.write(json.dumps(row) + "\n")
+            log.flush()
+            for tracker in trackers:
+                tracker.log(row, step)
+            _progress(step, config.run.steps, row["loss"])
+            every = config.run.checkpoint_every
+            if every and (step + 1) % every == 0 and step + 1 < config.run.steps:
+                _save_checkpoint(run_dir, step + 1, model, optimizer, scheduler)
+    for tracker in trackers:
+        tracker.close()
+    _save_checkpoint(run_dir, config.run.steps, model, optimizer, scheduler)
+    final = _save_final(run_dir, policy)
+    summary = {
+        "run_dir": str(run_dir),
+        "final": str(final),
+        "steps": config.run.steps,
+        "first_step": start,
+        "loss_first": losses[0] if losses else None,
+        "loss_last": losses[-1] if losses else None,
+        "examples": len(examples.tokens),
+        "too_long": examples.too_long,
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def _trackers(config: Any, run_dir: Path, first_step: int) -> list[Any]:
+    import dataclasses
+
+    from execrl.report.trackers import open_trackers, tracker_names
+
+    names = tracker_names(config.run.trackers)
+    return open_trackers(names, run_dir, dataclasses.asdict(config), first_step)
+
+
+def _progress(step: int, total: int, loss: float) -> None:
+    """A line per tenth of the run, on stderr when it is a terminal (quiet otherwise)."""
+    if sys.stderr.isatty() and (step % max(1, total // 10) == 0 or step == total - 1):
+        print(f"  sft step {step + 1}/{total} loss {loss:.4f}", file=sys.stderr)
+
+
+def _trainable(model: Any) -> dict[str, Any]:
+    return {n: p.detach().cpu() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def _save_checkpoint(run_dir: Path, step: int, model: Any, optimizer: Any, scheduler: Any) -> None:
+    """checkpoint/state.pt, written beside and renamed: a crash never leaves half a checkpoint."""
+    import torch
+
+    state = {
+        "step": step,
+        "trainable": _trainable(model),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+    }
+    (run_dir / "checkpoint").mkdir(exist_ok=True)
+    tmp = run_dir / "checkpoint" / "state.pt.tmp"
+    torch.save(state, tmp)
+    tmp.replace(run_dir / "checkpoint" / "state.pt")
+
+
+def _load_checkpoint(run_dir: Path, model: Any, optimizer: Any, scheduler: Any) -> int:
+    import torch
+
+    path = run_dir / "checkpoint" / "state.pt"
+    if not path.is_file():
+        raise ValueError(f"--resume {run_dir}: no checkpoint/state.pt; nothing to continue from")
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    current = dict(model.named_parameters())
+    if set(state["trainable"]) != {n for n, p in current.items() if p.requires_grad}:
+        raise ValueError(f"{path}: its weights do not match the model of config.toml")
+    with torch.no_grad():
+        for name, tensor in state["trainable"].items():
+            current[name].copy_(tensor)
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    return int(state["step"])
+
+
+def _save_final(run_dir: Path, policy: Any) -> Path:
+    """final/: the model (LoRA merged into the base) and its tokenizer, loadable as model.path."""
+    model = policy.model
+    if hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()
+    model.eval()
+    final = run_dir / "final"
+    model.save_pretrained(final)
+    policy.tokenizer.save_pretrained(final)
+    return final
