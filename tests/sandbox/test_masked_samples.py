@@ -8,7 +8,7 @@ import os
 import threading
 import time
 
-from execrl.sandbox import Job, Sandbox, Verdict, isolation, plain
+from execrl.sandbox import Job, Sandbox, Verdict, plain, scratch
 from execrl.sandbox.grade import grade
 from execrl.tasks import StdioCase, StdioTests
 from sandbox_helpers import HONEST, call_job
@@ -111,6 +111,6 @@ def test_scratch_cleanup_never_raises_and_removes_any_tree(tmp_path):
                 open("file", "w").close()
     finally:
         os.chdir(here)
-    assert isolation.remove_scratch(str(top)) is True
+    assert scratch.remove_scratch(str(top)) is True
     assert not top.exists()
-    assert isolation.remove_scratch(str(top)) is True  # absent already: fine
+    assert scratch.remove_scratch(str(top)) is True  # absent already: fine

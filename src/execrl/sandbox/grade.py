@@ -106,7 +106,7 @@ def _limit_verdict(job: Job, raw: dict[str, Any]) -> tuple[Verdict, str] | None:
         msg = next(e.get("msg", "") for e in raw["events"] if e.get("t") == "setup_error")
         return Verdict.SANDBOX_ERROR, f"sandbox setup failed: {msg}"
     if raw.get("scratch_left"):
-        # Only what the run itself made there can resist removal (`isolation.remove_tree`).
+        # Only what the run itself made there can resist removal (`scratch.remove_tree`).
         return (
             Verdict.RUNTIME_ERROR,
             "the program left files in its scratch directory that could not be removed",

@@ -29,6 +29,41 @@ user opts out (`SandboxConfig.allow_missing_layers`).
 - `rlimits`: CPU time, address space, file size, open files, processes, no core dumps.
 - `audit`: the in-process audit hook of the harness (always on).
 
+Beside the layers, each always on where the host allows it (`execrl sandbox doctor` shows both):
+- the run's memory (`memcg`): one memory cgroup per worker, which each run's first process
+  enters, so all the processes of a run share its limit and an OOM kill there is MEMORY_LIMIT.
+  Where no memory cgroup is writable (no root; a cgroup v2 tree that does not delegate the
+  memory controller) only RLIMIT_AS binds, per process: a run of N processes may then use N
+  times its limit. That fallback is named, not hidden.
+- the kernel keyrings (`syscalls.key_syscall_filter`): the worker joins a fresh, empty session
+  keyring and refuses itself and every run add_key, request_key and keyctl by seccomp, on the
+  native, i386 and x32 system call tables; so no run stores a key in its uid's user,
+  user-session, session or persistent keyring for a later run to read.
+
+What a run may leave behind, and what became of it. Processes: killed at the end (`uid`, or
+pid 1 of the worker's namespace). SysV and POSIX IPC: none can be made (`filesystem`). Files:
+the scratch is the only writable place, and it is removed after each run however the run built
+it (`scratch.remove_tree`: no recursion, constant open files, unreadable directories opened after a
+chmod); if it cannot be, the run fails (RUNTIME_ERROR) and its worker is replaced. Keys:
+refused. Memory cgroup state: usage is the run's, the peak reset before each run. Inotify and
+fanotify instances, POSIX timers, timerfds, epoll, io_uring, memfds, user and network
+namespaces a run makes: all belong to its processes or their descriptors, and go with them;
+the abstract Unix sockets of the worker's network namespace, likewise. Kernel state that is per
+uid and outlives a process was the keyrings; none other was found.
+
+Still open, plainly: the page cache is shared with the host and every run, so a run can learn
+which files an earlier run read (mincore, timing): a covert channel of a few bits per file
+between runs that co-operate, which no per-run layer here closes. Per-uid counters (inotify
+instances, RLIMIT_NPROC) are shared by concurrent runs of one uid only where runs share a uid
+(without the `uid` layer), and only while those runs live.
+
+A program cannot buy a masked sample. SANDBOX_ERROR, which training masks, is reserved for
+failures of the sandbox (`verdict.SandboxErrorCause`); what a run does in its own run ends in a
+program verdict: a scratch it leaves unremovable is RUNTIME_ERROR, output that grading cannot
+read is WRONG_ANSWER, and a job whose worker dies on every attempt (a fresh one each time) is
+RUNTIME_ERROR flagged `possible_hack`. The worker itself never dies of an exception while
+handling a run: it reports it and retires, and the pool starts a fresh one.
+
 Without root, `network` and `filesystem` come from an unprivileged user namespace where the
 kernel allows one (`userns_available`): the worker enters new user, network, mount and pid
 namespaces, becomes pid 1 of its pid namespace, confines the filesystem as above, and then drops
@@ -55,7 +90,6 @@ from execrl.sandbox import syscalls
 LAYERS = ("network", "filesystem", "uid", "rlimits", "audit")
 UID_BASE = 0x30000  # 196608: far above distribution-allocated uids
 UID_SLOTS = 4096
-SCRATCH = "/tmp/run"
 ENV_PATH = "/usr/local/bin:/usr/bin:/bin"
 CLONE_NEWIPC = 0x08000000
 # The worker's IPC namespace, file under /proc/sys by file (each is per IPC namespace): no SysV
@@ -443,111 +477,6 @@ def default_keep() -> list[str]:
     exe = os.path.realpath(sys.executable)
     paths.add(os.path.dirname(exe))
     return sorted(os.path.realpath(p) for p in paths if os.path.isdir(p))
-
-
-def make_scratch(uid: int | None, private_tmp: bool = True) -> str:
-    """A fresh scratch directory owned by the run's uid, the only place it may write.
-
-    The fixed path is only safe inside the worker's own /tmp (the filesystem layer); without
-    it, workers of several pools would share the host's /tmp."""
-    if not private_tmp:
-        import tempfile
-
-        path = tempfile.mkdtemp(prefix="execrl-run-")
-        if uid is not None:
-            os.chown(path, uid, uid)
-        return path
-    if os.path.lexists(SCRATCH):
-        remove_scratch(SCRATCH)
-    os.mkdir(SCRATCH, 0o700)
-    if uid is not None:
-        os.chown(SCRATCH, uid, uid)
-    return SCRATCH
-
-
-def remove_scratch(path: str) -> bool:
-    """Remove a run's scratch directory and all it holds; True when it is gone. Never raises."""
-    try:
-        os.rmdir(path)  # the common case: the program wrote nothing
-        return True
-    except FileNotFoundError:
-        return True
-    except OSError:
-        pass
-    try:
-        remove_tree(path)
-    except Exception:  # noqa: BLE001 - the caller learns it from what is left
-        pass
-    return not os.path.lexists(path)
-
-
-def remove_tree(path: str, max_passes: int = 1 << 20) -> None:
-    """Remove the directory `path` and everything under it, however deep, with a constant
-    number of open files and no recursion: `shutil.rmtree` recurses once per level (a run that
-    made 20,000 nested directories raised RecursionError in the worker, which died, and the
-    run was masked as SANDBOX_ERROR), and paths that deep are longer than PATH_MAX anyway.
-
-    Works relative to directory descriptors: each pass empties the directories at the top of
-    the tree of files and moves their subdirectories up beside them (a rename within one
-    filesystem), so no path ever grows. A directory the run made unreadable (mode 0; without
-    the uid layer the worker has no capability to bypass it) is opened after a chmod, which
-    its owner may do. Raises OSError if something cannot be removed."""
-    top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    fresh = 0
-    try:
-        for _ in range(max_passes):
-            names = _entries(top)
-            if not names:
-                break
-            for name, is_dir in names:
-                if not is_dir:
-                    os.unlink(name, dir_fd=top)
-                    continue
-                fresh = _hoist_children(top, name, fresh)
-                os.rmdir(name, dir_fd=top)
-        else:
-            raise OSError(f"{path}: still not empty after {max_passes} passes")
-    finally:
-        os.close(top)
-    os.rmdir(path)
-
-
-def _entries(dir_fd: int) -> list[tuple[str, bool]]:
-    with os.scandir(dir_fd) as it:
-        return [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
-
-
-def _open_dir(parent: int, name: str) -> int:
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-    try:
-        return os.open(name, flags, dir_fd=parent)
-    except PermissionError:
-        os.chmod(name, 0o700, dir_fd=parent, follow_symlinks=False)
-        return os.open(name, flags, dir_fd=parent)
-
-
-def _hoist_children(top: int, name: str, fresh: int) -> int:
-    """Empty `name` (a directory in `top`) of its files, and move its subdirectories up into
-    `top` under fresh names; returns the next fresh number."""
-    fd = _open_dir(top, name)
-    try:
-        os.fchmod(fd, 0o700)  # writable, so its entries can be removed (an owner may chmod)
-        for child, is_dir in _entries(fd):
-            if not is_dir:
-                os.unlink(child, dir_fd=fd)
-                continue
-            for _ in range(64):  # a name the run did not take already
-                fresh += 1
-                try:
-                    os.rename(child, f".execrl-rm-{fresh}", src_dir_fd=fd, dst_dir_fd=top)
-                    break
-                except OSError:
-                    continue
-            else:
-                raise OSError(f"cannot move {child!r} out of {name!r}")
-    finally:
-        os.close(fd)
-    return fresh
 
 
 def child_environment(scratch: str) -> dict[str, str]:

@@ -20,6 +20,7 @@ import sys
 import time
 
 from execrl.sandbox import execunit, harness, isolation, memcg, protocol, syscalls
+from execrl.sandbox.scratch import SCRATCH, make_scratch, remove_scratch
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the worker 2 MB
 if TYPE_CHECKING:
@@ -90,11 +91,11 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
     syscalls.prctl(syscalls.PR_SET_NO_NEW_PRIVS, 1)
     syscalls.prctl(syscalls.PR_SET_DUMPABLE, 0)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    # The worker's own /tmp (see isolation.make_scratch): a tmpfs of its mount namespace.
+    # The worker's own /tmp (see scratch.make_scratch): a tmpfs of its mount namespace.
     fixed_scratch = "filesystem" in layers
     if fixed_scratch:
         os.environ.clear()
-        os.environ.update(isolation.child_environment(isolation.SCRATCH))
+        os.environ.update(isolation.child_environment(SCRATCH))
     # The kernel keyrings outlive runs (`syscalls.key_syscall_filter`): the worker leaves the
     # session keyring it was started in for a fresh, empty one, then refuses itself, and so
     # every run it forks (seccomp filters are inherited, and cannot be removed), every key
@@ -133,7 +134,7 @@ def _run_unit_safely(
 ) -> dict[str, Any]:
     """`_run_unit`, which must not kill the worker: an exception here used to end it, and the
     pool masked the run as SANDBOX_ERROR, a penalty escaped if the run could cause it. What the
-    run leaves behind is handled without exceptions (`isolation.remove_scratch`); anything that
+    run leaves behind is handled without exceptions (`scratch.remove_scratch`); anything that
     still raises is a failure of the worker itself, reported as a setup failure (retried on a
     fresh worker), after the run's processes are killed."""
     try:
@@ -171,7 +172,7 @@ def _spawn(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) ->
     if ctx["retire"]:  # a compile step left the scratch unusable: no run on top of it
         raise RuntimeError(ctx["retire"])
     uid = ctx["uid"]
-    scratch = isolation.make_scratch(uid, "filesystem" in ctx["layers"])
+    scratch = make_scratch(uid, "filesystem" in ctx["layers"])
     if unit.get("files") or unit.get("source") or unit.get("binary") is not None:
         execunit.put_files(scratch, unit, uid)
     stdin_fd = _stdin_for(unit, scratch)
@@ -224,7 +225,7 @@ def _spawn(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) ->
         kept = execunit.take_files(scratch, unit, exited_ok)
     except OSError:  # what the run left there is unreadable: as if the files were absent
         kept = {}
-    left = not isolation.remove_scratch(scratch)
+    left = not remove_scratch(scratch)
     if left:
         ctx["retire"] = "the run's scratch directory could not be removed"
     watch_end = watch
