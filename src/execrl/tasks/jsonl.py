@@ -54,7 +54,7 @@ def tests_to_dict(t: Tests) -> dict[str, Any]:
         return {
             "kind": "verifier",
             "verifier": t.verifier,
-            "spec": to_json(t.spec),
+            "spec": t.spec,  # plain JSON, readable and writable by hand
             "wrong": t.wrong,
         }
     return {
@@ -85,9 +85,9 @@ def tests_from_dict(d: Any) -> Tests:
         cases = tuple(StdioCase(_str(c["stdin"]), _str(c["stdout"])) for c in d["cases"])
         return StdioTests(cases=cases, compare=Compare(**d.get("compare", {})))
     if kind == "verifier":
-        spec = from_json(d.get("spec", {}))
+        spec = d.get("spec", {})
         if not isinstance(spec, dict):
-            raise ValueError("verifier tests: 'spec' must be an object")
+            raise ValueError("verifier tests: 'spec' must be a JSON object")
         return VerifierTests(_str(d["verifier"]), spec, _str(d.get("wrong", "")))
     raise ValueError(
         f"unknown test kind {kind!r} (expected 'assert', 'call', 'stdio' or 'verifier')"
@@ -131,7 +131,7 @@ def task_from_dict(d: Any) -> Task:
         entry_point=d.get("entry_point"),
         language=_str(d.get("language", "python")),
         reference=d.get("reference"),
-        metadata=from_json(d.get("metadata", {})),
+        metadata=from_json(d["metadata"]) if d.get("metadata") else {},  # may be left out
         time_limits={k: TimeLimit(**v) for k, v in (d.get("time_limits") or {}).items()},
         strict_returns=bool(d.get("strict_returns", True)),
         **opt,
