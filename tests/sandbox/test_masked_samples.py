@@ -114,3 +114,18 @@ def test_scratch_cleanup_never_raises_and_removes_any_tree(tmp_path):
     assert scratch.remove_scratch(str(top)) is True
     assert not top.exists()
     assert scratch.remove_scratch(str(top)) is True  # absent already: fine
+
+
+def test_the_cause_and_the_hack_flag_cross_the_server_wire():
+    from execrl.sandbox import ExecutionResult
+    from execrl.sandbox.wire import result_from_json, result_to_json
+
+    for r in (
+        ExecutionResult(Verdict.SANDBOX_ERROR, n_tests=1, sandbox_error_cause="worker_died"),
+        ExecutionResult(Verdict.RUNTIME_ERROR, n_tests=1, possible_hack="killed its worker"),
+    ):
+        back = result_from_json(result_to_json(r))
+        assert (back.sandbox_error_cause, back.possible_hack) == (
+            r.sandbox_error_cause,
+            r.possible_hack,
+        )

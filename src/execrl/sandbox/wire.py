@@ -107,6 +107,8 @@ def result_to_json(r: ExecutionResult) -> dict[str, Any]:
         "stderr": r.stderr,
         "attempts": r.attempts,
         "tampering": list(r.tampering),
+        "sandbox_error_cause": r.sandbox_error_cause,
+        "possible_hack": r.possible_hack,
         "extra": extra,
     }
 
@@ -141,5 +143,7 @@ def result_from_json(d: dict[str, Any]) -> ExecutionResult:
         stderr=d.get("stderr", ""),
         attempts=d.get("attempts", 1),
         tampering=tuple(d.get("tampering", ())),
+        sandbox_error_cause=str(d.get("sandbox_error_cause") or ""),
+        possible_hack=str(d.get("possible_hack") or ""),
         extra=extra,
     )
