@@ -84,3 +84,26 @@ def test_per_problem_limits_reach_the_job():
     assert job.limits.test_wall_s == 3.0
     assert job.limits.memory_mb == 256
     assert job.limits.wall_s == 3.0 * 4 + 1
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+
+    tokenizer = train_bpe_tokenizer(["print(input())\n", "def f(x):\n    return x\n"] * 5, 300)
+    shape = TinyLlamaShape(hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64)
+    return save_pretrained(new_llama(tokenizer, shape, seed=0), tokenizer,
+                           tmp_path_factory.mktemp("tiny"))  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["livecodebench", *WITH_REFERENCES])
+def test_eval_generates_and_grades_each_benchmark(name, tiny_model, tmp_path, capsys):
+    """`execrl eval` end to end: a (random) tiny model's samples are graded, none passes."""
+    out = tmp_path / "eval"
+    args = ["eval", "--model", str(tiny_model), "--benchmark", spec(name), "-n", "1",
+            "--max-new-tokens", "4", "--out-dir", str(out), "--workers", "1", "--json"]  # fmt: skip
+    assert main(args) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["n_tasks"] == len(load_benchmark(spec(name)))
+    assert summary["pass@1"] == 0.0
+    assert len((out / "results.jsonl").read_text().splitlines()) == summary["n_tasks"]
