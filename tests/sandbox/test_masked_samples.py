@@ -129,3 +129,34 @@ def test_the_cause_and_the_hack_flag_cross_the_server_wire():
             r.sandbox_error_cause,
             r.possible_hack,
         )
+
+
+def test_a_worker_that_fails_a_run_retires_and_no_queued_result_shifts():
+    """The worker raised while preparing a run (a file under a path the job also gives as a
+    file): it reports a setup failure and retires; the requests pipelined behind it go to its
+    fresh replacement, each to its own job, through both the batch pool and the dispatcher."""
+    from execrl.sandbox.dispatch import Dispatcher
+
+    bad = Job("print(1)", StdioTests((StdioCase("", "1"),)), files=(("a", b"x"), ("a/b", b"y")))
+    honest = [call_job(HONEST, [(k,)], [k + 1]) for k in range(3)]
+    wrong = call_job("def f(x):\n    return x\n", [(1,)], [2])
+    with Sandbox(workers=1, max_retries=1) as sb:
+        results = sb.run_many([bad, honest[0], wrong, honest[1]])
+        assert [r.verdict for r in results] == [
+            Verdict.SANDBOX_ERROR,
+            Verdict.PASSED,
+            Verdict.WRONG_ANSWER,
+            Verdict.PASSED,
+        ]
+        assert results[0].sandbox_error_cause == "setup_failed" and results[0].attempts == 2
+        assert "the worker failed" in results[0].message
+        assert sb.stats.worker_restarts == 2 and sb.stats.sandbox_error_causes == {
+            "setup_failed": 1
+        }
+    dispatcher = Dispatcher(Sandbox(workers=1, max_retries=0))
+    try:
+        futures = dispatcher.submit_many([bad, wrong, honest[2]])
+        verdicts = [f.result(timeout=60).verdict for f in futures]
+    finally:
+        dispatcher.close()
+    assert verdicts == [Verdict.SANDBOX_ERROR, Verdict.WRONG_ANSWER, Verdict.PASSED]
