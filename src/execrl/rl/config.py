@@ -1,0 +1,405 @@
+"""The one typed config of `execrl train`: defaults that run, each field documented once here.
+
+Read from TOML (sections match the dataclasses below), then `--set section.field=value`
+overrides (the value is parsed as TOML, falling back to a plain string). Unknown keys and wrong
+types are errors naming the key, before anything is loaded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from execrl.models.engine import ENGINES
+from execrl.rewards.config import RewardConfig, RewardConfigError
+from execrl.sandbox.pool import SandboxConfig  # [sandbox]: the pool's own config, one home
+
+
+@dataclass
+class ModelConfig:
+    path: str = (
+        "default"  # HF-format directory, hub id, or "default" (embedded, built on first use)
+    )
+    dtype: str = "float32"  # float32 | bfloat16 | float16 (bfloat16 on GPU is mixed precision)
+    device: str = "auto"  # cpu | cuda | auto (cuda when available)
+    pad_token: str = ""  # set when the tokenizer has none, e.g. its eos token
+    chat: str = "auto"  # auto (use the chat template if there is one) | on | off
+    lora_r: int = 0  # LoRA rank; 0 trains all weights (LoRA needs `pip install 'execrl[lora]'`)
+    lora_alpha: int = 16
+    lora_targets: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
+    )
+
+
+@dataclass
+class DataConfig:
+    train: str = "synthetic"  # task source: synthetic | a benchmark name | jsonl:PATH
+    heldout: str = "synthetic"  # held-out tasks for pass@1 before and after ("" skips)
+    difficulty: int = 1  # synthetic suite: the difficulty of the training and held-out tasks
+    n_train: int = 800  # synthetic suite: tasks generated; other sources: at most this many
+    n_heldout: int = 64
+    heldout_samples: int = 4  # samples per held-out task (pass@1 = mean pass over them)
+    # End prose prompts with the entry point's `def` line (from the reference), so the model
+    # writes the body instead of retyping the name (`execrl.models.prompting`)
+    signature_prompt: bool = True
+
+
+@dataclass
+class SamplingConfig:
+    # Measured on the default (README "Training the embedded default"): at 1.0 most samples of
+    # the small model are noise (pass@1 0.13 at T=1 vs 0.25 at T=0.6 before RL); 0.5 and 0.7
+    # reach about the same held-out pass@1 after 160 steps (0.64 / 0.63, seed 0)
+    temperature: float = 0.5
+    top_p: float = 1.0
+    max_new_tokens: int = 40  # the token budget of one completion
+    stop: list[str] = field(default_factory=list)  # stop sequences
+    groups_per_generate: int = 8  # groups (prompts) per generate call; the unit of RNG seeding
+    heldout_temperature: float = 0.2
+    # "loop": execrl's KV-cache decode loop (the fastest on small models); "hf": Hugging Face
+    # `generate`, for models whose cache the loop does not drive (`models.engine`)
+    engine: str = "loop"
+
+
+@dataclass
+class RLConfig:
+    algorithm: str = "grpo"  # grpo | dr_grpo | rloo | reinforce_pp | ppo
+    # Short form of [reward.tree]: "pass" (all tests) or "pass_fraction" means the one-leaf tree
+    # of that type; "" (the default) takes [reward.tree], whose default is pass_fraction
+    reward: str = ""
+    group_size: int = 8  # completions per prompt
+    groups_per_step: int = 8  # prompts per step (the global batch is their product)
+    loss_agg: str = "auto"  # token_mean | seq_mean | seq_mean_constant | auto (per algorithm)
+    clip_low: float = 0.2  # ratio clipped to [1 - clip_low, 1 + clip_high] (DAPO clip-higher)
+    clip_high: float = 0.28
+    kl_coef: float = 0.0  # beta; 0 loads no reference model
+    kl_estimator: str = "k3"  # k1 | k2 | k3
+    kl_in: str = "loss"  # loss (GRPO) | reward (PPO, REINFORCE++)
+    entropy_coef: float = 0.0  # entropy bonus
+    epochs: int = 1  # optimisation passes over each batch (PPO epochs)
+    micro_batch_size: int = 16  # sequences per forward/backward; gradients accumulate
+    dynamic_sampling: bool = True  # DAPO: drop groups whose rewards are all equal, refill
+    max_sample_rounds: int = 2  # bound on refills: at most this many times the needed groups
+    prompt_sampler: str = "pass_rate"  # pass_rate (prefer tasks near the target) | uniform
+    pass_rate_target: float = 0.5
+    pass_rate_decay: float = 0.5  # weight of the old value in each task's pass-rate average
+    overlong_filter: bool = False  # truncated completions are masked out of the loss
+    gamma: float = 1.0  # PPO: discount
+    lam: float = 0.95  # PPO: GAE lambda
+    vf_coef: float = 0.5  # PPO: value loss weight
+    value_clip: float = 0.2  # PPO: value clip range
+
+
+@dataclass
+class OptimConfig:
+    # Measured on the default, T=0.7, 160 steps: 2e-4 and 3e-4 the same (held-out 0.63 each,
+    # seed 0); 4e-4 worse at 80 steps; 5e-5 moves nothing in 15 steps; 1e-3 collapses
+    lr: float = 2e-4
+    weight_decay: float = 0.0
+    beta1: float = 0.9
+    beta2: float = 0.99
+    grad_clip: float = 1.0  # max global grad norm; 0 disables
+    warmup_steps: int = 0
+    schedule: str = "constant"  # constant | linear | cosine (decay after warm-up)
+
+
+@dataclass
+class RunConfig:
+    # The default's held-out pass@1 plateaus by 160 steps (240 add 0-1 point); the whole run,
+    # model build included, took under 2 min on 2 lightly loaded cores
+    steps: int = 160
+    seed: int = 0
+    out_dir: str = "runs"  # run directories are created under it
+    name: str = ""  # run directory name; default: a timestamp
+    checkpoint_every: int = 0  # steps between checkpoints; 0 saves only at the end
+    resume: str = ""  # a run directory to continue from its last checkpoint
+    merge_lora: bool = False  # with LoRA, final/ holds the merged model instead of the adapter
+    # Where per-step metrics go besides metrics.jsonl: comma-separated tensorboard, wandb,
+    # mlflow, or none; "" reads $EXECRL_TRACKERS, and without it TensorBoard.
+    trackers: str = ""
+
+
+@dataclass
+class TrainConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    rl: RLConfig = field(default_factory=RLConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+    # The reward formula and scoring options, exactly as docs/rewards.md documents [reward]; its
+    # runs use [sandbox]
+    reward: RewardConfig = field(default_factory=lambda: RewardConfig(tree=dict(DEFAULT_TREE)))
+
+
+DEFAULT_TREE = {"type": "pass_fraction"}
+PER_TOKEN_ALGORITHMS = ("ppo", "reinforce_pp")  # GAE and REINFORCE++ read per-token rewards
+
+
+CHOICES = {
+    ("model", "dtype"): ("float32", "bfloat16", "float16"),
+    ("model", "device"): ("cpu", "cuda", "auto"),
+    ("model", "chat"): ("auto", "on", "off"),
+    ("rl", "algorithm"): ("grpo", "dr_grpo", "rloo", "reinforce_pp", "ppo"),
+    ("rl", "loss_agg"): ("auto", "token_mean", "seq_mean", "seq_mean_constant"),
+    ("rl", "kl_estimator"): ("k1", "k2", "k3"),
+    ("rl", "kl_in"): ("loss", "reward"),
+    ("rl", "prompt_sampler"): ("pass_rate", "uniform"),
+    ("rl", "reward"): ("", "pass", "pass_fraction"),
+    ("sampling", "engine"): ENGINES,
+    ("sandbox", "backend"): ("local", "ray"),
+    ("optim", "schedule"): ("constant", "linear", "cosine"),
+}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def load_config(
+    path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()
+) -> TrainConfig:
+    """Defaults, then the TOML file, then each `section.field=value` override, validated."""
+    return from_dict(with_overrides(read_toml(path), overrides), str(path) if path else "defaults")
+
+
+# What `--resume` may change: how long and where the run goes on, not what it trains.
+RESUMABLE = ("run.steps", "run.checkpoint_every", "run.trackers", "run.merge_lora",
+             "sandbox.workers")  # fmt: skip
+
+
+def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """The saved config of `run_dir` with the `--set` overrides a resumed run can honour; any
+    other override is an error naming it (it would change what the run means)."""
+    saved = Path(run_dir) / "config.toml"
+    if not saved.is_file():
+        raise ConfigError(f"--resume {run_dir}: no config.toml there; is it a run directory?")
+    before = from_dict(read_toml(saved), str(saved))
+    after = from_dict(with_overrides(read_toml(saved), overrides), str(saved))
+    changed = [
+        f"{section}.{name}"
+        for section, values in to_dict(after).items()
+        for name, value in values.items()
+        if value != to_dict(before)[section][name]
+    ]
+    refused = [key for key in changed if key not in RESUMABLE]
+    if refused:
+        raise ConfigError(
+            f"--resume {run_dir}: cannot change {', '.join(refused)}: it would change what the "
+            f"run trains; start a new run instead. A resumed run takes --set {', '.join(RESUMABLE)}"
+        )
+    after.run.resume = str(run_dir)
+    return after
+
+
+def read_toml(path: str | Path | None) -> dict[str, Any]:
+    if not path:
+        return {}
+    try:
+        return tomllib.loads(Path(path).read_text())
+    except FileNotFoundError as e:
+        raise ConfigError(f"config file {path} not found") from e
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from e
+
+
+def with_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """`data` with each `section.field=value` set; [reward] takes dotted paths into its tables
+    (`reward.noise.rate=0.2`, `reward.tree.type='pass'`)."""
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or "." not in key:
+            raise ConfigError(f"--set {item!r}: expected section.field=value{_suggest(key)}")
+        section, *inner, name = key.split(".")
+        if inner and section != "reward":
+            raise ConfigError(f"--set {item!r}: [{section}] has no nested tables")
+        table = data.setdefault(section, {})
+        for part in inner:
+            if not isinstance(table, dict):
+                raise ConfigError(f"--set {item!r}: {part} is not a table")
+            table = table.setdefault(part, {})
+        table[name] = _parse_value(raw.strip())
+    return data
+
+
+def _suggest(name: str) -> str:
+    """'; did you mean optim.lr?' for a field name that some section has."""
+    defaults = TrainConfig()
+    hits = [
+        f"{f.name}.{name}"
+        for f in dataclasses.fields(TrainConfig)
+        if f.name != "reward"
+        and name in {x.name for x in dataclasses.fields(getattr(defaults, f.name))}
+    ]
+    return f"; did you mean {' or '.join(hits)}?" if hits else ", e.g. optim.lr=1e-5"
+
+
+def from_dict(data: dict[str, Any], where: str = "config") -> TrainConfig:
+    config = TrainConfig()
+    sections = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    for section, values in data.items():
+        if section not in sections:
+            raise ConfigError(f"{where}: unknown section [{section}]; known: {', '.join(sections)}")
+        if not isinstance(values, dict):
+            raise ConfigError(f"{where}: [{section}] must be a table")
+        if section == "reward":
+            continue  # built last: its tree may come from rl.reward
+        target = getattr(config, section)
+        hints = typing.get_type_hints(type(target))
+        checked = {}
+        for name, value in values.items():
+            if name not in hints:
+                known = ", ".join(f.name for f in dataclasses.fields(target))
+                hint = _suggest(name) if "did you mean" in _suggest(name) else ""
+                raise ConfigError(f"{where}: unknown key {section}.{name}; known: {known}{hint}")
+            checked[name] = _check_type(f"{section}.{name}", value, hints[name], where)
+        setattr(config, section, dataclasses.replace(target, **checked))  # [sandbox] is frozen
+    validate(config, where)
+    config.reward = _reward(config, dict(data.get("reward", {})), where)
+    if config.reward.token_credit.enabled and config.rl.algorithm not in PER_TOKEN_ALGORITHMS:
+        raise ConfigError(
+            f"{where}: reward.token_credit.enabled needs an algorithm that uses per-token "
+            f"rewards ({' or '.join(PER_TOKEN_ALGORITHMS)}); rl.algorithm = "
+            f"{config.rl.algorithm!r} would only use the sequence score"
+        )
+    return config
+
+
+def _reward(config: TrainConfig, table: dict[str, Any], where: str) -> RewardConfig:
+    """[reward], with rl.reward as the short form of its tree. Builds the tree, so an unknown
+    leaf, a bad weight or a missing analyser package fails here, before any model loads."""
+    short = config.rl.reward
+    if short:
+        if "tree" in table and table["tree"] != {"type": short}:
+            raise ConfigError(
+                f"{where}: rl.reward = {short!r} and [reward.tree] both name the reward; "
+                "keep one (rl.reward is the short form of a one-leaf tree)"
+            )
+        table["tree"] = {"type": short}
+        config.rl.reward = ""  # resolved into the tree, which the run directory keeps
+    table.setdefault("tree", dict(DEFAULT_TREE))
+    if "sandbox" in table:
+        raise ConfigError(
+            f"{where}: [reward.sandbox]: the reward's runs use [sandbox]; set it there"
+        )
+    table["sandbox"] = config.sandbox
+    try:
+        return RewardConfig.from_dict(table, "reward")
+    except (RewardConfigError, ImportError, ValueError, TypeError) as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
+def validate(config: TrainConfig, where: str = "config") -> None:
+    for (section, name), choices in CHOICES.items():
+        value = getattr(getattr(config, section), name)
+        if value not in choices:
+            raise ConfigError(
+                f"{where}: {section}.{name} = {value!r}; choose one of {', '.join(choices)}"
+            )
+    positive = [("sandbox", "workers"), ("sandbox", "ray_actors"), ("rl", "group_size"),
+                ("rl", "groups_per_step"), ("rl", "micro_batch_size"), ("rl", "epochs"),
+                ("run", "steps"), ("sampling", "max_new_tokens"),
+                ("sampling", "groups_per_generate"), ("rl", "max_sample_rounds")]  # fmt: skip
+    for section, name in positive:
+        if getattr(getattr(config, section), name) < 1:
+            raise ConfigError(f"{where}: {section}.{name} must be at least 1")
+    if config.rl.algorithm != "ppo" and config.rl.group_size < 2:
+        raise ConfigError(f"{where}: rl.group_size must be at least 2 for {config.rl.algorithm}")
+    if not 0 <= config.rl.pass_rate_target <= 1:
+        raise ConfigError(f"{where}: rl.pass_rate_target must be in [0, 1]")
+    for key in ("train", "heldout"):
+        _check_source(f"data.{key}", getattr(config.data, key), where)
+
+
+def _check_source(key: str, source: str, where: str) -> None:
+    """A task source names the synthetic suite, a registered benchmark, a verifier suite with
+    its options (sql:split=test,n=4), a contest benchmark with its path, or jsonl:PATH."""
+    from execrl.tasks.errors import UnknownBenchmark
+    from execrl.tasks.registry import BENCHMARKS, is_path_benchmark
+    from execrl.tasks.suites import SUITES, is_suite, parse_options
+
+    if source in ("", "synthetic") or source.startswith(("synthetic:", "jsonl:")):
+        return
+    if is_path_benchmark(source) or source in BENCHMARKS:
+        return
+    if is_suite(source):
+        try:
+            parse_options(source)
+        except UnknownBenchmark as e:
+            raise ConfigError(f"{where}: {key}: {e}") from None
+        return
+    known = ", ".join(["synthetic", *BENCHMARKS, *SUITES, "jsonl:PATH"])
+    raise ConfigError(f"{where}: {key} = {source!r} is not a task source; known: {known}")
+
+
+def to_dict(config: TrainConfig) -> dict[str, Any]:
+    out = dataclasses.asdict(config)
+    out["reward"].pop("sandbox")  # it is [sandbox]
+    return out
+
+
+def to_toml(config: TrainConfig) -> str:
+    """The resolved config as TOML (what the run directory keeps)."""
+    lines = []
+    for section, values in to_dict(config).items():
+        lines.append(f"[{section}]")
+        lines.extend(f"{k} = {_toml_value(v)}" for k, v in values.items() if v is not None)
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    import json
+
+    if isinstance(v, dict):  # an inline table: the reward tree and its options nest
+        items = (f"{json.dumps(str(k))} = {_toml_value(x)}" for k, x in v.items() if x is not None)
+        return "{ " + ", ".join(items) + " }"
+    return json.dumps(str(v))  # JSON string escapes are valid TOML basic strings
+
+
+def _parse_value(raw: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def _check_type(key: str, value: Any, hint: Any, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint):
+        (hint,) = [a for a in typing.get_args(hint) if a is not type(None)]  # TOML has no None
+        origin = typing.get_origin(hint)
+    if origin is tuple:
+        item = typing.get_args(hint)[0]
+        return tuple(_check_type(key, value, list[item], where))  # type: ignore[valid-type]
+    if origin is list:
+        (item,) = typing.get_args(hint)
+        if isinstance(value, str) and item is str:
+            value = [value]
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: {key} must be a list, got {value!r}")
+        return [_check_type(f"{key}[]", v, item, where) for v in value]
+    if origin in (typing.Union, types.UnionType):
+        raise ConfigError(f"{where}: {key}: union types are not supported in the config")
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if (
+        hint is bool
+        and not isinstance(value, bool)
+        or not isinstance(value, hint)
+        or (hint is int and isinstance(value, bool))
+    ):
+        raise ConfigError(f"{where}: {key} must be {hint.__name__}, got {value!r}")
+    return value
