@@ -107,3 +107,14 @@ def test_eval_generates_and_grades_each_benchmark(name, tiny_model, tmp_path, ca
     assert summary["n_tasks"] == len(load_benchmark(spec(name)))
     assert summary["pass@1"] == 0.0
     assert len((out / "results.jsonl").read_text().splitlines()) == summary["n_tasks"]
+
+
+def test_train_on_a_contest_benchmark(tiny_model, tmp_path, capsys):
+    """data.train names a contest file as any benchmark: one RL step on CodeContests' fixture."""
+    small = [f"model.path={str(tiny_model)!r}", f"data.train={spec('codecontests')!r}",
+             "data.heldout=''", "data.n_train=2", "run.steps=1", "rl.group_size=2",
+             "rl.groups_per_step=2", "sampling.max_new_tokens=4", "sandbox.workers=1",
+             f"run.out_dir={str(tmp_path)!r}", "run.name='cc'"]  # fmt: skip
+    assert main(["train", *sum((["--set", s] for s in small), [])]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["steps"] == 1
