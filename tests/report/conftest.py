@@ -33,6 +33,13 @@ def metrics_row(step: int, steps: int) -> dict:
         "verdict/RUNTIME_ERROR": rest * 0.3,
         "verdict/NO_CODE": rest * 0.2,
         "skipped_update": 0.0,
+        # the reward tree's nodes (a gate's reward only where it opened: null when none did)
+        "reward/total": p,
+        "reward/pass_fraction": p,
+        "reward/style": -0.1 if step % 2 else None,
+        "reward/masked": 1 if step == 5 else 0,
+        "flag/no_code": 2,
+        "flag/tampering": 1 if step == 7 else 0,
     }
     if step == 3:  # a skipped update logs no KL: the plots must show a gap, not fail
         for key in ("kl", "entropy", "clip_frac"):

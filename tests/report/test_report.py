@@ -20,7 +20,8 @@ PNG = b"\x89PNG\r\n\x1a\n"
 def test_report_writes_plots_and_page(run_dir):
     report = build_report(run_dir)
     names = sorted(p.name for p in report.plots)
-    assert names == ["kl.png", "pass_rate.png", "reward.png", "verdicts.png"]
+    assert names == ["flags.png", "kl.png", "pass_rate.png", "reward.png",
+                     "reward_components.png", "verdicts.png"]  # fmt: skip
     for p in report.plots:
         data = p.read_bytes()
         assert data.startswith(PNG) and len(data) > 5000, p  # a drawn figure, not an empty file
@@ -48,7 +49,7 @@ def test_cli_report_rebuilds_with_tensorboard(run_dir, capsys):
     assert main(["report", str(run_dir), "--tensorboard"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["steps"] == 12 and out["report"].endswith("report.html")
-    assert (run_dir / "report.html").is_file() and len(out["plots"]) == 4
+    assert (run_dir / "report.html").is_file() and len(out["plots"]) == 6
     events = list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
     assert len(events) == 1
     assert main(["report", str(run_dir.parent / "nope")]) == 2

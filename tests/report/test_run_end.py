@@ -30,7 +30,8 @@ def test_a_run_ends_with_its_report(tmp_path, monkeypatch):
     assert [e.step for e in logged] == [0] * 4
     assert logged[0].score >= logged[-1].score and logged[0].task.startswith("t")
     assert sorted(p.name for p in (run / "report").glob("*.png")) == [
-        "kl.png", "pass_rate.png", "reward.png", "verdicts.png"
+        "flags.png", "kl.png", "pass_rate.png", "reward.png", "reward_components.png",
+        "verdicts.png",
     ]  # fmt: skip
     page = (run / "report.html").read_text()
     assert (

@@ -1,4 +1,5 @@
-"""The run's curves as PNG: reward, pass rate, KL and the verdict mix over steps."""
+"""The run's curves as PNG: reward, pass rate, KL, the verdict mix, the reward tree's components
+and the hack flags over steps."""
 
 from __future__ import annotations
 
@@ -129,7 +130,39 @@ _VERDICT_COLORS = {
     "NO_CODE": "#bcbd22",
 }
 
-PLOTS = {"reward.png": reward, "pass_rate.png": pass_rate, "kl.png": kl, "verdicts.png": verdicts}
+
+def components(rows: Sequence[Row], path: Path) -> Path:
+    """reward/<node> per step: which parts of the reward tree move (nulls are gaps)."""
+    keys = sorted({k for r in rows for k in r if k.startswith("reward/") and k != "reward/masked"})
+    plt, fig, ax = _figure("Reward components (mean over the step's valid samples)", "score")
+    for i, key in enumerate(keys):
+        steps, values = series(rows, key)
+        ax.plot(steps, values, label=key.split("/", 1)[1], color=f"C{i % 10}",
+                marker=_marker(len(steps)))  # fmt: skip
+    if keys:
+        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    return _save(plt, fig, path)
+
+
+def flags(rows: Sequence[Row], path: Path) -> Path:
+    """flag/<name> counts per step, for the flags that were raised at least once, and the
+    masked samples."""
+    keys = sorted({k for r in rows for k in r if k.startswith("flag/") and r[k]})
+    keys += ["reward/masked"] if any(r.get("reward/masked") for r in rows) else []
+    plt, fig, ax = _figure("Flags and masked samples (count per step)", "samples")
+    for i, key in enumerate(keys):
+        steps, values = series(rows, key)
+        ax.plot(steps, values, label=key.split("/", 1)[1], color=f"C{i % 10}",
+                marker=_marker(len(steps)))  # fmt: skip
+    if keys:
+        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no flags raised", ha="center", va="center", transform=ax.transAxes)
+    return _save(plt, fig, path)
+
+
+PLOTS = {"reward.png": reward, "pass_rate.png": pass_rate, "kl.png": kl, "verdicts.png": verdicts,
+         "reward_components.png": components, "flags.png": flags}  # fmt: skip
 
 
 def draw_all(rows: Sequence[Row], directory: Path) -> list[Path]:

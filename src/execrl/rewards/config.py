@@ -242,6 +242,16 @@ def check_packages(reward: Any, path: str = "reward.tree") -> None:
             )
 
 
+def node_names(reward: Any) -> list[str]:
+    """Every node's name, the tree in depth-first order (what `components` can hold)."""
+    names, stack = [], [reward]
+    while stack:
+        node = stack.pop()
+        names.append(getattr(node, "name", ""))
+        stack.extend(reversed(children(node)))
+    return [n for n in names if n]
+
+
 def check_names(reward: Any) -> None:
     """Raise when two nodes share a name (their components would overwrite each other)."""
     names: list[str] = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +44,9 @@ class MetricsLog:
 
 
 def step_metrics(step: int, got: Gathered, update: UpdateMetrics, collect_s: float,
-                 update_s: float) -> dict[str, Any]:  # fmt: skip
-    """The step's row of metrics.jsonl: reward and its tree's nodes, flags, verdicts, update."""
+                 update_s: float, nodes: Sequence[str] = ()) -> dict[str, Any]:  # fmt: skip
+    """The step's row of metrics.jsonl: reward and each of its tree's `nodes`, flags, verdicts,
+    the update."""
     groups = got.every
     scores = [x for g in groups for x, v in zip(g.scores, g.valid, strict=True) if v]
     n = sum(len(g.scores) for g in groups) or 1
@@ -70,7 +72,7 @@ def step_metrics(step: int, got: Gathered, update: UpdateMetrics, collect_s: flo
         "sample_rounds": got.rounds,
         "hack_flags": sum(c for f, c in flags.items() if f in {str(h) for h in HACK_FLAGS}),
     }
-    row.update(_components(groups))
+    row.update(_components(groups, nodes))
     row.update({f"verdict/{k}": v / n for k, v in sorted(verdicts.items())})
     row.update({f"flag/{f.value}": flags.get(f.value, 0) for f in Flag})
     causes = Counter(c for g in groups for c in g.sandbox_causes if c)
@@ -90,8 +92,9 @@ def step_metrics(step: int, got: Gathered, update: UpdateMetrics, collect_s: flo
     return row
 
 
-def _components(groups: list[GroupSummary]) -> dict[str, float]:
-    """reward/<node>: each reward tree node's mean score over the step's valid samples."""
+def _components(groups: list[GroupSummary], nodes: Sequence[str]) -> dict[str, float | None]:
+    """reward/<node>: each reward tree node's mean score over the step's valid samples that
+    reached it (a gate's reward only where the gate opened); None (null) when none did."""
     sums: dict[str, float] = {}
     counts: Counter[str] = Counter()
     for g in groups:
@@ -101,4 +104,5 @@ def _components(groups: list[GroupSummary]) -> dict[str, float]:
             for name, value in parts.items():
                 sums[name] = sums.get(name, 0.0) + value
                 counts[name] += 1
-    return {f"reward/{k}": sums[k] / counts[k] for k in sorted(sums)}
+    names = list(nodes) + sorted(set(sums) - set(nodes))
+    return {f"reward/{k}": sums[k] / counts[k] if counts[k] else None for k in names}

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from execrl.models import SamplingParams, encode_prompts
 from execrl.models.engine import RolloutEngine, make_engine
+from execrl.rewards.config import node_names
 from execrl.rewards.scorer import RewardScorer
 from execrl.rl import dist, setup
 from execrl.rl.checkpoint import load_checkpoint, save_checkpoint
@@ -63,6 +64,7 @@ class Run:
     built: setup.Setup
     engine: RolloutEngine
     rollouts: Rollouts
+    nodes: list[str]  # the reward tree's node names: each is logged as reward/<name>
 
 
 def train_step(run: Run, step: int) -> tuple[dict[str, Any], Gathered]:
@@ -77,7 +79,8 @@ def train_step(run: Run, step: int) -> tuple[dict[str, Any], Gathered]:
     batches = learner.advantages(got.local) if denominator else []  # (B, T) records
     update = learner.update(batches, denominator)
     run.engine.sync_weights(run.built.policy.model)  # the next rollouts sample the new policy
-    row = step_metrics(step, got, update, gathered - start, time.perf_counter() - gathered)
+    row = step_metrics(step, got, update, gathered - start, time.perf_counter() - gathered,
+                       run.nodes)  # fmt: skip
     return row, got
 
 
@@ -110,7 +113,7 @@ def train(config: TrainConfig, *, tasks: list[Task] | None = None, heldout: list
         rollouts = Rollouts(engine, tok, built.tasks, train_ids, scorer, params, c.run.seed,
                             c.sampling.groups_per_generate)  # fmt: skip
         run_dir = setup.run_directory(c)  # set-up succeeded: from here the run has a directory
-        run = Run(c, run_dir, built, engine, rollouts)
+        run = Run(c, run_dir, built, engine, rollouts, node_names(scorer.reward))
         try:
             summary = _loop(run, sandbox, log, quiet, observer)
         finally:
