@@ -1,34 +1,44 @@
-"""Expected outputs for EvalPlus tasks: each reference solution run on each input, in the sandbox.
+"""Expected outputs for EvalPlus tasks: each reference solution run once on each input.
 
 EvalPlus stores inputs only and computes expected outputs by running the reference
 (`evalplus/evaluate.py`, `get_groundtruth`), recording each call's time for the time limits.
 Here the reference runs in the sandbox as a stdio program with a small driver appended: the
-driver decodes each input, times the call, and prints the output as tagged JSON. The sandbox
-returns at most `STDOUT_KEPT` bytes of stdout per run, so the driver prints outputs only while
-they fit, and outputs that did not fit are fetched again, alone or in slices.
+driver decodes each input, times the call, and prints one line per input, the output as tagged
+JSON. The whole stdout comes back (`OUTPUT_CAP`, far over the 64 KiB the sandbox keeps of an
+ordinary run), so an output of tens of megabytes is computed once and read once: HumanEval/15's
+references print 147 MB in all. A run starts no further input once it has printed `SOFT_BYTES`
+or run `SOFT_SECONDS`; the parent sends the inputs it never started to a later run, so an input
+is computed twice only when its own run dies on it (a limit), to find which input did it.
 
-This module is the pure part (the driver, batching, parsing); the sandbox layer runs it
-(`execrl.sandbox.reference_runner.sandbox_runner`), so tasks never imports the sandbox.
+This module is the pure part (the driver, batching, reading what a run printed, deciding what
+runs next); the sandbox layer runs it (`execrl.sandbox.reference_runner.sandbox_runner`), so
+tasks never imports the sandbox.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from execrl.tasks.errors import TaskDataError
-from execrl.tasks.values import from_json, to_json
+from execrl.tasks.values import loads, to_json
 
-STDOUT_KEPT = 60_000  # under the sandbox's 64 KiB of kept stdout
 MARK = "\x1eEXECRL\t"
-BATCH_ITEMS = 200
-BATCH_BYTES = 4 << 20
+BATCH_ITEMS = 500  # inputs sent to one run; it may stop early (the soft budgets below)
+BATCH_BYTES = 4 << 20  # of encoded inputs sent to one run
+SOFT_BYTES = 32 << 20  # a run starts no further input once it has printed this much
+SOFT_SECONDS = 10.0  # or once it has run this long
+# A run's stdout cap: the sandbox's cap on what a candidate's run may return (its channel,
+# 256 MiB), so an output too large to come back here could not come back from a candidate.
+OUTPUT_CAP = 256 << 20
 MAX_NODES = 2_000_000  # execrl.sandbox.plain.MAX_NODES: the largest value a run can return
 TOO_BIG = "OutputTooLarge"
+# The run verdicts that mean the reference needs more than the sandbox gives any program: the
+# input is left out (a candidate could not be graded on it either), never an error.
+LIMIT_VERDICTS = ("TIMEOUT", "MEMORY_LIMIT", "OUTPUT_LIMIT")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,15 +60,28 @@ class ReferenceOutputs:
     # time limit, or an output over MAX_NODES values, which no candidate could return either),
     # with the reason: they cannot be graded here, so loaders leave them out and record them.
     excluded: dict[int, str] = field(default_factory=dict)
+    # Each output as the tagged JSON its run printed ("null" where excluded), when a runner
+    # has it: a cache stores it as it is, rather than encoding a hundred megabytes again.
+    texts: tuple[str, ...] = ()
 
 
-# Runs reference programs and returns their outputs; injected so that tests and callers choose.
-ReferenceRunner = Callable[[Sequence[ReferenceRun]], dict[str, ReferenceOutputs]]
+Done = Callable[[str, ReferenceOutputs], None]
+
+
+class ReferenceRunner(Protocol):
+    """Runs reference programs and returns their outputs by `ReferenceRun.key`; injected so
+    that tests and callers choose. `on_done`, if given, gets each run's outputs as soon as all
+    its inputs are in, so a caller can keep them (a cache) before the rest finish."""
+
+    def __call__(
+        self, runs: Sequence[ReferenceRun], on_done: Done | None = None
+    ) -> dict[str, ReferenceOutputs]: ...
+
 
 DRIVER = r"""
 
 def __execrl_driver():
-    import base64, contextlib, hashlib, io, json, math, sys, time
+    import base64, contextlib, io, json, math, sys, time
 
     budget = [0]
 
@@ -107,8 +130,10 @@ def __execrl_driver():
     with contextlib.redirect_stdout(io.StringIO()):  # what the reference prints is not output
         exec(compile(__execrl_source, "<reference>", "exec"), globals())
     fn = globals()[req["entry"]]
-    out, used = sys.stdout, 0
-    for i, args in req["items"]:
+    out, used, start, mark = sys.stdout, 0, time.monotonic(), req["mark"]
+    for k, (i, args) in enumerate(req["items"]):
+        if k and (used >= req["soft_bytes"] or time.monotonic() - start >= req["soft_s"]):
+            break  # the parent sends the inputs not started to another run
         args = dec(args)
         try:
             with contextlib.redirect_stdout(io.StringIO()):
@@ -119,35 +144,32 @@ def __execrl_driver():
                 value = value is not None
             budget[0] = req["max_nodes"]
             text = json.dumps(enc(value), separators=(",", ":"), allow_nan=False)
+            line = "%s%d\t%r\t%d\t%s\n" % (mark, i, dt, len(text), text)
         except Exception as exc:
             msg = ascii(str(exc)[:500])[1:-1].replace("\\t", " ")
             if str(exc) == "OutputTooLarge":
                 msg = "OutputTooLarge"
-            out.write("%s%d\tERR\t%s: %s\n" % (req["mark"], i, type(exc).__name__, msg))
-            continue
-        digest = hashlib.sha256(text.encode()).hexdigest()
-        if req["piece"]:
-            text = text[req["piece"][0]:req["piece"][1]]
-        head = "%s%d\t%r\t%d\t%s\t" % (req["mark"], i, dt, len(text), digest)
-        if used + len(head) + len(text) + 200 > req["budget"]:
-            text = "\x15"  # did not fit: the parent asks again
-        used += len(head) + len(text) + 1
-        out.write(head + text + "\n")
+            line = "%s%d\tERR\t%s: %s\n" % (mark, i, type(exc).__name__, msg)
+        out.write(line)
+        out.flush()  # in the pipe before the next input: a run killed on it loses no line
+        used += len(line)
+        value = text = line = None  # not held while the next input runs
 
 
 __execrl_driver()
 """
 
 
-def request(run: ReferenceRun, items: list[int], piece: tuple[int, int] | None) -> str:
+def request(run: ReferenceRun, items: list[int]) -> str:
+    """The driver's stdin: which inputs to run, and its budgets."""
     return json.dumps(
         {
             "entry": run.entry_point,
             "items": [[i, to_json(list(run.inputs[i]))] for i in items],
             "not_none": run.not_none,
             "mark": MARK,
-            "budget": STDOUT_KEPT,
-            "piece": piece,
+            "soft_bytes": SOFT_BYTES,
+            "soft_s": SOFT_SECONDS,
             "max_nodes": MAX_NODES,
         }
     )
@@ -166,93 +188,106 @@ def batches(run: ReferenceRun) -> list[list[int]]:
     return [b for b in batches if b]
 
 
-@dataclass
+@dataclass(slots=True)
 class Pending:
+    """One reference's outputs as its runs report them."""
+
     run: ReferenceRun
-    texts: dict[int, str]
-    seconds: dict[int, float]
-    digests: dict[int, str]
-    lengths: dict[int, int]
-    errors: list[str]
-    excluded: dict[int, str]
+    outputs: dict[int, Any] = field(default_factory=dict)
+    texts: dict[int, str] = field(default_factory=dict)
+    seconds: dict[int, float] = field(default_factory=dict)
+    excluded: dict[int, str] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    open_runs: int = 0  # runs of this reference sent and not yet read
+
+    def complete(self) -> bool:
+        return self.open_runs == 0 and not self.errors
 
 
-def parse_stdout(p: Pending, stdout: str, items: list[int], piece: bool) -> list[int]:
-    """Record what a run printed; return the items that did not fit (or were cut off)."""
-    missing = []
+def record(p: Pending, stdout: str, items: list[int]) -> list[int]:
+    """Record each input a run reported on; return the run's inputs it did not report, in
+    order. A line cut off by the end of the output (the run was killed) does not count."""
     reported: set[int] = set()
+    wanted = set(items)
     for line in stdout.split("\n")[:-1]:  # the last piece is unterminated, if anything
         if not line.startswith(MARK):
             continue
         i_s, rest = line[len(MARK) :].split("\t", 1)
         i = int(i_s)
+        if i not in wanted or i in reported:
+            raise TaskDataError(f"{p.run.key}: the reference run reported input {i} unasked")
         reported.add(i)
-        if rest.endswith(f": {TOO_BIG}"):
-            p.excluded[i] = (
-                f"the reference's output has over {MAX_NODES:,} values, or an integer of over "
-                "4,200 digits (past Python's int-to-str limit)"
-            )
-            continue
         if rest.startswith("ERR\t"):
-            p.errors.append(f"{p.run.key}: the reference solution failed on input {i}: {rest[4:]}")
+            error = rest[4:]
+            if error.endswith(f": {TOO_BIG}"):
+                p.excluded[i] = (
+                    f"the reference's output has over {MAX_NODES:,} values, or an integer of "
+                    "over 4,200 digits (past Python's int-to-str limit)"
+                )
+            elif error.startswith("MemoryError"):
+                p.excluded[i] = "the reference ran out of the run's memory"
+            else:
+                p.errors.append(f"{p.run.key}: the reference solution failed on input {i}: {error}")
             continue
-        dt, n, digest, text = rest.split("\t", 3)
-        p.seconds.setdefault(i, float(dt))  # the first run's time: later ones are refetches
-        p.digests[i] = digest
-        if not piece:
-            p.lengths[i] = int(n)
-        if text == "\x15":
-            if piece:
-                raise TaskDataError(f"{p.run.key}: a slice of output {i} did not fit")
-            missing.append(i)
-        elif piece:
-            p.texts[i] = p.texts.get(i, "") + text
+        dt, n, text = rest.split("\t", 2)
+        if len(text) != int(n):
+            raise TaskDataError(f"{p.run.key}: the output of the reference on input {i} was cut")
+        p.outputs[i] = loads(text)
+        p.texts[i] = text
+        p.seconds[i] = float(dt)
+    return [i for i in items if i not in reported]
+
+
+def follow_up(p: Pending, items: list[int], unreported: list[int], failure: str) -> list[list[int]]:
+    """What to run next after a run of `items` that left `unreported` undone.
+
+    `failure` is "" when the run ended normally: it stopped at its soft budget and never
+    started the rest. Otherwise the run died (a limit, a crash) on its first unreported input,
+    since the driver runs them in order: that input runs again alone, unless it already was
+    the first of its run, and the others it never started go on together."""
+    if not unreported:
+        return []
+    if not failure:
+        if len(unreported) == len(items):  # the driver always runs its first input
+            p.errors.append(f"{p.run.key}: the reference printed no output for input {items[0]}")
+            return []
+        return [unreported]
+    culprit, rest = unreported[0], unreported[1:]
+    again = [[culprit]] if culprit != items[0] else []
+    if culprit == items[0]:
+        verdict = failure.split(" ", 1)[0]
+        if verdict in LIMIT_VERDICTS:
+            p.excluded[culprit] = f"the reference hit a sandbox limit: {failure}"
         else:
-            p.texts[i] = text
-    unreported = [i for i in items if i not in reported]
-    if unreported and (piece or len(items) == 1):
-        p.errors.append(f"{p.run.key}: the reference printed no output for input {unreported[0]}")
-        return missing
-    return missing + unreported
-
-
-def second_round(missing: list[tuple[Pending, int]]) -> list[Any]:
-    """Outputs that did not fit: small ones re-batched by their known length, large ones
-    fetched in slices, each slice a run of its own."""
-    piece = STDOUT_KEPT - 1000
-    work: list[Any] = []
-    batch: dict[int, tuple[Pending, list[int], int]] = {}
-    for p, i in missing:
-        if i not in p.lengths:  # cut off before it was reported: run it alone
-            work.append((p, [i], None))
-            continue
-        n = p.lengths[i] + 120
-        if n >= piece:
-            work.extend((p, [i], (a, a + piece)) for a in range(0, p.lengths[i], piece))
-            continue
-        _, items, used = batch.get(id(p), (p, [], 0))
-        if used + n > piece:
-            work.append((p, items, None))
-            items, used = [], 0
-        batch[id(p)] = (p, items + [i], used + n)
-    work.extend((p, items, None) for p, items, _ in batch.values() if items)
-    return work
+            p.errors.append(f"{p.run.key}: the reference did not run on input {culprit}: {failure}")
+            return []
+    return again + ([rest] if rest else [])
 
 
 def finish(p: Pending) -> ReferenceOutputs:
     outputs: list[Any] = []
     seconds: list[float] = []
+    texts: list[str] = []
     for i in range(len(p.run.inputs)):
         if i in p.excluded:
             outputs.append(None)
             seconds.append(0.0)
-            continue
-        text = p.texts.get(i)
-        if text is None or hashlib.sha256(text.encode()).hexdigest() != p.digests.get(i):
+            texts.append("null")
+        elif i in p.outputs:
+            outputs.append(p.outputs[i])
+            seconds.append(p.seconds[i])
+            texts.append(p.texts[i])
+        else:
             raise TaskDataError(f"{p.run.key}: the output of the reference on input {i} was lost")
-        outputs.append(from_json(json.loads(text)))
-        seconds.append(p.seconds[i])
-    return ReferenceOutputs(tuple(outputs), tuple(seconds), dict(sorted(p.excluded.items())))
+    excluded = dict(sorted(p.excluded.items()))
+    return ReferenceOutputs(tuple(outputs), tuple(seconds), excluded, tuple(texts))
+
+
+def raise_errors(pending: Sequence[Pending]) -> None:
+    errors = [e for p in pending for e in p.errors]
+    if errors:
+        more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+        raise TaskDataError("; ".join(errors[:5]) + more)
 
 
 def progress_bar(total: int, enabled: bool) -> Any:
@@ -260,8 +295,8 @@ def progress_bar(total: int, enabled: bool) -> Any:
 
     return tqdm(
         total=total,
-        desc="reference outputs",
-        unit="run",
+        desc="expected outputs",
+        unit="input",
         file=sys.stderr,
         disable=not (enabled and sys.stderr.isatty()),
     )

@@ -8,6 +8,7 @@ tasks layer may not import the sandbox.
 from __future__ import annotations
 
 import base64
+import json
 import math
 from typing import Any
 
@@ -38,21 +39,33 @@ def from_json(v: Any) -> Any:
         return [from_json(x) for x in v]
     if not isinstance(v, dict):
         return v
-    if len(v) != 1:
-        raise ValueError(f"a tagged value must have exactly one key, got {sorted(v)}")
-    ((tag, body),) = v.items()
+    return _untag({tag: from_json(body) for tag, body in v.items()})
+
+
+def _untag(d: dict[str, Any]) -> Any:
+    """One tagged object whose body is decoded already."""
+    if len(d) != 1:
+        raise ValueError(f"a tagged value must have exactly one key, got {sorted(d)}")
+    ((tag, body),) = d.items()
     if tag == "$t":
-        return tuple(from_json(x) for x in body)
+        return tuple(body)
     if tag == "$d":
-        return {from_json(k): from_json(x) for k, x in body}
+        return {k: x for k, x in body}
     if tag == "$s":
-        return {from_json(x) for x in body}
+        return set(body)
     if tag == "$fs":
-        return frozenset(from_json(x) for x in body)
+        return frozenset(body)
     if tag == "$f":
         return float(body)
     if tag == "$b":
         return base64.b64decode(body)
     if tag == "$c":
-        return complex(from_json(body[0]), from_json(body[1]))
+        return complex(body[0], body[1])
     raise ValueError(f"unknown value tag {tag!r}")
+
+
+def loads(text: str) -> Any:
+    """`from_json(json.loads(text))`, with lists and scalars left to json's C decoder: only the
+    tagged objects (decoded innermost first) reach Python code, which reads the tens of
+    megabytes of an EvalPlus expected output about a third faster."""
+    return json.loads(text, object_hook=_untag)
