@@ -113,6 +113,7 @@ def _jobs_for(sample: Sample, task: Task, fmt: str, limits: Limits | None) -> li
                     limits=_limits(task, group, limits),
                     strict_returns=task.strict_returns,
                     id=task.id,
+                    language=task.language,  # a C task's sample is compiled as C
                 )
             )
         except ValueError as exc:  # empty tests, call tests without an entry point: never a pass

@@ -29,6 +29,7 @@ def validate(tasks: Sequence[Task], workers: int = 2, progress: bool = True) -> 
             limits=Limits(**{"memory_mb": 4096, **job_limits(t)}),  # the task's own memory first
             strict_returns=t.strict_returns,
             id=t.id,
+            language=t.language,  # a C task's reference is compiled as C
         )
         for t in runnable
     ]
