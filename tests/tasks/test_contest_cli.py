@@ -66,12 +66,20 @@ def test_livecodebench_samples_stdin_and_functional(tmp_path):
 
 def test_a_completion_for_a_prose_prompt_is_its_fenced_code(tmp_path):
     program = "a, b = map(int, input().split())\nprint(a + b)\n"
+    # lcb_runner's implicit imports: List and defaultdict without an import, as there
+    leetcode = (
+        "```python\nclass Solution:\n    def twoSum(self, nums: List[int], target: int):\n"
+        "        seen = defaultdict(int)\n        for i, x in enumerate(nums):\n"
+        "            if target - x in seen:\n                return [seen[target - x], i]\n"
+        "            seen[x] = i\n```"
+    )
     samples = [
         {"task_id": "abc371_a", "completion": f"Read both, add.\n```python\n{program}```\n"},
         {"task_id": "abc371_a", "completion": "I cannot solve this."},
+        {"task_id": "1", "completion": leetcode},
     ]
     results = _eval(samples, spec("livecodebench"), tmp_path, "--workers", "1")
-    assert [r["passed"] for r in results] == [True, False]
+    assert [r["passed"] for r in results] == [True, False, True]
 
 
 def test_per_problem_limits_reach_the_job():

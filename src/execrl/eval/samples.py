@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from execrl.rewards.extract import extract_code
 from execrl.tasks.errors import TaskDataError
 from execrl.tasks.schema import Task
 from execrl.tasks.sources import read_records
@@ -63,13 +62,13 @@ def read_samples(path: Path, fmt: str | None = None) -> tuple[list[Sample], str]
 def program_for(sample: Sample, task: Task, fmt: str) -> str:
     """The program the candidate's code becomes, as the official harness builds it. Where the
     prompt is prose (contest problems: LiveCodeBench, APPS, CodeContests...), a completion is
-    the model's answer, and its code (fenced or bare, as `rewards.extract` finds it) is the
-    whole program."""
+    the model's answer: its code (fenced or bare), with the import lines of the prompt it
+    lacks, as `execrl eval` builds a program from an answer (`generation.solution_from`)."""
     if fmt != "completion":
         return sample.code
-    from execrl.models.prompting import is_code_prompt  # lazily: models imports torch
+    from execrl.eval.generation import solution_from  # lazily: it imports torch
+    from execrl.models.prompting import is_code_prompt
 
     if is_code_prompt(task.prompt):
         return task.prompt + sample.code
-    found = extract_code(sample.code, task.entry_point)
-    return found.code if found is not None else sample.code
+    return solution_from(task, sample.code, chat=True)  # as `execrl eval` builds it

@@ -14,10 +14,12 @@ Tests are the public cases then the private ones, graded as lcb_runner does (che
   (lcb_runner makes one per problem), its `func_name` method called with the arguments, each
   one line of the input JSON-decoded; the expected output is JSON-decoded; a returned tuple
   counts as a list.
-Departures: lcb_runner runs stdin programs inside its own process with `input`/`sys.stdin`
-patched and prepends a block of `from X import *` lines to every program; here the program is
-run as itself, so a program relying on those implicit imports fails with NameError where
-lcb_runner would pass it. lcb_runner gives each test 6 s by default; here the same per test.
+lcb_runner prepends a block of imports (`from typing import *`, `from collections import *`,
+...) to every program; the prompt shows that block, and a completion graded through
+`execrl eval` or `eval-samples` gets the import lines it lacks from its prompt, as there. A
+whole-program `solution` sample is run as given (add the imports it relies on). lcb_runner
+runs stdin programs inside its own process with `input`/`sys.stdin` patched; here the program
+runs as itself. lcb_runner gives each test 6 s by default; here the same per test.
 
 Options (`livecodebench:PATH?since=2024-08-01&until=2025-02-01`): `since` and `until` keep the
 problems whose `contest_date` falls in [since, until] (dates, inclusive), so a window after a
@@ -42,7 +44,10 @@ HUB = HubSource(
     data_files="hf://datasets/livecodebench/code_generation_lite/test6.jsonl",
 )
 OPTIONS = ("since", "until")
-PER_TEST_S = 6.0  # lcb_runner's default timeout per test (run_test(timeout=6))
+PER_TEST_S = 6.0
+_MODULES = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random",
+            "statistics", "itertools", "functools", "operator", "io", "sys", "json", "builtins",
+            "typing")  # fmt: skip  # lcb_runner's default timeout per test (run_test(timeout=6))
 COMPARE = Compare(checker="livecodebench")
 
 
@@ -175,13 +180,25 @@ def _task(where: str, rec: dict[str, Any], when: date) -> Task:
     )
 
 
+# lcb_runner's `import_string`: prepended to every program it runs (call-based and stdin), so
+# solutions may use `List`, `deque`, `gcd`, ... without importing them.
+LCB_IMPORTS = "\n".join(
+    [f"from {m} import *" for m in _MODULES] + [f"import {m}" for m in _MODULES if m not in ("builtins", "typing")]
+    + ["sys.setrecursionlimit(50000)"]
+)  # fmt: skip
+
+
 def _prompt(content: str, starter: str, functional: bool) -> str:
+    """The question, then (in one fence) the imports lcb_runner adds to every program and, for
+    LeetCode problems, the starter code: `execrl eval` and `eval-samples` add the import lines a
+    solution lacks from its prompt, which is how lcb_runner's implicit imports reach the run."""
+    head = f"{content.rstrip()}\n\n"
     if functional:
         return (
-            f"{content.rstrip()}\n\nComplete this starter code (the method of `Solution` is "
-            f"called with the arguments):\n```python\n{starter.rstrip()}\n```\n"
+            head + "Complete the method of `Solution` (it is called with the arguments); these "
+            f"imports are available:\n```python\n{LCB_IMPORTS}\n\n{starter.rstrip()}\n```\n"
         )
     return (
-        f"{content.rstrip()}\n\nWrite a whole Python program that reads the input from stdin "
-        "and writes the answer to stdout.\n"
+        head + "Write a whole Python program that reads the input from stdin and writes the answer "
+        f"to stdout; these imports are available:\n```python\n{LCB_IMPORTS}\n```\n"
     )
