@@ -80,7 +80,11 @@ def test_apps_and_taco_call_and_stdio_shapes():
     assert apps["4001"].entry_point == "count_vowels"
     assert apps["4001"].tests.expected == ([2], [0])  # APPS' wrapped outputs, kept as stored
     assert apps["4002"].entry_point == "Solution.twoSum"  # the starter code is LeetCode's
-    assert apps["4000"].reference.startswith("a, b = map(int")
+    # APPS' harness prepends its imports to every program; the reference is run the same way
+    assert apps["4000"].reference.startswith("import sys\nimport time\n")
+    assert apps["4000"].reference.endswith(
+        "from heapq import *\na, b = map(int, input().split())\nprint(a + b)\n"
+    )
     assert apps["4000"].time_limits["tests"].test_wall_s == 4.0
     taco = load_benchmark(fixture("taco"))
     assert [t.id for t in taco] == ["0", "1"]  # TACO has no ids: the row number

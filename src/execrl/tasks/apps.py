@@ -14,8 +14,10 @@ input or output of a stdin test is joined with newlines, as there. Call-based pr
 starter code defines `class Solution` (LeetCode) call the method on one instance per run,
 others the top-level function `fn_name`; APPS decides by looking for "class Solution" in the
 candidate's code, here the starter code decides, so a candidate must keep the starter's shape.
-A dict first argument or output has its keys turned to ints, as APPS does. The reference is
-the first of `solutions`.
+A dict first argument or output has its keys turned to ints, as APPS does. APPS prepends a
+block of imports to every program (`APPS_IMPORTS`, without numpy): the reference is that block
+and the first of `solutions`; the prompt shows the block, and a completion graded through
+`execrl eval` or `eval-samples` gets the import lines it lacks from its prompt.
 
 Limits: APPS' harness gives each test 4 s; TACO's `time_limit` (a judge's, for C++) is scaled by
 `contest_source.TIME_FACTOR`, its `memory_limit` by `MEMORY_FACTOR`.
@@ -98,7 +100,10 @@ def _task(where: str, rec: dict[str, Any], task_id: str, source: str) -> Task:
         prompt=_prompt(question, starter, fn_name),
         tests=tests,
         entry_point=entry,
-        reference=solutions[0] if solutions and isinstance(solutions[0], str) else None,
+        # as APPS runs it: its imports, then the solution
+        reference=APPS_IMPORTS + solutions[0]
+        if solutions and isinstance(solutions[0], str)
+        else None,
         time_limits=_limits(rec, len(tests), source),
         metadata={
             "source": source,
@@ -164,14 +169,34 @@ def _limits(rec: dict[str, Any], n_tests: int, source: str) -> dict[str, Any]:
     return scaled_limits(APPS_PER_TEST_S, n_tests, memory, factor=1.0)
 
 
+# APPS' testing_util prepends this to every program it runs (`sol`), and TACO's copies it, so
+# solutions (LeetCode ones annotate with `List` unimported) may rely on these names. Its
+# `import numpy as np` line is left out: numpy is not importable in execrl's sandbox.
+APPS_IMPORTS = """import sys
+import time
+import itertools
+from itertools import accumulate, product, permutations, combinations
+import collections
+from collections import Counter, OrderedDict, deque, defaultdict, ChainMap
+from functools import lru_cache
+import math
+from math import sqrt, sin, cos, tan, ceil, fabs, floor, gcd, exp, log, log2
+import fractions
+from typing import List, Tuple
+import random
+import heapq
+from heapq import *
+"""
+
+
 def _prompt(question: str, starter: str, fn_name: object) -> str:
+    """The question, then APPS' imports and the starter code in one fence: `execrl eval` and
+    `eval-samples` add the import lines a completion lacks from its prompt, as APPS adds them."""
+    code = APPS_IMPORTS + (f"\n{starter.rstrip()}\n" if starter else "")
     if fn_name:
-        return f"{question.rstrip()}\n\nWrite the Python function `{fn_name}`" + (
-            f", completing this starter code:\n```python\n{starter.rstrip()}\n```\n"
-            if starter
-            else ".\n"
+        ask = f"Write the Python function `{fn_name}`" + (
+            ", completing the starter code" if starter else ""
         )
-    return (
-        f"{question.rstrip()}\n\nWrite a whole Python program that reads the input from stdin "
-        "and writes the answer to stdout.\n"
-    )
+    else:
+        ask = "Write a whole Python program that reads the input from stdin and writes the answer to stdout"
+    return f"{question.rstrip()}\n\n{ask}; these imports are available:\n```python\n{code}```\n"
