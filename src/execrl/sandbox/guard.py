@@ -168,7 +168,16 @@ def _after_call(state: dict[str, Any], world: Any) -> None:
     try:
         if p["getrecursionlimit"]() < p["recursion_limit"]:
             p["setrecursionlimit"](p["recursion_limit"])
-        sole_thread(state)
+        # `sole_thread`'s first look, inline: it runs after every call.
+        tasks = state["tasks"]
+        try:
+            st = p["fstat"](tasks[0]) if tasks is not None else None
+        except OSError:
+            st = None
+        if tasks is not None and (
+            st is None or st.st_nlink != tasks[3] or st.st_ino != tasks[2] or st.st_dev != tasks[1]
+        ):
+            sole_thread(state)
         p["gc_disable"]()
         quiet(state)
         state["restore"]()
@@ -203,7 +212,7 @@ def sole_thread(state: dict[str, Any]) -> None:
     tasks = state["tasks"]
     if tasks is None:  # no /proc: the worker's process limit allows no thread (harness)
         return
-    fd, identity, alone = tasks
+    fd, dev, ino, alone = tasks
     fstat = p["fstat"]
     clock = p["clock"]
     deadline = None
@@ -211,7 +220,7 @@ def sole_thread(state: dict[str, Any]) -> None:
     while True:
         try:
             st = fstat(fd)
-            same = (st.st_dev, st.st_ino) == identity
+            same = st.st_ino == ino and st.st_dev == dev  # still /proc/self/task
         except OSError:
             same = False
         if not same:  # the candidate closed or replaced the descriptor

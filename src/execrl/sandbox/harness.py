@@ -484,16 +484,16 @@ def _threads_ended(state: dict[str, Any]) -> bool:
     return state["stray"] is None
 
 
-def _open_tasks(parts: dict[str, Any]) -> tuple[int, tuple[int, int], int] | None:
-    """/proc/self/task, held open for `guard.sole_thread`: the descriptor, its identity, and
-    its link count now, with this thread alone. Without /proc no thread may start at all."""
+def _open_tasks(parts: dict[str, Any]) -> tuple[int, int, int, int] | None:
+    """/proc/self/task, held open for `guard.sole_thread`: the descriptor, its device and inode,
+    and its link count now, with this thread alone. Without /proc no thread may start at all."""
     try:
         fd = parts["open"]("/proc/self/task", os.O_RDONLY | os.O_DIRECTORY)
         st = parts["fstat"](fd)
     except OSError:
         parts["setrlimit"](parts["nproc"], (1, 1))
         return None
-    return fd, (st.st_dev, st.st_ino), st.st_nlink
+    return fd, st.st_dev, st.st_ino, st.st_nlink
 
 
 def _run_calls(
