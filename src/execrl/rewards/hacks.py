@@ -61,6 +61,8 @@ def execution_flags(result: ExecutionResult, stdio: bool) -> set[Flag]:
         flags.add(Flag.TESTS_NOT_RUN)
     if result.verdict is Verdict.SANDBOX_ERROR:
         flags.add(Flag.SANDBOX_ERROR)
+    if getattr(result, "possible_hack", ""):
+        flags.add(Flag.POSSIBLE_HACK)
     return flags
 
 
