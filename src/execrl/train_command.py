@@ -60,8 +60,8 @@ def _train(args: argparse.Namespace) -> int:
         return _error(e)
     try:
         summary = train_with_telemetry(config)
-    except (DataNotFound, TaskDataError, UnknownBenchmark, ImportError) as e:
-        return _error(e)
+    except (DataNotFound, TaskDataError, UnknownBenchmark, ImportError, FileNotFoundError) as e:
+        return _error(e)  # no data, no model there, no checkpoint, a missing package
     except KeyboardInterrupt:
         print("execrl train: interrupted twice: the step was abandoned; resume from the last "
               "checkpoint with --resume RUN_DIR, if one was saved", file=sys.stderr)  # fmt: skip

@@ -140,3 +140,26 @@ def test_a_bad_data_source_from_the_cli_is_a_message_not_a_traceback(tmp_path, c
     err = capsys.readouterr().err
     assert "data.train = 'humaneval3'" in err and "humaneval" in err and "Traceback" not in err
     assert not runs.exists()
+
+
+def test_missing_data_names_a_flag_execrl_train_accepts(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("EXECRL_CACHE_DIR", str(tmp_path / "cache"))
+    runs = tmp_path / "runs"
+    code = main(["train", "--data-dir", str(tmp_path / "nothing"), "--set", "data.train='mbpp'",
+                 "--set", f"run.out_dir={str(runs)!r}"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "no data found" in err and "Traceback" not in err
+    assert "--data-dir" in err  # and execrl train takes it (the command parsed it above)
+    assert not runs.exists()
+
+
+def test_allow_weaker_sandbox_reaches_the_sandbox_config(monkeypatch):
+    import execrl.train_command as tc
+
+    seen = []
+    monkeypatch.setattr(tc, "train_with_telemetry", lambda config: seen.append(config) or {})
+    assert main(["train", "--allow-weaker-sandbox"]) == 0
+    assert seen[0].sandbox.allow_missing_layers is True
+    assert seen[0].reward.sandbox is seen[0].sandbox  # the reward's runs use the same settings
