@@ -8,12 +8,12 @@ import pytest
 
 from execrl.cli import main
 from execrl.eval.verifier_validate import verifier_failures
-from execrl.sandbox.languages import missing_tools
 from execrl.tasks.errors import UnknownBenchmark
 from execrl.tasks.jsonl import task_from_dict, task_to_dict
 from execrl.tasks.registry import load_benchmark
 from execrl.tasks.schema import VerifierTests
 from execrl.tasks.suites import SUITES
+from verifiers.verifier_helpers import needs_iverilog
 
 
 @pytest.mark.parametrize("suite", list(SUITES))
@@ -41,8 +41,8 @@ def test_bad_suite_options_name_the_option():
 
 @pytest.mark.parametrize("suite", ["sql", "optimize", "verilog"])
 def test_tasks_validate_passes_on_the_suite(suite, capsys):
-    if suite == "verilog" and missing_tools("verilog"):
-        pytest.skip("Icarus Verilog not installed: apt-get install iverilog")
+    if suite == "verilog":
+        needs_iverilog()
     name = f"{suite}:split=test,n=2"
     assert main(["tasks", "validate", name]) == 0
     assert f"{name}: 6/6 reference solutions pass; 0 known defect(s), 0 new failure(s)" in (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from execrl.sandbox import Verdict
@@ -105,3 +107,12 @@ def test_a_malformed_spec_is_an_error_naming_the_task(sandbox):
     bad = VerifierTests("verilog", {**ADDER.spec, "outputs": [["y", 0]]})
     with pytest.raises(VerifierSpecError, match=r"task t0: spec.outputs"):
         verify(sandbox, bad, HEADER + "endmodule\n")
+
+
+def test_sandbox_doctor_reports_icarus_verilog(capsys):
+    from execrl.cli import main
+
+    main(["sandbox", "doctor", "--json"])
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    (verilog,) = [lang for lang in report["languages"] if lang["language"] == "verilog"]
+    assert verilog["available"] and "Icarus Verilog" in verilog["detail"]
