@@ -53,3 +53,15 @@ def test_train_on_the_sql_suite_scores_with_the_verifier(sql_model, tmp_path, ca
     assert all("reward/verifier" in r and r["flag/no_code"] < 2 for r in rows), rows
     graded = [r.get("verdict/PASSED", 0.0) + r.get("verdict/WRONG_ANSWER", 0.0) for r in rows]
     assert max(graded) > 0, rows
+
+
+@pytest.mark.slow  # shares the memorising above
+def test_eval_on_the_sql_suite_scores_with_the_verifier(sql_model, tmp_path, capsys):
+    code = main(
+        ["eval", "--model", str(sql_model), "--benchmark", SUITE, "--max-new-tokens", "40",
+         "--out-dir", str(tmp_path / "eval"), "--workers", "1", "--json"]
+    )  # fmt: skip
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["n_samples"] == 1 and summary["verdicts"]["SYNTAX_ERROR"] == 0
+    assert summary["verdicts"]["PASSED"] + summary["verdicts"]["WRONG_ANSWER"] == 1
