@@ -56,3 +56,4 @@ def test_eval_samples_scores_a_suite(tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["n_samples"] == 6 and summary["verdicts"]["PASSED"] == 3
     assert summary["verdicts"]["WRONG_ANSWER"] == 3
+    assert 0.5 < summary["verifier_score"] < 1.0  # 3 optimal, 3 greedy (feasible, not best)

@@ -14,6 +14,7 @@ from typing import Any
 from execrl.eval.passk import mean_pass_at_k
 from execrl.eval.samples import Sample, program_for
 from execrl.sandbox import ExecutionResult, Job, Limits, Sandbox, Verdict
+from execrl.sandbox.verifiers import verification_of
 from execrl.tasks.errors import TaskDataError
 from execrl.tasks.schema import Task, job_limits
 
@@ -175,6 +176,9 @@ def summarize(benchmark: str, results: Sequence[SampleResult], unknown: int = 0)
     summary["verdicts"] = {v.value: verdicts.get(v.value, 0) for v in Verdict}
     summary["sandbox_errors"] = verdicts.get(Verdict.SANDBOX_ERROR.value, 0)
     summary["tampering"] = sum(1 for r in results if r.result.tampering)
+    scores = [v.score for r in results if (v := verification_of(r.result)) is not None]
+    if scores:  # tasks graded by a verifier (docs/verifiers.md): its mean score, beside pass@k
+        summary["verifier_score"] = sum(scores) / len(scores)
     if unknown:
         summary["ignored_unknown"] = unknown
     return summary
