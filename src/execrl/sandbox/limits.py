@@ -11,7 +11,8 @@ class Limits:
     test_wall_s: float | None = None  # optional wall clock per test, on top of wall_s
     cpu_s: float | None = None  # CPU seconds (kernel rlimit); defaults to wall_s + 1
     # Address-space limit of each process of the run, and, where the host has a memory cgroup
-    # (`memcg`), of all its processes' memory together; both beside the worker's own size.
+    # (`memcg`), of all its processes' memory together with the output it has written and the
+    # worker holds; both beside the worker's own size.
     memory_mb: int = 2048
     output_bytes: int = 1 << 20  # cap on stdout and on stderr each; over it is OUTPUT_LIMIT
     file_size_mb: int = 16  # largest file the program may write

@@ -106,6 +106,8 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
         syscalls.install_filter(key_filter)
     prepared = harness.Prepared(PREIMPORT)
     ctx_cache = execunit.make_cache(config["bin_dir"], "filesystem" in layers, uid is not None)
+    if memory is not None:
+        memory.enter_worker()  # last: what the worker holds so far stays charged to the pool
     gc.collect()
     gc.freeze()  # children share these pages instead of copying them when gc walks them
     return {
@@ -205,6 +207,11 @@ def _spawn(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) ->
     watch = _watch(pid, ch_r, out_r, err_r, limits, t0, reader)
     _, status, usage = os.wait4(pid, 0)
     wall = time.monotonic() - t0
+    if memory is not None:
+        # Reading what the run wrote (kept in this worker, which lives in the run's cgroup)
+        # must not be what goes over the limit once the run is gone: no process but the
+        # worker would be left for the OOM killer.
+        memory.allow(sum(len(watch[name]) for name in ("channel", "stdout", "stderr")))
     _drain(watch, limits)
     reader.feed(watch["channel"], final=True)
     events, forged = reader.events, reader.forged(watch["channel"])
@@ -281,8 +288,8 @@ def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, key) -> Non
 
     No-new-privileges, non-dumpable and the environment come from the worker (`_setup`)."""
     try:
-        if ctx["memory"] is not None:  # first, while root: the run's memory is counted together
-            os.write(ctx["memory"].procs, b"0")
+        if ctx["memory"] is not None:  # the OOM killer's first choice again, not the worker
+            memcg.reset_oom_score()
         os.setsid()
         os.dup2(stdin_fd, 0)
         os.dup2(out_w, 1)
