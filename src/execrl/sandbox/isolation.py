@@ -30,8 +30,8 @@ user opts out (`SandboxConfig.allow_missing_layers`).
 - `audit`: the in-process audit hook of the harness (always on).
 
 Beside the layers, each always on where the host allows it (`execrl sandbox doctor` shows both):
-- the run's memory (`memcg`): one memory cgroup per worker, which each run's first process
-  enters, so all the processes of a run share its limit and an OOM kill there is MEMORY_LIMIT.
+- the run's memory (`memcg`): one memory cgroup per worker, in which each run is forked, so
+  all the processes of a run share its limit and an OOM kill there is MEMORY_LIMIT.
   Where no memory cgroup is writable (no root; a cgroup v2 tree that does not delegate the
   memory controller) only RLIMIT_AS binds, per process: a run of N processes may then use N
   times its limit. That fallback is named, not hidden.
