@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -71,3 +72,13 @@ def test_tasks_show_prints_a_suite_task(capsys):
     assert main(["tasks", "show", "optimize/test/2/0"]) == 0
     out = capsys.readouterr().out
     assert "the 'optimize' verifier" in out and "--- reference ---" in out
+
+
+def test_an_unknown_verifier_is_an_error_naming_the_task(tmp_path, capsys):
+    task = load_benchmark("sql:n=1,difficulty=1")[0]
+    odd = dataclasses.replace(task, tests=dataclasses.replace(task.tests, verifier="no_such"))
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps(task_to_dict(odd)) + "\n")
+    assert main(["tasks", "validate", f"jsonl:{path}"]) == 2
+    err = capsys.readouterr().err
+    assert f"task {task.id}: unknown verifier 'no_such'" in err and "module:Class" in err

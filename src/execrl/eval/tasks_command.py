@@ -169,7 +169,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     except (DataNotFound, TaskDataError, UnknownBenchmark, ValueError) as exc:
         return _fail(str(exc))
     no_ref = sum(1 for t in tasks if t.reference is None)
-    failures = validate(tasks, workers=args.workers)
+    try:
+        failures = validate(tasks, workers=args.workers)
+    except TaskDataError as exc:  # a task the sandbox cannot run (a verifier task's bad spec)
+        return _fail(str(exc))
     known = KNOWN_DEFECTS.get(args.benchmark, {})
     new = [f for f in failures if f.task_id not in known]
     for f in failures:

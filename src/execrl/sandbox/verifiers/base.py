@@ -23,11 +23,13 @@ from execrl.sandbox.artifacts import Artifact
 from execrl.sandbox.job import Job
 from execrl.sandbox.limits import Limits
 from execrl.sandbox.verdict import ExecutionResult, Verdict
+from execrl.tasks.errors import TaskDataError
 from execrl.tasks.schema import VerifierTests
 
 
-class VerifierSpecError(ValueError):
-    """A task's verifier data is malformed; the message names the task and the field."""
+class VerifierSpecError(TaskDataError):
+    """A task's verifier data is malformed, or its verifier unknown; the message names the task
+    and the field."""
 
 
 @dataclass(frozen=True, slots=True)

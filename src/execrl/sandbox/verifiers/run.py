@@ -34,7 +34,10 @@ def run_verified(
             plain.append((i, len(expanded)))
             expanded.append(job)
             continue
-        verifier = load_verifier(job.tests.verifier)
+        try:
+            verifier = load_verifier(job.tests.verifier)
+        except VerifierSpecError as exc:
+            raise VerifierSpecError(f"task {job.id or '<unnamed>'}: {exc}") from None
         request = VerifyRequest(job.id, job.program, job.tests, job.limits)
         runs = list(verifier.jobs(request))
         plans.append((i, verifier, request, len(expanded), len(expanded) + len(runs)))
