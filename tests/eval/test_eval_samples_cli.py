@@ -196,3 +196,8 @@ def test_sandbox_doctor_and_bench():
     assert bench.returncode == 0, bench.stderr
     out = json.loads(bench.stdout)
     assert out["executions"] == 164 and out["all_passed"] is True and out["exec_per_s"] > 0
+    # Masked runs are counted per cause (none here), and how memory and keyrings are held.
+    assert out["sandbox_errors"] == {} and out["possible_hacks"] == 0
+    report = json.loads(doctor.stdout)
+    assert report["memory"]["mode"] in ("cgroup v1", "cgroup v2", "rlimit")
+    assert "refused" in report["keyrings"]
