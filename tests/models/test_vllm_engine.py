@@ -1,8 +1,10 @@
-"""vLLM as the rollout engine: behaviour log-probabilities equal the trainer's, before and after a
-weight push. Marked `vllm`: skipped, with the reason, where vLLM is not installed (it needs its
+"""vLLM as the rollout engine: GRPO steps train through it, and its behaviour log-probabilities
+equal the trainer's, before and after a weight push. Marked `vllm`: skipped, with the reason, where vLLM is not installed (it needs its
 own environment on a CPU: README, 'vLLM as the rollout engine')."""
 
 import importlib.util
+import json
+from dataclasses import dataclass
 
 import pytest
 import torch
@@ -10,6 +12,8 @@ import torch
 from execrl.models import SamplingParams, encode_prompts, load_policy
 from execrl.models.engine import RolloutEngine, make_engine
 from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+from execrl.rewards.result import RewardResult
+from execrl.tasks import CallTests, Task
 
 pytestmark = [
     pytest.mark.vllm,
@@ -28,11 +32,56 @@ SHAPE = TinyLlamaShape(
 
 
 @pytest.fixture(scope="module")
-def policy(tmp_path_factory):
+def model_dir(tmp_path_factory):
     tokenizer = train_bpe_tokenizer(CORPUS, vocab_size=300)
-    directory = save_pretrained(new_llama(tokenizer, SHAPE, seed=0), tokenizer,
-                                tmp_path_factory.mktemp("vllm-tiny"))  # fmt: skip
-    return load_policy(str(directory))
+    return save_pretrained(
+        new_llama(tokenizer, SHAPE, seed=0), tokenizer, tmp_path_factory.mktemp("vllm-tiny")
+    )
+
+
+@pytest.fixture(scope="module")
+def policy(model_dir):
+    return load_policy(str(model_dir))
+
+
+@dataclass(frozen=True)
+class LetterE:
+    """A learnable reward needing no execution: the fraction of 'e' characters."""
+
+    name: str = "letter_e"
+    needs: frozenset[str] = frozenset()
+    bounds: tuple[float, float] = (0.0, 1.0)
+
+    def __call__(self, sample) -> RewardResult:
+        score = sample.completion.count("e") / max(1, len(sample.completion))
+        return RewardResult(score, {self.name: score})
+
+
+# first in the file: it builds (and closes) its own engine before the module's engine starts
+def test_grpo_steps_with_the_vllm_engine_change_parameters_and_log_the_gap(model_dir, tmp_path):
+    from safetensors.torch import load_file
+
+    from execrl.rl.config import load_config
+    from execrl.rl.run import train
+
+    tasks = [Task(id=f"t{i}", prompt=f"Write {i}:", tests=CallTests(((1,),), (1,)),
+                  entry_point="f") for i in range(4)]  # fmt: skip
+    config = load_config(None, [
+        f"model.path={str(model_dir)!r}", f"run.out_dir={str(tmp_path)!r}", "run.name='v'",
+        "run.steps=3", "data.heldout=''", "rl.group_size=4", "rl.groups_per_step=2",
+        "rl.micro_batch_size=8", "rl.dynamic_sampling=false", "sampling.max_new_tokens=8",
+        "sampling.groups_per_generate=2", "sampling.engine='vllm'", "sandbox.workers=1",
+        "optim.lr=0.01", "run.trackers='none'",
+    ])  # fmt: skip
+    train(config, tasks=tasks, heldout=[], reward=LetterE(), quiet=True)
+    before = load_file(str(model_dir / "model.safetensors"))
+    after = load_file(str(tmp_path / "v" / "final" / "model.safetensors"))
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    rows = [json.loads(x) for x in (tmp_path / "v" / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 3
+    for row in rows:  # every step's rollouts came from the pushed weights: fp32 agrees closely
+        assert 0 <= row["engine/logprob_diff_mean"] <= row["engine/logprob_diff_max"] < 1e-3
+        assert row["engine/tis_truncated"] == 0.0
 
 
 @pytest.fixture(scope="module")

@@ -47,3 +47,24 @@ def test_gap_statistics_over_real_tokens_only():
     assert gap.max == pytest.approx(math.log(3.0))
     assert gap.truncated == pytest.approx(1 / 3)
     assert logprob_gap(trainer, engine, torch.zeros(1, 4), cap=2.0).max == 0.0
+
+
+def test_the_policy_loss_weights_each_token_by_its_truncated_ratio():
+    from execrl.rl.losses import Batch, LossSettings, policy_loss
+
+    # pi_theta = pi_old (ratio 1, no clipping): token loss = -A * w; A = 1 on both tokens;
+    # pi_old / mu = 1.5 and 4 -> w = 1.5 and 2 (cap 2); sum over tokens / denominator 2
+    old = torch.log(torch.tensor([[0.3, 0.4]]))
+    mu = torch.log(torch.tensor([[0.2, 0.1]]))
+    batch = Batch(sequences=None, old_logp=old, advantages=torch.ones(1, 2),
+                  mask=torch.ones(1, 2), engine_logp=mu)  # fmt: skip
+    settings = LossSettings(0.2, 0.28, 0.0, 0.0, 0.5, 0.2, tis_cap=2.0)
+
+    def token_sum(x, m, d):
+        return (x * m).sum() / d
+
+    parts = policy_loss(batch, old.clone(), torch.zeros(1, 2), None, None, token_sum, 2.0, settings)
+    assert float(parts.total) == pytest.approx(-(1.5 + 2.0) / 2)
+    plain = Batch(sequences=None, old_logp=old, advantages=torch.ones(1, 2), mask=torch.ones(1, 2))
+    parts = policy_loss(plain, old.clone(), torch.zeros(1, 2), None, None, token_sum, 2.0, settings)
+    assert float(parts.total) == pytest.approx(-1.0)  # without an engine: no weights

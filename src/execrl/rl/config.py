@@ -92,6 +92,9 @@ class RLConfig:
     lam: float = 0.95  # PPO: GAE lambda
     vf_coef: float = 0.5  # PPO: value loss weight
     value_clip: float = 0.2  # PPO: value clip range
+    # sampling.engine = "vllm": each token's loss weighted by min(pi_old / mu, tis_cap), the
+    # trainer's over the engine's probability (truncated importance sampling, `rl.tis`)
+    tis_cap: float = 2.0
 
 
 @dataclass
@@ -313,6 +316,8 @@ def validate(config: TrainConfig, where: str = "config") -> None:
         raise ConfigError(f"{where}: rl.group_size must be at least 2 for {config.rl.algorithm}")
     if not 0 <= config.rl.pass_rate_target <= 1:
         raise ConfigError(f"{where}: rl.pass_rate_target must be in [0, 1]")
+    if config.rl.tis_cap < 1:
+        raise ConfigError(f"{where}: rl.tis_cap must be at least 1")
     for key in ("train", "heldout"):
         _check_source(f"data.{key}", getattr(config.data, key), where)
 

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from execrl.rl.tis import tis_weights
+
 if TYPE_CHECKING:  # logprobs imports this module (for the entropy)
     from execrl.rl.logprobs import SequenceBatch
 
@@ -99,6 +101,9 @@ class Batch:
     ref_logp: torch.Tensor | None = None  # (B, T) reference model, when rl.kl_coef > 0
     old_values: torch.Tensor | None = None  # (B, T) PPO critic before the update
     value_targets: torch.Tensor | None = None  # (B, T) PPO returns (GAE + old values)
+    # (B, T) log mu(token) of an engine with its own kernels (vLLM); old_logp is then the
+    # trainer's own forward, and each token's surrogate is weighted by min(pi_old / mu, cap)
+    engine_logp: torch.Tensor | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +114,7 @@ class LossSettings:
     entropy_coef: float
     vf_coef: float
     value_clip: float
+    tis_cap: float = 2.0  # truncated importance sampling cap, with an engine's log-probs
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +141,8 @@ def policy_loss(
     loss_tok, clipped = clipped_surrogate(
         logp, batch.old_logp, batch.advantages, s.clip_low, s.clip_high
     )  # (B, T)
+    if batch.engine_logp is not None:  # the samples came from mu, not pi_old (`rl.tis`)
+        loss_tok = loss_tok * tis_weights(batch.old_logp, batch.engine_logp, batch.mask, s.tis_cap)
     kl_tok = torch.zeros_like(loss_tok)  # (B, T)
     if kl_estimator is not None and batch.ref_logp is not None:
         kl_tok = kl_estimator(logp, batch.ref_logp)

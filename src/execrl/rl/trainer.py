@@ -21,6 +21,7 @@ from execrl.rl.groups import GroupSummary, counts_in_loss
 from execrl.rl.logprobs import collate, token_stats
 from execrl.rl.losses import Batch, LossSettings, policy_loss
 from execrl.rl.rollout import Scored
+from execrl.rl.tis import LogprobGap, logprob_gap
 
 
 @dataclass(slots=True)
@@ -35,9 +36,19 @@ class UpdateMetrics:
     grad_norm: float = 0.0
     lr: float = 0.0
     skipped_update: float = 0.0  # 1: nothing counted, or the gradient was not finite
+    # engine != trainer (vLLM): |log pi_old - log mu| over this process's tokens, and the
+    # fraction of tokens whose importance ratio the cap truncated (`rl.tis`)
+    engine_logprob_diff_mean: float | None = None
+    engine_logprob_diff_max: float | None = None
+    engine_tis_truncated: float | None = None
 
     def row(self) -> dict[str, float]:
-        return asdict(self)
+        out = asdict(self)
+        for key in ("logprob_diff_mean", "logprob_diff_max", "tis_truncated"):
+            value = out.pop(f"engine_{key}")
+            if value is not None:
+                out[f"engine/{key}"] = value
+        return out
 
 
 @dataclass(slots=True)
@@ -71,8 +82,11 @@ class Learner:
         self.kl = kl.ESTIMATORS[rl.kl_estimator] if rl.kl_coef > 0 else None
         self.settings = LossSettings(
             rl.clip_low, rl.clip_high, rl.kl_coef if rl.kl_in == "loss" else 0.0,
-            rl.entropy_coef, rl.vf_coef, rl.value_clip,
+            rl.entropy_coef, rl.vf_coef, rl.value_clip, rl.tis_cap,
         )  # fmt: skip
+        # An engine with its own kernels (vLLM) samples from mu != pi_old: the loss takes the
+        # trainer's own log-probs and truncated importance weights (`rl.tis`)
+        self.recompute_old = config.sampling.engine == "vllm"
         self.device = next(model.parameters()).device
 
     def counts(self, s: Scored) -> bool:
@@ -95,9 +109,13 @@ class Learner:
         parts = [samples[lo : lo + mb] for lo in range(0, len(samples), mb)]
         ref_logp: list[torch.Tensor] = []  # per sample (T_i,)
         old_values: list[torch.Tensor] = []
+        trainer_logp: list[torch.Tensor] = []  # per sample (T_i,), when the engine is not ours
         for part in parts:
             batch = self._sequences(part)
             lengths = [s.completion.n_tokens for s in part]
+            if self.recompute_old:
+                stats = token_stats(self.model, batch, self.c.sampling.temperature)
+                trainer_logp += [stats.logp[i, :n].cpu() for i, n in enumerate(lengths)]
             if self.kl is not None:
                 stats = token_stats(self.reference, batch, self.c.sampling.temperature,
                                     disable_adapter=self.reference is self.model)  # fmt: skip
@@ -113,7 +131,8 @@ class Learner:
             out.append(self._batch(part, adv[lo : lo + len(part)],
                                    None if targets is None else targets[lo : lo + len(part)],
                                    [ref_logp[i] for i in rows] if ref_logp else None,
-                                   [old_values[i] for i in rows] if old_values else None))  # fmt: skip
+                                   [old_values[i] for i in rows] if old_values else None,
+                                   [trainer_logp[i] for i in rows] if trainer_logp else None))  # fmt: skip
             lo += len(part)
         return out
 
@@ -172,7 +191,7 @@ class Learner:
         return collate([s.completion.prompt_ids for s in samples],
                        [s.completion.token_ids for s in samples], self.pad_id).to(self.device)  # fmt: skip
 
-    def _batch(self, samples, adv, targets, ref, old_values) -> Batch:
+    def _batch(self, samples, adv, targets, ref, old_values, trainer_logp=None) -> Batch:
         sequences = self._sequences(samples)
         shape = sequences.token_mask.shape  # (B, T)
         counts = torch.tensor([float(self.counts(s)) for s in samples], device=self.device)
@@ -186,9 +205,11 @@ class Learner:
                 out[i, : len(r)] = r
             return out.to(self.device)
 
+        behaviour = pad([s.completion.logprobs for s in samples])
         return Batch(
             sequences=sequences,
-            old_logp=pad([s.completion.logprobs for s in samples]),
+            old_logp=behaviour if trainer_logp is None else pad(trainer_logp),
+            engine_logp=None if trainer_logp is None else behaviour,
             advantages=pad([adv[i, :n] for i, n in enumerate(lengths)]),
             mask=sequences.token_mask * counts[:, None],
             ref_logp=pad(ref),
@@ -223,10 +244,14 @@ class Learner:
             self.optimizer.step()
         self.scheduler.step()
         n_tok = max(1.0, sums.tokens)
+        gap = _engine_gap(batches, self.c.rl.tis_cap)
         return UpdateMetrics(
             loss=sums.loss, value_loss=sums.value_loss, clip_frac=sums.clipped / n_tok,
             kl=sums.kl / n_tok, entropy=sums.entropy / n_tok, grad_norm=float(grad_norm),
             lr=self.scheduler.get_last_lr()[0],
+            engine_logprob_diff_mean=None if gap is None else gap.mean,
+            engine_logprob_diff_max=None if gap is None else gap.max,
+            engine_tis_truncated=None if gap is None else gap.truncated,
         )  # fmt: skip
 
     def _micro_step(self, batch: Batch, denominator: float, sums: _Sums) -> None:
@@ -249,3 +274,16 @@ class Learner:
         sums.kl += parts.kl[m].sum().item()
         sums.entropy += stats.entropy.detach()[m].sum().item()
         sums.tokens += m.sum().item()
+
+
+def _engine_gap(batches: list[Batch], cap: float) -> LogprobGap | None:
+    """The engine/trainer log-prob gap over every counted token of the batches, or None when
+    the rollouts came from the trainer's own forward."""
+    pairs = [
+        (b.old_logp, b.engine_logp, b.mask.bool()) for b in batches if b.engine_logp is not None
+    ]
+    if not pairs:
+        return None
+    trainer = torch.cat([old[real] for old, _, real in pairs])[None]  # (1, N)
+    engine = torch.cat([mu[real] for _, mu, real in pairs])[None]  # (1, N)
+    return logprob_gap(trainer, engine, torch.ones_like(trainer), cap)
