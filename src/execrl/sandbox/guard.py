@@ -13,17 +13,36 @@ to the inside of its own calls and checks everything that crosses the boundary:
   the plain dict it stores.
 - An exception the candidate raises never reaches the tests itself: they get a fresh one, of its
   built-in type made from its arguments if those are plain, otherwise of the nearest built-in
-  type it derives from, with its message (`_crossing`).
+  type it derives from, with its message (`_crossing`). One that would steer the tests' control
+  flow (StopIteration ending a `map` or `filter` early, StopAsyncIteration, GeneratorExit)
+  reaches them as a RuntimeError, as PEP 479 does in generators.
 - Nothing the candidate touched is freed while the test code runs (arguments, return values,
   exceptions and their tracebacks are kept until the run ends), the garbage collector is off
   outside the candidate's calls, and after each call its timers are cancelled and all its
   signal handlers undone: so no finalizer, weakref callback or signal handler of the candidate
   can run between the tests' lines, after the restore that follows each call.
-- The tests run on a namespace made from the candidate's globals (prompts define helpers the
-  tests call, and those are wrapped like the entry point), minus any that would shadow a
-  builtin: `abs = lambda x: 0` at the candidate's top level is its own business; and a standard
-  module the tests use without importing it (MBPP's `sys.getsizeof`) is the real one, whatever
-  the candidate bound to that name.
+- Threads: the candidate may start them, but none may outlive the call that started it (or the
+  program's load). After every call, before anything is put back, the harness reads the
+  kernel's count of the process's threads (the links of /proc/self/task, a descriptor opened
+  before the candidate ran and checked by device and inode): another thread still there ends
+  the run as a failure. A thread that has already finished in Python and is only leaving the
+  kernel (a join just returned) is waited for. Once the count is one, nothing but the harness
+  runs, so no timing can slip a change past the restore. New processes are denied by the audit
+  hook unless the job allows them (a forked copy of the harness would go on with the tests).
+- The tests' names are the trusted ones: helpers the benchmark's prompt defines and the tests
+  call (HumanEval/32's `poly`, /38's `encode_cyclic`, /50's `encode_shift`) come with the test
+  code, as the prompt wrote them (`tasks.humaneval.with_prompt_helpers`), so a program that
+  redefines them changes nothing the tests run. The rest of the namespace is made from the
+  candidate's globals (its functions wrapped like the entry point), minus any that would shadow
+  a builtin: `abs = lambda x: 0` at the candidate's top level is its own business; and a
+  standard module the tests use without importing it (MBPP's `sys.getsizeof`) is the real one,
+  whatever the candidate bound to that name.
+- Objects of the tests handed to the candidate (a lambda, a method, an instance of a class the
+  tests define) lead to the tests' globals, their classes and their closures. The functions of
+  the tests cannot have their code or defaults replaced (the audit hook), and for such a call
+  `leftovers.tests_world` takes the tests' namespace and builtins, the classes the tests define, the
+  closure cells of their functions and of the functions handed over, and the class of each
+  object handed over; after it, what changed is put back and the run fails.
 - `make_restore`: after each call, the modules the tests import or use, every module reachable
   from those (`re._compiler`, `json.decoder`, `_strptime` behind `datetime`), their classes,
   and the builtins are put back as they were, and so is the import system (finders, path hooks,
@@ -31,15 +50,25 @@ to the inside of its own calls and checks everything that crosses the boundary:
   dropped from `sys.modules`, so the tests import them afresh. What had to be undone is
   reported, and a run that bent any of it does not pass (`grade`).
 
-What is left: a test that hands the candidate an object of its own (a lambda, an instance of a
-class it defines) gives it the test's globals, whose contents the candidate can change during
-that call. The test's builtins are restored after such a call; other data the test keeps in its
-globals is not; nor is mutable state inside the modules the tests use (a pattern planted in
-`re`'s cache, say): the restore compares each module's bindings, not what they hold. And with
-`allow_threads` a thread of the candidate runs while the tests do: what it bends is seen when a
-restore looks (and fails the run), but one that times its changes to the tests' lines, or that
-races the harness's check of its channel, can still fool assert-style tests. Tasks that need
-threads are graded more safely with call or stdio tests, whose expected values stay outside.
+What is still open:
+- Data the tests keep, reached through an object they hand over: the attributes of that
+  object and of whatever it references, lists in the tests' globals, the mutable default of a
+  test's function. The candidate can change them during the call (honest code may: an
+  in-place algorithm on the tests' linked list); only the bindings, classes, closures and
+  classes-of-arguments above are checked. Honest tests hand the candidate plain data.
+- Mutable state inside the modules the tests use (a pattern planted in `re`'s cache, say): the
+  restore compares each module's bindings, not what they hold.
+- Tasks whose tests need objects back (`strict_returns=False`: QuixBugs' graph programs,
+  MBPP's object-returning tasks) run methods of the candidate's objects inside the tests'
+  lines, outside any call: that code can act on whatever it reached earlier, and what it
+  bends and puts back before the next restore is not seen. A thread it starts there fails the
+  run at the end of the test.
+- Classes the program defines and the tests construct (MBPP's `Pair`, `Node`) run the
+  program's `__init__` in the tests' lines; the restore before each test undoes module changes.
+- A callback of the tests that rebinds one of their globals or a closure cell while the
+  candidate calls it fails the run (it cannot be told from the candidate doing it).
+- Without /proc the thread count cannot be read: the harness then lowers the process limit so
+  that no thread can start (which binds only where the run has its own uid).
 """
 
 from __future__ import annotations
@@ -50,7 +79,7 @@ import sys
 import types
 from operator import is_  # bound here: the candidate may patch `operator`
 
-from execrl.sandbox import plain
+from execrl.sandbox import leftovers, plain
 
 TYPE_CHECKING = False  # typing stays out of the worker
 if TYPE_CHECKING:
@@ -120,7 +149,7 @@ def _call(
         elif _container(x):
             plain_given.append(x)
     # What the tests' objects lead to, taken only when the candidate gets one (`tests_world`).
-    world = tests_world(state, given) if exposed else None
+    world = leftovers.tests_world(state, given) if exposed else None
     if state["gc_enabled"]:
         p["gc_enable"]()
     raised = None
@@ -177,14 +206,14 @@ def _after_call(state: dict[str, Any], world: Any) -> None:
         if tasks is not None and (
             st is None or st.st_nlink != tasks[3] or st.st_ino != tasks[2] or st.st_dev != tasks[1]
         ):
-            sole_thread(state)
+            leftovers.sole_thread(state)
         p["gc_disable"]()
         quiet(state)
         state["restore"]()
         state["dirty"] = False
         if world is not None:
             _restore_dict(state["test_builtins"], p["builtins"], "the tests' builtins", state)
-            _restore_world(world, state)
+            leftovers.restore_world(world, state)
     except BaseException as exc:
         if state["broken"] is None:
             state["broken"] = (
@@ -192,128 +221,6 @@ def _after_call(state: dict[str, Any], world: Any) -> None:
                 "the harness could not restore the tests' world",
             )
         raise
-
-
-STRAY_THREAD = (
-    "a thread the program started outlived the call that started it (in assert-style tests "
-    "every thread must end, joined, before the function that started it returns)"
-)
-THREAD_WAIT_S = 1.0  # how long a thread that has ended in Python may take to leave the kernel
-
-
-def sole_thread(state: dict[str, Any]) -> None:
-    """Return only once the harness's thread is the process's only one; else set `stray` (and
-    `broken`) and raise. The kernel's count (the links of /proc/self/task, held open since
-    before the candidate ran) is the only one no Python code can bend. A thread joined a moment
-    ago may still be leaving the kernel: while no Python thread is left (`_thread._count`) it
-    is waited for, for at most THREAD_WAIT_S; one still in Python fails at once. Once the
-    count is one, nothing but the harness can start another."""
-    p = state["p"]
-    tasks = state["tasks"]
-    if tasks is None:  # no /proc: the worker's process limit allows no thread (harness)
-        return
-    fd, dev, ino, alone = tasks
-    fstat = p["fstat"]
-    clock = p["clock"]
-    deadline = None
-    pause = 1e-5
-    while True:
-        try:
-            st = fstat(fd)
-            same = st.st_ino == ino and st.st_dev == dev  # still /proc/self/task
-        except OSError:
-            same = False
-        if not same:  # the candidate closed or replaced the descriptor
-            break
-        if st.st_nlink <= alone:
-            return
-        if p["python_threads"]() > 0:
-            break
-        now = clock()
-        if deadline is None:
-            deadline = now + THREAD_WAIT_S
-        elif now > deadline:
-            break
-        p["sleep"](pause)
-        pause = min(pause * 2, 0.01)
-    state["stray"] = STRAY_THREAD
-    state["broken"] = ("RuntimeError", STRAY_THREAD)
-    raise RuntimeError(STRAY_THREAD)
-
-
-def tests_world(state: dict[str, Any], given: tuple[Any, ...]) -> list[Any]:
-    """What a candidate handed an object of the tests can reach and change, to put back and
-    report after the call: the tests' namespace (through any function's `__globals__`), the
-    classes the tests defined, the closure cells of the tests' functions and of the functions
-    handed over, and the class of each object handed over. Taken only for such calls."""
-    p = state["p"]
-    ns = state["test_ns"]
-    cand_ns = state["cand_ns"]
-    function_type = p["function_type"]
-    classes, cells, functions = [], [], []
-    # Only reads that run no code of the candidate's: type(), C attributes of functions,
-    # methods and classes (never isinstance, which may read a planted `__class__`).
-    for name, value in ns.items():
-        kind = type(value)
-        if kind is function_type:
-            functions.append(value)
-        elif issubclass(kind, type) and cand_ns.get(name) is not value:
-            # A class of the tests (the program's own classes are its business).
-            if _flags(value) & _HEAPTYPE:
-                snap = dict(_class_dict(value))
-                classes.append((value, snap, *fingerprint(snap)))
-    classes_of = []
-    for x in given:
-        kind = type(x)
-        if _scalar(x):
-            continue
-        classes_of.append((x, kind))
-        if kind is function_type:
-            functions.append(x)
-        elif kind is p["method_type"] and type(x.__func__) is function_type:
-            functions.append(x.__func__)
-    for fn in functions:
-        for cell in fn.__closure__ or ():
-            try:
-                cells.append((cell, cell.cell_contents, fn.__name__))
-            except ValueError:  # an empty cell
-                continue
-    snap = dict(ns)
-    return [ns, snap, *fingerprint(snap), classes, cells, classes_of]
-
-
-def _restore_world(world: list[Any], state: dict[str, Any]) -> None:
-    ns, snap, keys, values, classes, cells, classes_of = world
-    tampered = state["tampered"]
-    if _differs(ns, keys, values):
-        tampered.append("modified the tests' namespace")
-        ns.clear()
-        ns.update(snap)
-    for cls, cls_snap, keys, values in classes:
-        if _differs(_class_dict(cls), keys, values):
-            tampered.append(f"modified class {_type_name(cls)} of the tests")
-            _put_back_class(cls, cls_snap)
-    for cell, contents, name in cells:
-        try:
-            now = cell.cell_contents
-        except ValueError:
-            now = cell
-        if now is not contents:
-            tampered.append(f"modified a closure cell of the tests' function {name}")
-            cell.cell_contents = contents
-    for x, cls in classes_of:
-        if type(x) is not cls:
-            tampered.append(f"modified the class of a {_type_name(cls)} of the tests")
-
-
-def _put_back_class(cls: Any, snap: dict[str, Any]) -> None:
-    current = _class_dict(cls)
-    for key in list(current):
-        if key not in snap:
-            type.__delattr__(cls, key)
-    for key, value in snap.items():
-        if current.get(key) is not value:
-            type.__setattr__(cls, key, value)
 
 
 def _checked(value: Any, plain_given: list[Any], strict: bool, state: dict[str, Any]) -> Any:
@@ -557,6 +464,4 @@ def _nothing() -> None:
 _get_traceback = BaseException.__dict__["__traceback__"].__get__
 _type_name = type.__dict__["__name__"].__get__
 _mro = type.__dict__["__mro__"].__get__
-_class_dict = type.__dict__["__dict__"].__get__
-_flags = type.__dict__["__flags__"].__get__
 _args = BaseException.__dict__["args"].__get__

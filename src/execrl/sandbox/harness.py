@@ -5,16 +5,26 @@ with a per-run key that lives only in this harness's locals and closures (a keye
 sequence number and text, `protocol.seal`), so no one else can write a line the worker believes,
 even after reading the harness's own; before each message the harness also checks that fd 3 is
 still that socket, and stops the run if not. Once the candidate runs, an audit hook denies the
-ways Python code could reach that key or bend the tests: frame and traceback introspection, the garbage collector's object lists, trace and
-profile hooks, threads, ctypes, hand-made code objects, reading the process's own memory, and
-changing attributes of classes and functions that existed before the candidate ran.
+ways Python code could reach that key or bend the tests: frame and traceback introspection,
+the garbage collector's object lists, trace and profile hooks, ctypes, hand-made code objects,
+reading the process's own memory, new processes (unless the job allows them), and changing
+the code or defaults of functions that existed before the candidate ran or that the tests
+define. Reading a function's `__code__` is allowed (`logging` does at import); its keyword
+defaults, where the wrapper the tests call keeps what it works with, are not.
 
-The harness's own functions run on private copies of this module's, `guard`'s and `plain`'s
-globals, with a private copy of the builtins (made in the worker by `Prepared`), so patching a
-module or a builtin cannot change what the harness does or reports. The test code gets a private copy of
-the builtins too; the standard modules it imports, and the real builtins that those modules use,
-are restored from a snapshot after every call into the candidate. What the tests call in place
-of the candidate, and what it checks at each call, is in `guard`.
+Threads are allowed. In stdin/stdout programs the harness waits for the threads that are not
+daemons, as the interpreter does at exit (`threading.Thread(target=main).start()`); call tests
+compare in the parent whatever a thread does. In assert-style tests no thread may outlive the
+program's load, a call into the candidate, or a test (`leftovers.sole_thread`): the run ends
+there, failed, with a message that says so.
+
+The harness's own functions run on private copies of this module's, `guard`'s, `leftovers'`
+and `plain`'s globals, with a private copy of the builtins (made in the worker by `Prepared`),
+so patching a module or a builtin cannot change what the harness does or reports. The test code
+gets a private copy of the builtins too; the standard modules it imports, and the real builtins
+that those modules use, are restored from a snapshot after every call into the candidate. What
+the tests call in place of the candidate, and what it checks at each call, is in `guard`, which
+also says what is still open.
 
 Nothing here decides a verdict: the worker and the trusted parent do that from these messages,
 and a run that did not say "done" after its last test never passes.
@@ -32,7 +42,7 @@ import sys
 import time
 import types
 
-from execrl.sandbox import guard, plain
+from execrl.sandbox import guard, leftovers, plain
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the worker 2 MB
 if TYPE_CHECKING:
@@ -70,7 +80,7 @@ _DENIED_EVENTS = frozenset(
 _DENIED_IMPORT = re.compile(r"^(_test|_xx|_interp|_ctypes_test)")
 # New processes, unless the job allows them (`Job.allow_threads`): a forked copy of the harness
 # would go on with the tests, with the key, beside the original. Threads are always allowed:
-# in assert-style tests none may outlive the call that started it (`guard.sole_thread`).
+# in assert-style tests none may outlive the call that started it (`leftovers.sole_thread`).
 _PROCESS_EVENTS = frozenset(
     {"os.fork", "os.forkpty", "os.posix_spawn", "os.system", "subprocess.Popen"}
 )
@@ -152,7 +162,7 @@ class Prepared:
             "gc_disable": gc.disable,
             "method_type": types.MethodType,
             # The count of threads running Python code, and a pause that lets others run, for
-            # `guard.sole_thread`.
+            # `leftovers.sole_thread`.
             "python_threads": _thread._count,
             "sleep": time.sleep,
             "open": os.open,
@@ -192,14 +202,14 @@ def _catchable() -> set[int]:
 
 
 def _privatize() -> dict[str, dict[str, Any]]:
-    """Copies of the functions of `plain`, `guard` and this module, on private globals and a
-    private copy of the builtins; each module sees the others' private copies.
+    """Copies of the functions of `plain`, `guard`, `leftovers` and this module, on private
+    globals and a private copy of the builtins; each module sees the others' private copies.
 
     Returns the private globals by module name. Nothing at module level may refer to them, and
     no module-level value they share with the public modules may be mutable: the candidate
     reaches the public modules through `sys.modules` (tests/sandbox/test_harness_private.py)."""
     private_builtins = dict(builtins.__dict__)
-    modules = (plain, guard, sys.modules[__name__])
+    modules = (plain, guard, leftovers, sys.modules[__name__])
     spaces: dict[str, dict[str, Any]] = {}
     for mod in modules:
         g = dict(mod.__dict__)
@@ -212,7 +222,7 @@ def _privatize() -> dict[str, dict[str, Any]]:
                 fn.__kwdefaults__ = dict(value.__kwdefaults__) if value.__kwdefaults__ else None
                 g[name] = fn
         spaces[mod.__name__] = g
-    views = {mod.__name__: types.SimpleNamespace(**spaces[mod.__name__]) for mod in modules[:2]}
+    views = {mod.__name__: types.SimpleNamespace(**spaces[mod.__name__]) for mod in modules[:3]}
     for g in spaces.values():
         for name, value in list(g.items()):
             if isinstance(value, types.ModuleType) and value.__name__ in views:
@@ -472,11 +482,11 @@ def _run_asserts(
 
 
 def _threads_ended(state: dict[str, Any]) -> bool:
-    """Whether the harness's thread is the only one left (`guard.sole_thread`); if not, the
+    """Whether the harness's thread is the only one left (`leftovers.sole_thread`); if not, the
     run's failure is set (`stray`, `broken`) and must end the run. Never raises."""
     if state["stray"] is None:
         try:
-            guard.sole_thread(state)
+            leftovers.sole_thread(state)
         except BaseException:  # noqa: BLE001 - fail closed: a count we could not take
             if state["stray"] is None:
                 state["stray"] = "the harness could not count the run's threads"
@@ -485,7 +495,7 @@ def _threads_ended(state: dict[str, Any]) -> bool:
 
 
 def _open_tasks(parts: dict[str, Any]) -> tuple[int, int, int, int] | None:
-    """/proc/self/task, held open for `guard.sole_thread`: the descriptor, its device and inode,
+    """/proc/self/task, held open for `leftovers.sole_thread`: the descriptor, its device and inode,
     and its link count now, with this thread alone. Without /proc no thread may start at all."""
     try:
         fd = parts["open"]("/proc/self/task", os.O_RDONLY | os.O_DIRECTORY)

@@ -21,8 +21,9 @@ class Job:
     entry_point: str | None = None
     limits: Limits = field(default_factory=Limits)
     strict_returns: bool = True  # entry-point returns must be plain data (assert tests)
-    # Let the program start threads and processes (up to Limits.processes). Off by default: a
-    # thread could act while the harness reports, and Python 3.11 cannot audit thread starts.
+    # Let the program start processes too; threads it may always start (both count against
+    # Limits.processes). Off by default: a forked copy of the harness would go on with the tests.
+    # In assert-style tests no thread may outlive the call that started it (`sandbox.leftovers`).
     allow_threads: bool = False
     id: str = ""
     # Another language than Python (`languages.LANGUAGES`): the program is compiled (C, C++,

@@ -17,7 +17,7 @@ class Limits:
     output_bytes: int = 1 << 20  # cap on stdout and on stderr each; over it is OUTPUT_LIMIT
     file_size_mb: int = 16  # largest file the program may write
     open_files: int = 64
-    processes: int = 32  # processes and threads of the run's uid at once, with Job.allow_threads
+    processes: int = 32  # threads, and processes with Job.allow_threads, of the run at once
     scratch_mb: int = 64  # size of the worker's scratch filesystem
     compile_wall_s: float = 10.0  # wall clock of the compile step (C, C++, Verilog), on its own
 
