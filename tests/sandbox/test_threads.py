@@ -144,3 +144,20 @@ def test_processes_still_need_allow_threads(sandbox):
     job = Job(forks, AssertTests(SETUP, ("check(candidate)",)), "f", allow_threads=True)
     assert sandbox.run(job).passed
     assert Limits().processes > 1
+
+
+def test_a_thread_started_by_a_signal_handler_after_the_call_fails_the_run(sandbox):
+    """The candidate's timer fires as its call returns, and its handler starts the thread: the
+    handlers are undone before the harness counts the threads, so the thread is either counted
+    or never started. Several delays, to land on either side of the return."""
+    for delay in (1e-6, 1e-5, 5e-5, 2e-4, 1e-3):
+        program = (
+            "import math, signal, threading, time\n"
+            "def spin():\n    time.sleep(0.01)\n    math.isclose = lambda *a, **k: True\n"
+            "def handler(*a):\n    threading.Thread(target=spin, daemon=True).start()\n"
+            f"def f(x):\n    signal.signal(signal.SIGALRM, handler)\n"
+            f"    signal.setitimer(signal.ITIMER_REAL, {delay!r})\n    return 0.0\n"
+        )
+        job = assert_job(program, "check(candidate)", USES_MATH_LATER, wall_s=5.0)
+        r = run_attack(sandbox, job, threads=False)
+        assert r.verdict in (Verdict.RUNTIME_ERROR, Verdict.WRONG_ANSWER), (delay, r.verdict)

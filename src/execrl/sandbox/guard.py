@@ -190,13 +190,17 @@ def _container(x: Any) -> bool:
 
 def _after_call(state: dict[str, Any], world: Any) -> None:
     """Put the tests' world back. If that fails (the candidate left no memory, or a recursion
-    limit too low to run this), the test fails: the tests may swallow the exception. First of
-    all no thread of the candidate may be left (`sole_thread`): one could act after the
-    restore."""
+    limit too low to run this), the test fails: the tests may swallow the exception. Before
+    anything is restored no thread of the candidate may be left (`leftovers.sole_thread`): one
+    could act after the restore. Its signal handlers are undone before the count is taken (a
+    handler could start a thread after it), and the collector is turned off again after it (a
+    thread that ended meanwhile may have turned it on); other threads cannot set handlers."""
     p = state["p"]
     try:
         if p["getrecursionlimit"]() < p["recursion_limit"]:
             p["setrecursionlimit"](p["recursion_limit"])
+        p["gc_disable"]()
+        quiet(state)
         # `sole_thread`'s first look, inline: it runs after every call.
         tasks = state["tasks"]
         try:
@@ -208,7 +212,6 @@ def _after_call(state: dict[str, Any], world: Any) -> None:
         ):
             leftovers.sole_thread(state)
         p["gc_disable"]()
-        quiet(state)
         state["restore"]()
         state["dirty"] = False
         if world is not None:

@@ -486,7 +486,12 @@ def _threads_ended(state: dict[str, Any]) -> bool:
     run's failure is set (`stray`, `broken`) and must end the run. Never raises."""
     if state["stray"] is None:
         try:
+            # As after a call (`guard._after_call`): no handler of the candidate's may start a
+            # thread after the count, and none that ended may leave the collector on.
+            state["p"]["gc_disable"]()
+            guard.quiet(state)
             leftovers.sole_thread(state)
+            state["p"]["gc_disable"]()
         except BaseException:  # noqa: BLE001 - fail closed: a count we could not take
             if state["stray"] is None:
                 state["stray"] = "the harness could not count the run's threads"
