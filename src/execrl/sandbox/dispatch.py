@@ -189,10 +189,10 @@ class Dispatcher:
     def _finish_one(self, worker: Any, inflight: deque[_Item]) -> Any:
         sb = self.sandbox
         item = inflight.popleft()
-        raws = pool._read(worker)
-        if raws is None:  # the worker died: this run is an infra error; the others never ran
+        raws = pool._read(worker, pool._deadline_s(item.job, sb.config.hang_s))
+        if raws is None:  # the worker died or hung: an infra error; the others never ran
             item.deaths += 1
-            result = pool._infra_error(item.job, item.attempt)
+            result = pool._infra_error(item.job, item.attempt, worker.retiring)
         else:
             worker.runs += 1
             result = pool._grade_safely(item.job, raws, item.attempt)

@@ -22,6 +22,7 @@ from execrl.sandbox.custom_checker import needs_checker, run_checked
 from execrl.sandbox.grade import grade
 from execrl.sandbox.job import Job
 from execrl.sandbox.verdict import ExecutionResult, SandboxErrorCause, Verdict
+from execrl.tasks.schema import StdioTests
 
 
 class SandboxUnavailable(RuntimeError):
@@ -37,6 +38,9 @@ class SandboxConfig:
     scratch_mb: int = 64  # tmpfs size of each worker's scratch
     hide: tuple[str, ...] | None = None  # directories hidden from programs; None: homes and cwd
     start_timeout_s: float = 60.0
+    # How long past a job's own time limits (wall clock per unit, compile) its worker may take
+    # to answer before it is killed as hung (`_deadline_s`): never a pool that waits forever.
+    hang_s: float = 60.0
     # The one home of every sandbox setting the layers above share (`execrl train`'s [sandbox],
     # the reward scorer's, `execrl eval`): the limits of each run of a job they build, and
     # where runs go: "local" (this pool) or "ray" (`ray_backend.RaySandbox`, `ray_actors`
@@ -265,10 +269,10 @@ class Sandbox:
                 if not inflight:
                     return
                 i, attempt, deaths = inflight.popleft()
-                raws = _read(worker)
+                raws = _read(worker, _deadline_s(jobs[i], self.config.hang_s))
                 if raws is None:  # the worker died: this run is an infra error, the rest never ran
                     deaths += 1
-                    result = _infra_error(jobs[i], attempt)
+                    result = _infra_error(jobs[i], attempt, worker.retiring)
                 else:
                     worker.runs += 1
                     result = _grade_safely(jobs[i], raws, attempt)
@@ -411,11 +415,28 @@ def _write(worker: _Worker, payload: bytes) -> bool:
         return False
 
 
-def _read(worker: _Worker) -> list[dict[str, Any]] | None:
+def _deadline_s(job: Job, hang_s: float) -> float:
+    """The longest a worker may take to answer `job` (queued behind nothing: the reply before
+    it was read first): each unit's wall clock and compile, and `hang_s` for the rest."""
+    units = len(job.tests) if isinstance(job.tests, StdioTests) else 1
+    compile_s = job.limits.compile_wall_s if job.language != "python" else 0.0
+    return units * (job.limits.wall_s + compile_s) + hang_s
+
+
+def _read(worker: _Worker, deadline_s: float | None = None) -> list[dict[str, Any]] | None:
     try:
+        worker.sock.settimeout(deadline_s)
         reply = protocol.read_message(worker.rfile)
+    except TimeoutError:
+        worker.retiring = f"hung: no answer within {deadline_s:g}s"
+        return None
     except (OSError, EOFError, ValueError):
         return None
+    finally:
+        try:
+            worker.sock.settimeout(None)
+        except OSError:
+            pass
     if not reply or reply.get("t") != "result":
         return None
     worker.retiring = str(reply.get("retire") or "")
@@ -446,30 +467,36 @@ def killed_every_worker(job: Job, result: ExecutionResult, deaths: int) -> Execu
     each time, is the program's doing (a crash of its own worker, or an attempt to buy a masked
     sample), so it is RUNTIME_ERROR flagged as a possible hack, never SANDBOX_ERROR. A single
     death with no retry left stays an infrastructure failure."""
-    if result.sandbox_error_cause != SandboxErrorCause.WORKER_DIED or deaths < 2:
+    lost = (SandboxErrorCause.WORKER_DIED, SandboxErrorCause.WORKER_HUNG)
+    if result.sandbox_error_cause not in lost or deaths < 2:
         return result
     if deaths < result.attempts:
         return result  # some attempt failed otherwise: not the same run killing every worker
     message = (
-        f"the program's sandbox worker died on each of its {deaths} attempts, a fresh worker "
-        "each time: the run is failed, not masked"
+        f"the program's sandbox worker died or hung on each of its {deaths} attempts, a fresh "
+        "worker each time: the run is failed, not masked"
     )
     return dataclasses.replace(
         result,
         verdict=Verdict.RUNTIME_ERROR,
         message=message,
         sandbox_error_cause="",
-        possible_hack=f"killed its sandbox worker on every one of {deaths} attempts",
+        possible_hack=f"killed or hung its sandbox worker on every one of {deaths} attempts",
     )
 
 
-def _infra_error(job: Job, attempts: int) -> ExecutionResult:
+def _infra_error(job: Job, attempts: int, hung: str = "") -> ExecutionResult:
+    """The run's worker died, or hung (`hung` says how) and was killed."""
     return ExecutionResult(
         Verdict.SANDBOX_ERROR,
         n_tests=len(job.tests),
-        message="the sandbox worker died during the run",
+        message=f"the sandbox worker {hung}, and was killed"
+        if hung
+        else ("the sandbox worker died during the run"),
         attempts=attempts,
-        sandbox_error_cause=SandboxErrorCause.WORKER_DIED,
+        sandbox_error_cause=SandboxErrorCause.WORKER_HUNG
+        if hung
+        else SandboxErrorCause.WORKER_DIED,
     )
 
 

@@ -28,6 +28,7 @@ class SandboxErrorCause(enum.StrEnum):
     worker that dies on every attempt is RUNTIME_ERROR (`pool.killed_every_worker`)."""
 
     WORKER_DIED = "worker_died"  # the worker process died and no retry was left
+    WORKER_HUNG = "worker_hung"  # it gave no answer past the job's limits and was killed
     SETUP_FAILED = "setup_failed"  # the worker could not prepare the run (scratch, limits)
     SHUTDOWN = "shutdown"  # the sandbox closed before the run started
     ACTOR_LOST = "actor_lost"  # Ray: the actor holding the run was lost on every retry
