@@ -80,7 +80,7 @@ def test_parallel_analyses_give_exactly_the_serial_results(sandbox):
 def test_a_crashed_analysis_worker_is_an_error_not_a_zero(sandbox):
     reward = ProbeLeaf(Analysis("crashy", crash_on_marker))
     scorer = RewardScorer(RewardConfig(), sandbox=sandbox, reward=reward)
-    crash = FENCE.format("def f(x):\n    return x + 1  # CRASH\n")
+    crash = FENCE.format("def f(x):\n    return x + 1\nCRASH = 1\n")
     with pytest.raises(
         AnalysisError, match=r"worker process died \(exit code 3\).*tasks \['inc'\]"
     ):
@@ -102,12 +102,12 @@ def test_an_analysis_that_raises_names_the_task(sandbox, workers):
     reward = ProbeLeaf(Analysis("boom", raise_on_marker))
     config = RewardConfig(analysis_workers=workers)
     with RewardScorer(config, sandbox=sandbox, reward=reward) as scorer:
-        boom = FENCE.format("def f(x):\n    return x + 1  # BOOM\n")
+        boom = FENCE.format("def f(x):\n    return x + 1\nBOOM = 1\n")
         expected = "task inc: the boom analysis failed on this program: ValueError: boom on purpose"
         with pytest.raises(AnalysisError, match=expected):
             scorer.score([TASK, TASK], [GOOD, boom])
     with pytest.raises(AnalysisError, match=expected):  # the leaf alone says the same
-        reward(sample("def f(x):\n    return x + 1  # BOOM\n"))
+        reward(sample("def f(x):\n    return x + 1\nBOOM = 1\n"))
 
 
 def test_identical_programs_are_analysed_once_and_the_cache_is_bounded():
@@ -156,12 +156,13 @@ def test_analysis_workers_is_checked():
 
 
 def _bandit_file_scan(program: str, tmp_path) -> list[tuple[str, str]]:
-    """bandit's own, public way: a manager per run, scanning a file."""
+    """bandit's own, public way: a manager per run, scanning a file (as `bandit --ignore-nosec`:
+    the reward ignores a program's `# nosec` comments)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from bandit.core import config, manager
 
-        mgr = manager.BanditManager(config.BanditConfig(), "file", quiet=True)
+        mgr = manager.BanditManager(config.BanditConfig(), "file", quiet=True, ignore_nosec=True)
     path = tmp_path / "candidate.py"
     path.write_text(program, encoding="utf-8")
     mgr.discover_files([str(path)])

@@ -6,16 +6,33 @@ worker process can run it while the sandbox executes (`analyser.py`). The scorer
 raw results to each sample (`Sample.analyses`); a leaf scoring a sample without them runs its
 analysis itself. Both paths call `analyse_many`, so they give the same results, failures included.
 A `batched` analysis (ruff: one subprocess for many programs) is called once per batch.
+
+Hostile source never aborts scoring. A program the analysers cannot handle (past Python's
+recursion limit, out of memory, over `MAX_PROGRAM_CHARS`, or `Unanalysable` for an analysis's own
+reason, such as pycodestyle's regexes on a huge line) fails as the program's fault: its leaves
+give -max_penalty, as for a program that does not parse, with the reason. Any other exception is
+the analysis's fault and surfaces as an `AnalysisError` naming the task, never as a score.
+
+Comments never change a reward: every analysis sees the program with the letters and digits of
+its comments written as "x" (`# noqa: E501` reads `# xxxx: xxxx`), so no backend can honour a
+suppression comment (`# noqa`, `# nosec`, `# type: ignore`, `# ruff: noqa`, ruff's exemption of
+lines that end in a pragma from E501, ...), while a comment's length and spacing, which the style
+rules read, stay as written.
 """
 
 from __future__ import annotations
 
 import ast
+import io
+import re
+import tokenize
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from execrl.rewards.result import RewardResult
 
 if TYPE_CHECKING:
     from execrl.rewards.sample import Sample
@@ -39,26 +56,70 @@ class Analysis:
     batched: bool = False
 
 
+# A program longer than this is not analysed: the pure-Python analysers cost ~0.1 ms a line
+# (200,000 lines took pycodestyle 50 s), and no completion a model writes comes near it.
+MAX_PROGRAM_CHARS = 200_000
+
+
 @dataclass(frozen=True, slots=True)
 class Failed:
     """An analysis raised on a program: kept as data so the failure surfaces, with the task's id,
-    exactly where the serial path would raise it (when a leaf reads it), not as a zero."""
+    exactly where the serial path would raise it (when a leaf reads it), not as a zero.
+
+    `programs_fault`: the program is beyond what the analysis can handle (see the module's
+    docstring); its leaves score it -max_penalty instead of raising."""
 
     error: str
+    programs_fault: bool = False
 
 
 class AnalysisError(RuntimeError):
     """An analysis failed on a program, or the process running analyses died."""
 
 
+class Unanalysable(Exception):
+    """Raised by an analysis for a program it cannot check in reasonable time or memory."""
+
+
+_PROGRAMS_FAULT = (RecursionError, MemoryError, Unanalysable)
+
+
 def parse(program: str) -> ast.Module | None:
-    """The program's AST, or None when it does not parse (as `syntax.parses` decides)."""
+    """The program's AST, or None when it does not parse (as `syntax.parses` decides). Nesting
+    past the recursion limit (a 5,000-term sum) does not parse: CPython cannot compile it."""
     try:
         with warnings.catch_warnings():  # invalid escape sequences warn; they are not errors
             warnings.simplefilter("ignore")
             return ast.parse(program)
-    except (SyntaxError, ValueError):  # ValueError: NUL bytes in the source
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # ValueError: NUL bytes
         return None
+
+
+_COMMENT_TEXT = re.compile(r"[A-Za-z0-9]")
+
+
+def neutral_comments(program: str) -> str:
+    """`program` with every comment's ASCII letters and digits written as "x" (see the module's
+    docstring); `Unanalysable` when it cannot be tokenized."""
+    if "#" not in program:
+        return program
+    lines = io.StringIO(program).readlines()  # the lines tokenize numbers its rows by
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(program).readline):
+            if token.type == tokenize.COMMENT:
+                (row, col), text = token.start, token.string
+                line = lines[row - 1]
+                lines[row - 1] = line[:col] + _COMMENT_TEXT.sub("x", text) + line[col + len(text) :]
+    except (tokenize.TokenError, SyntaxError, IndexError) as exc:
+        raise Unanalysable(f"its comments cannot be read: {exc}") from None
+    return "".join(lines)
+
+
+def unvouched(name: str, max_penalty: float, raw: Failed | None) -> RewardResult:
+    """The leaf's -max_penalty for no program, one that does not parse, or one the analysis
+    cannot handle (`raw`, with the reason)."""
+    reason = f"the {name} analysis could not check this program: {raw.error}" if raw else ""
+    return RewardResult(-float(max_penalty), {name: -float(max_penalty)}, reason=reason)
 
 
 def analyse(program: str, analyses: Sequence[Analysis]) -> tuple[Any, ...]:
@@ -72,11 +133,18 @@ def analyse_many(programs: Sequence[str], analyses: Sequence[Analysis]) -> list[
     analysis, for many programs. A batched analysis that raises fails every program it had."""
     out: list[list[Any]] = [[None] * len(analyses) for _ in programs]
     parsed: list[tuple[int, ast.Module]] = []
+    programs = list(programs)  # each parsed one is replaced by its `neutral_comments` form
     for i, program in enumerate(programs):
+        if len(program) > MAX_PROGRAM_CHARS:
+            too_long = f"{len(program)} characters, over the {MAX_PROGRAM_CHARS} analysed"
+            out[i] = [Failed(too_long, programs_fault=True)] * len(analyses)
+            continue
         try:
             tree = parse(program)
-        except Exception as exc:  # noqa: BLE001 - RecursionError, MemoryError on deep nesting
-            out[i] = [Failed(_describe(exc))] * len(analyses)
+            if tree is not None:
+                programs[i] = neutral_comments(program)
+        except Exception as exc:  # noqa: BLE001 - the program's: parse and tokenize are sound
+            out[i] = [Failed(_describe(exc), programs_fault=True)] * len(analyses)
             continue
         if tree is not None:
             parsed.append((i, tree))
@@ -89,7 +157,7 @@ def analyse_many(programs: Sequence[str], analyses: Sequence[Analysis]) -> list[
             try:
                 out[i][j] = a.fn(programs[i], tree, *a.args)
             except Exception as exc:  # noqa: BLE001 - reported where the leaf reads it
-                out[i][j] = Failed(_describe(exc))
+                out[i][j] = Failed(_describe(exc), isinstance(exc, _PROGRAMS_FAULT))
     return [tuple(r) for r in out]
 
 
@@ -114,13 +182,14 @@ _MISSING = object()
 
 def analysed(sample: Sample, analysis: Analysis) -> Any:
     """The raw result of `analysis` on the sample's program: precomputed by the scorer when it
-    attached one, computed here otherwise. None when there is no program or it does not parse."""
+    attached one, computed here otherwise. None when there is no program or it does not parse;
+    a `Failed` the program is at fault for (the leaf gives it -max_penalty, see `unvouched`)."""
     if sample.program is None:
         return None
     found = sample.analyses.get(analysis, _MISSING) if sample.analyses else _MISSING
     if found is _MISSING:
         found = analyse(sample.program, (analysis,))[0]
-    if isinstance(found, Failed):
+    if isinstance(found, Failed) and not found.programs_fault:
         raise AnalysisError(
             f"task {sample.task.id}: the {analysis.name} analysis failed on this program: "
             f"{found.error}"

@@ -6,11 +6,11 @@ import ast
 import re
 from dataclasses import dataclass
 
+from execrl.rewards.analysis import parse
 from execrl.rewards.base import leaf
 from execrl.rewards.extract import _FENCE
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
-from execrl.rewards.syntax import parses
 
 
 @dataclass(frozen=True)
@@ -78,10 +78,9 @@ class OneFunction:
         return (0.0, 1.0)
 
     def __call__(self, sample: Sample) -> RewardResult:
-        if not parses(sample.program):
+        tree = parse(sample.program) if sample.program is not None else None
+        if tree is None:
             return leaf(self.name, 0.0)
-        assert sample.program is not None
-        tree = ast.parse(sample.program)
         names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
         want = self.function or sample.task.entry_point
         ok = len(names) == 1 and (want is None or names[0] == want)

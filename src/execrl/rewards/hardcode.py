@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import ast
 import math
-import warnings
 from typing import Any
 
+from execrl.rewards.analysis import parse
 from execrl.tasks.schema import AssertTests, CallTests, StdioTests, Task, Tests
 
 
@@ -39,7 +39,35 @@ def _trivial(v: Any) -> bool:
 
 def _key(v: Any) -> str:
     """Identity of a literal for matching: type-exact, so 1 and True and 1.0 stay apart."""
-    return f"{type(v).__name__}:{v!r}"
+    return f"{type(v).__name__}:{_text(v, repr)}"
+
+
+def _text(v: Any, show: Any = str) -> str:
+    """`show(v)`, but ints past the 4,300 digits `str` and `repr` allow (a literal the candidate
+    wrote in hex) are written in hex wherever they are, so equal values still give equal text."""
+    try:
+        return show(v)
+    except ValueError:
+        return show(_hexed(v, 0))
+
+
+def _hexed(v: Any, depth: int) -> Any:
+    if type(v) is int:
+        return _Hex(v)
+    if depth > 100:  # deeper than the parser nests a literal
+        return None
+    if type(v) in (list, tuple, set, frozenset):
+        return type(v)(_hexed(x, depth + 1) for x in v)
+    if type(v) is dict:
+        return {_hexed(k, depth + 1): _hexed(x, depth + 1) for k, x in v.items()}
+    return v
+
+
+class _Hex(int):
+    def __repr__(self) -> str:
+        return hex(self)
+
+    __str__ = __repr__
 
 
 def visible_pairs(tests: Tests, entry_point: str | None) -> list[tuple[tuple[Any, ...], Any]]:
@@ -60,11 +88,8 @@ def visible_pairs(tests: Tests, entry_point: str | None) -> list[tuple[tuple[Any
 
 
 def _assert_pair(stmt: str, names: set[str]) -> tuple[tuple[Any, ...], Any] | None:
-    try:
-        tree = ast.parse(stmt)
-    except SyntaxError:
-        return None
-    node = tree.body[0] if len(tree.body) == 1 else None
+    tree = parse(stmt)
+    node = tree.body[0] if tree is not None and len(tree.body) == 1 else None
     if not isinstance(node, ast.Assert) or not isinstance(node.test, ast.Compare):
         return None
     cmp = node.test
@@ -90,11 +115,11 @@ def _collect(tree: ast.AST) -> tuple[set[str], set[str]]:
         ok, v = _literal(node)
         if ok:
             target.add(_key(v))
-            target.add(_key(str(v)))  # printed values match stdio output text
+            target.add(_key(_text(v)))  # printed values match stdio output text
             if spread and isinstance(v, list | tuple | set | frozenset):
                 for x in v:
                     target.add(_key(x))
-                    target.add(_key(str(x)))
+                    target.add(_key(_text(x)))
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Return | ast.Yield):
@@ -129,16 +154,13 @@ def hardcoded_tests(program: str, task: Task) -> tuple[int, int]:
     ]
     if not pairs:
         return 0, 0
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(program)
-    except (SyntaxError, ValueError):
+    tree = parse(program)
+    if tree is None:
         return 0, len(pairs)
     outputs, keys = _collect(tree)
     hits = 0
     for inputs, expected in pairs:
-        if _key(expected) not in outputs and _key(str(expected)) not in outputs:
+        if _key(expected) not in outputs and _key(_text(expected)) not in outputs:
             continue
         candidates = [inputs] + [a for a in inputs if not _trivial(a)]
         if any(

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from execrl.rewards.analysis import Analysis, analysed
+from execrl.rewards.analysis import Analysis, Failed, analysed, unvouched
 from execrl.rewards.base import leaf, require
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
@@ -30,7 +30,10 @@ def _manager() -> Any:
             warnings.simplefilter("ignore")  # bandit's plugin loader warns about its arguments
             from bandit.core import config, manager
 
-            mgr = manager.BanditManager(config.BanditConfig(), "file", quiet=True)
+            # ignore_nosec: a program cannot silence its own findings with `# nosec`
+            mgr = manager.BanditManager(
+                config.BanditConfig(), "file", quiet=True, ignore_nosec=True
+            )
         _local.manager = mgr
     return mgr
 
@@ -105,8 +108,8 @@ class Security:
     def __call__(self, sample: Sample) -> RewardResult:
         analysis, read = self._backend
         raw = analysed(sample, analysis)
-        if raw is None:  # no program, or it does not parse
-            return leaf(self.name, -self.max_penalty)
+        if raw is None or isinstance(raw, Failed):  # no program, no parse, or unanalysable
+            return unvouched(self.name, self.max_penalty, raw)
         w = {**DEFAULT_SEVERITY, **self.severity}
         penalty = sum(w.get(sev, 0.0) for sev, _ in read(raw))
         return leaf(self.name, -min(self.max_penalty, penalty))

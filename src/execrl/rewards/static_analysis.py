@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from execrl.rewards.analysis import Analysis, analysed, parse
+from execrl.rewards.analysis import Analysis, Failed, analysed, parse, unvouched
 from execrl.rewards.base import leaf, require
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
@@ -111,8 +111,8 @@ class StaticAnalysis:
     def __call__(self, sample: Sample) -> RewardResult:
         analysis, read = self._backend
         raw = analysed(sample, analysis)
-        if raw is None:
-            return leaf(self.name, -self.max_penalty)
+        if raw is None or isinstance(raw, Failed):  # no program, no parse, or unanalysable
+            return unvouched(self.name, self.max_penalty, raw)
         w = {**DEFAULT_WEIGHTS, **self.weights}
         penalty = sum(w[cat] * n for cat, n in read(raw).items())
         return leaf(self.name, -min(self.max_penalty, penalty))

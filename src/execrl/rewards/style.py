@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from execrl.rewards.analysis import Analysis, analysed
+from execrl.rewards.analysis import Analysis, Failed, Unanalysable, analysed, unvouched
 from execrl.rewards.base import leaf, require
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
@@ -15,6 +15,10 @@ from execrl.rewards.sample import Sample
 # pycodestyle's DEFAULT_IGNORE, which an empty `ignore` keeps (pycodestyle 2.x); ruff has only
 # E226, E241 and E242 of these, and the ruff backend ignores them the same way.
 PYCODESTYLE_DEFAULT_IGNORE = ("E121", "E123", "E126", "E226", "E24", "E704", "W503", "W504")
+# pycodestyle's regexes backtrack on long lines: E711's took quadratic time in a run of spaces
+# (2.2 s at 8,000 characters, 254 s at 100,000). A program with a line longer than this is not
+# checked: its style leaf gives -max_penalty (ruff, native and linear, has no such bound).
+MAX_LINE_CHARS = 2_000
 
 
 @functools.lru_cache(maxsize=16)
@@ -29,12 +33,29 @@ def _options(max_line_length: int, ignore: tuple[str, ...]) -> Any:
 
 
 def style_violations(program: str, max_line_length: int = 100, ignore: tuple[str, ...] = ()) -> int:
+    """pycodestyle's violations, with `# noqa` comments ignored (a program cannot silence its
+    own findings); `Unanalysable` for a line over MAX_LINE_CHARS."""
     require("pycodestyle", "style")
+    lines = program.splitlines(True)
+    longest = max(map(len, lines), default=0)
+    if longest > MAX_LINE_CHARS:
+        raise Unanalysable(
+            f"a line of {longest} characters (pycodestyle checks up to {MAX_LINE_CHARS})"
+        )
+    options = _options(max_line_length, tuple(ignore))
+    return int(_checker_class()(lines=lines, options=options).check_all())
+
+
+@functools.cache
+def _checker_class() -> type:
+    """pycodestyle's Checker without `# noqa`: it reads the comment into `self.noqa` and hands
+    that to the checks that honour it (E501, E711, E721, E722, W605, ...); here it stays False."""
     import pycodestyle
 
-    options = _options(max_line_length, tuple(ignore))
-    checker = pycodestyle.Checker(lines=program.splitlines(True), options=options)
-    return int(checker.check_all())
+    class Checker(pycodestyle.Checker):  # type: ignore[misc]
+        noqa = property(lambda self: False, lambda self, value: None)
+
+    return Checker
 
 
 def _tree_style_violations(
@@ -94,6 +115,6 @@ class Style:
     def __call__(self, sample: Sample) -> RewardResult:
         analysis, read = self._backend
         raw = analysed(sample, analysis)
-        if raw is None:  # no program, or it does not parse
-            return leaf(self.name, -self.max_penalty)
+        if raw is None or isinstance(raw, Failed):  # no program, no parse, or unanalysable
+            return unvouched(self.name, self.max_penalty, raw)
         return leaf(self.name, -min(self.max_penalty, self.per_violation * read(raw)))

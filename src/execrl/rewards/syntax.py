@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import ast
-import warnings
 from dataclasses import dataclass
 
+from execrl.rewards.analysis import parse
 from execrl.rewards.base import leaf
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
 
 
 def parses(program: str | None) -> bool:
-    if program is None:
-        return False
-    try:
-        with warnings.catch_warnings():  # invalid escape sequences warn; they are not errors
-            warnings.simplefilter("ignore")
-            ast.parse(program)
-    except (SyntaxError, ValueError):  # ValueError: NUL bytes in the source
-        return False
-    return True
+    """Whether `analysis.parse` reads it (nesting past the recursion limit does not parse)."""
+    return program is not None and parse(program) is not None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,120 @@
+"""The reward path survives hostile source: every execution-free analysis returns a finite
+score on any completion (or raises only for its own failure, never for the program's), and one
+bad completion never aborts a scoring step."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from execrl.rewards import (
+    RewardConfig,
+    RewardScorer,
+    Security,
+    StaticAnalysis,
+    Style,
+    SyntaxValid,
+)
+from execrl.rewards.analysis import MAX_PROGRAM_CHARS
+from execrl.rewards.format import CodeFenced, OneFunction, ReasoningClosed
+from execrl.rewards.hardcode import hardcoded_tests
+from execrl.tasks import CallTests, Task
+
+from .conftest import TASK, sample
+
+DEF = "def f(x):\n    return "
+HOSTILE = {
+    # 5,000 terms: a left-nested BinOp past the recursion limit while building the AST
+    "sum-of-5000-terms": DEF + "+".join(["x"] * 5000) + "\n",
+    "attribute-chain-of-5000": DEF + "x" + ".a" * 5000 + "\n",
+    "type-compare-chain": DEF + "type(x) == type(" + "a." * 20000 + "b)\n",
+    "blocks-nested-90-deep": "def f(x):\n"
+    + "".join("    " * (i + 1) + "if x:\n" for i in range(90))
+    + "    " * 91
+    + "return 1\n",
+    "lambdas-nested-500-deep": "f = " + "lambda: " * 500 + "1\n",
+    "list-nested-190-deep": "x = " + "[" * 190 + "]" * 190 + "\ndef f(x):\n    return x\n",
+    "huge-hex-literals": "def f(x):\n    if x == 0x"
+    + "f" * 5000
+    + ":\n        return 0x"
+    + "e" * 5000
+    + "\n",
+    "huge-decimal-literal": DEF + "9" * 5000 + "\n",
+    "huge-string-literal": DEF + "'" + "a" * 1_000_000 + "'\n",
+    # pycodestyle's E711 regex took 254 s on this line (quadratic in the run of spaces)
+    "regex-backtracking-line": "f = lambda" + " " * 100_000 + ": 1\n",
+    "long-program": "x = 1\n" * (MAX_PROGRAM_CHARS // 6 + 1) + "def f(x):\n    return x\n",
+    "nul-byte": DEF + "x\x00\n",
+}
+LEAVES = [
+    StaticAnalysis(),
+    StaticAnalysis(backend="ruff"),
+    Style(),
+    Style(backend="ruff"),
+    Security(),
+    Security(backend="ruff"),
+    SyntaxValid(),
+    OneFunction(),
+    CodeFenced(),
+    ReasoningClosed(),
+]
+# The visible test's values are huge too: the hard-code check compares literals with them.
+HUGE_VISIBLE = Task(
+    id="huge",
+    prompt="",
+    tests=CallTests(inputs=((1,),), expected=(2,)),
+    entry_point="f",
+    visible_tests=CallTests(inputs=((16**5000 - 1,),), expected=(int("e" * 5000, 16),)),
+)
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_every_analysis_gives_a_finite_score_on_hostile_source(name):
+    program = HOSTILE[name]
+    for reward in LEAVES:
+        started = time.monotonic()
+        result = reward(sample(program))
+        low, high = reward.bounds
+        assert math.isfinite(result.score) and low <= result.score <= high, (reward, result)
+        assert time.monotonic() - started < 30, (reward, "took", time.monotonic() - started)
+    hits, n = hardcoded_tests(program, HUGE_VISIBLE)
+    assert 0 <= hits <= n == 1
+
+
+def test_a_program_the_analysers_cannot_handle_gets_the_full_penalty_with_the_reason():
+    for reward in (StaticAnalysis(), Style(), Security()):
+        result = reward(sample(HOSTILE["sum-of-5000-terms"]))  # CPython cannot compile it either
+        assert result.score == -reward.max_penalty
+    result = Style()(sample(HOSTILE["regex-backtracking-line"]))
+    assert result.score == -1.0 and "a line of 100014 characters" in result.reason
+    assert SyntaxValid()(sample(HOSTILE["sum-of-5000-terms"])).score == 0.0
+
+
+def test_the_hardcode_check_still_sees_huge_literals():
+    program = HOSTILE["huge-hex-literals"]  # returns the visible expected value on its input
+    assert hardcoded_tests(program, HUGE_VISIBLE) == (1, 1)
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_one_bad_completion_never_aborts_a_scoring_step(sandbox, workers):
+    tree = {
+        "type": "sum",
+        "name": "total",
+        "terms": [
+            {"weight": 1.0, "type": "pass_fraction"},
+            {"weight": 0.5, "type": "static"},
+            {"weight": 0.1, "type": "style"},
+            {"weight": 0.2, "type": "security"},
+            {"weight": 0.1, "type": "syntax"},
+        ],
+    }
+    config = RewardConfig.from_dict({"tree": tree, "analysis_workers": workers})
+    good = "```python\ndef f(x):\n    return x + 1\n```"
+    bad = [f"```python\n{HOSTILE[name]}```" for name in sorted(HOSTILE) if name != "long-program"]
+    with RewardScorer(config, sandbox=sandbox) as scorer:
+        alone = scorer.score([TASK], [good])[0]
+        results = scorer.score([TASK] * (len(bad) + 1), [*bad, good])
+    assert results[-1] == alone and alone.score == pytest.approx(1.1)
+    assert all(math.isfinite(r.score) and not r.masked for r in results)
