@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +13,7 @@ from execrl.cli import main
 from execrl.rewards.config import RewardConfig, RewardConfigError
 from execrl.rewards.scorer import RewardScorer
 from execrl.tasks.registry import load_benchmark
+from verifiers.verifier_helpers import needs_iverilog
 
 TREE = {
     "type": "hierarchy",
@@ -57,3 +61,17 @@ def test_eval_samples_scores_a_suite(tmp_path, capsys):
     assert summary["n_samples"] == 6 and summary["verdicts"]["PASSED"] == 3
     assert summary["verdicts"]["WRONG_ANSWER"] == 3
     assert 0.5 < summary["verifier_score"] < 1.0  # 3 optimal, 3 greedy (feasible, not best)
+
+
+def test_the_documented_hierarchy_grades_verilog_by_level(sandbox):
+    needs_iverilog()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "verifiers.md").read_text()
+    block = re.search(r"<!-- example: reward.toml -->\n```toml\n(.*?)\n```", text, re.S)
+    config = RewardConfig.from_dict(tomllib.loads(block.group(1))["reward"])
+    task = load_benchmark("verilog:n=1,difficulty=2")[0]
+    broken = task.reference.replace("assign", "asign", 1).replace("always", "alway", 1)
+    completions = [f"```\n{p}```" for p in (task.reference, task.tests.wrong, broken)]
+    with RewardScorer(config, sandbox=sandbox) as scorer:
+        right, wrong, syntax = scorer.score([task] * 3, completions)
+    # Levels 0.2 (elaborates), 0.4 (simulates), 1.0 (every vector matches), base 0.
+    assert (right.score, wrong.score, syntax.score) == (1.0, 0.4, 0.0)
