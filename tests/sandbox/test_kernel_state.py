@@ -10,6 +10,7 @@ import pytest
 
 from execrl.sandbox import Job, Sandbox, Verdict, languages
 from execrl.tasks.schema import StdioCase, StdioTests
+from sandbox.test_userns import _run, nobody  # noqa: F401 - nobody is a fixture used here
 
 # Stores its input under a key in every keyring a later run could reach (user, user-session,
 # session, persistent), through the native system calls and through the 32-bit table (int
@@ -122,3 +123,20 @@ def test_every_system_call_table_refuses_the_key_calls():
     with Sandbox(workers=1) as sb:
         r = sb.run(Job(KEY_CALLS, StdioTests((StdioCase("", "-1 1 -1 -1 1\n"),)), language="c"))
         assert r.passed, (r.verdict, r.stdout)  # EPERM (1) from each table
+
+
+def test_without_root_a_key_stored_by_one_run_cannot_be_read_by_a_later_run(nobody):  # noqa: F811
+    """Without the uid layer every run has the user's own uid: the same refusal holds."""
+    if languages.missing_tools("c"):
+        pytest.skip("no C compiler")
+    body = f"""
+    def leak(stdin, expected):
+        tests = StdioTests((StdioCase(stdin, expected),))
+        r = sb.run(Job({KEY_LEAK!r}, tests, language="c", limits=Limits(wall_s=20.0)))
+        return [r.verdict.value, r.stdout]
+    out["first"] = leak("the-answer-42\\n", "none\\n")
+    out["second"] = leak("", "the-answer-42\\n")
+    """
+    out = _run(nobody, body)
+    assert out["first"] == ["PASSED", "none\n"], out
+    assert out["second"] == ["WRONG_ANSWER", "none\n"], out
