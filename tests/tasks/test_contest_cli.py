@@ -126,3 +126,19 @@ def test_train_on_a_contest_benchmark(tiny_model, tmp_path, capsys):
     assert main(["train", *sum((["--set", s] for s in small), [])]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["steps"] == 1
+
+
+def test_kodcode_pytest_shim_fails_wrong_programs(tmp_path):
+    """pytest.raises, approx, file fixtures and `import solution`, each able to fail."""
+    good = "def safe_divide(a, b):\n    if b == 0:\n        raise ValueError('zero')\n    return a / b\n"
+    no_raise = "def safe_divide(a, b):\n    return a / b if b else 0\n"
+    wrong_message = "def safe_divide(a, b):\n    if b == 0:\n        raise ValueError('nope')\n    return a / b\n"
+    off = "def safe_divide(a, b):\n    if b == 0:\n        raise ValueError('zero')\n    return a / b + 1e-4\n"
+    samples = [
+        {"task_id": "Apps_12_I", "solution": p} for p in (good, no_raise, wrong_message, off)
+    ]
+    results = _eval(samples, spec("kodcode"), tmp_path, "--workers", "1")
+    assert [r["passed"] for r in results] == [True, False, False, False]
+    failed = [[t["index"] for t in r["tests"] if t["verdict"] != "PASSED"] for r in results]
+    # statements: test_third (approx, fixture), test_zero (raises), test_module_style
+    assert failed == [[], [1], [1], [0, 2]]
