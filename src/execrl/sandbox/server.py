@@ -10,8 +10,12 @@ Endpoints:
 - `GET /health`, `GET /metrics` (Prometheus text).
 
 A full queue answers 503 with Retry-After, never a backlog; bodies over `max_body_bytes` answer
-413; malformed or out-of-range input answers 400/413/422 with the field named. With a token,
-every endpoint but /health needs `Authorization: Bearer TOKEN`. SIGINT/SIGTERM stop accepting,
+413; malformed or out-of-range input answers 400/413/422 with the field named, never 500 (JSON
+nested too deep, a number past 4,300 digits, a lone surrogate, a value the wire decoder cannot
+read). With a token, every endpoint needs `Authorization: Bearer TOKEN`, but /health, which
+without it says only that the server is up (worker pids, uids and layers are the token's).
+Responses are ASCII JSON: text a program chose (an exception message with a lone surrogate)
+cannot make rendering the answer fail. SIGINT/SIGTERM stop accepting,
 finish the runs in flight, then stop the workers; no process of the sandbox outlives the server.
 """
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import math
 import sys
 import time
@@ -28,6 +33,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from execrl.sandbox import languages, wire
 from execrl.sandbox.dispatch import Backend, Closed, QueueFull
@@ -176,11 +182,39 @@ class _TooLarge(Exception):
 _PATHS = frozenset({"/run_code", "/v1/run", "/v1/run_batch", "/health", "/metrics"})
 
 
+class AsciiJSONResponse(JSONResponse):
+    """JSON with every non-ASCII character escaped. Text a program chose reaches responses (its
+    exception message, say) and JSON can carry a lone surrogate only as an escape: UTF-8, which
+    Starlette's JSONResponse encodes to, cannot, and rendering the answer failed with a 500."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(
+            content, ensure_ascii=True, allow_nan=False, separators=(",", ":")
+        ).encode()
+
+
+def _parse_failure(exc: StarletteHTTPException) -> str:
+    """What FastAPI's "There was an error parsing the body" (400) was, for the client."""
+    cause = exc.__cause__
+    if isinstance(cause, RecursionError):
+        return "the body is JSON nested too deeply to read"
+    if isinstance(cause, ValueError) and "digits" in str(cause):
+        return f"the body holds a number this server cannot read: {cause}"
+    return str(exc.detail)
+
+
 def create_app(backend: Backend, config: ServerConfig) -> Any:
     """The ASGI app over `backend` (FastAPI behind a body-size guard); closing the backend is
     the caller's (see `serve`)."""
     metrics = Metrics()
-    app = FastAPI(title="execrl sandbox", version="1")
+    app = FastAPI(  # no /docs or /openapi.json: every endpoint but /health is the token's
+        title="execrl sandbox",
+        version="1",
+        default_response_class=AsciiJSONResponse,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     app.state.backend, app.state.metrics, app.state.config = backend, metrics, config
     tasks_cache: dict[str, dict[str, Any]] = {}
     available = [s.name for s in languages.probe_languages() if s.available]  # once: it forks
@@ -188,25 +222,32 @@ def create_app(backend: Backend, config: ServerConfig) -> Any:
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
+        metrics.reject("invalid")
         if any(e.get("type") == "json_invalid" for e in errors):
-            metrics.reject("invalid")
-            return JSONResponse({"detail": "the body is not valid JSON"}, status_code=400)
+            return AsciiJSONResponse({"detail": "the body is not valid JSON"}, status_code=400)
         lines = [
             (".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body")
             + f": {e.get('msg')}"
-            for e in errors
+            for e in errors[:20]
         ]
-        metrics.reject("invalid")
-        return JSONResponse({"detail": "; ".join(lines)}, status_code=422)
+        more = f"; and {len(errors) - 20} more" if len(errors) > 20 else ""
+        return AsciiJSONResponse({"detail": "; ".join(lines) + more}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def refused(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        detail = _parse_failure(exc) if exc.status_code == 400 else exc.detail
+        return AsciiJSONResponse({"detail": detail}, exc.status_code, headers=exc.headers)
+
+    def has_token(request: Request) -> bool:
+        if config.token is None:
+            return True
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            given.encode(), config.token.encode()
+        )
 
     def auth(request: Request) -> None:
-        if config.token is None:
-            return
-        header = request.headers.get("authorization", "")
-        scheme, _, given = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            given.encode(), config.token.encode()
-        ):
+        if not has_token(request):
             metrics.reject("unauthorized")
             raise HTTPException(
                 401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"}
@@ -232,7 +273,9 @@ def create_app(backend: Backend, config: ServerConfig) -> Any:
         return results
 
     @app.get("/health")
-    async def health() -> dict[str, Any]:
+    async def health(request: Request) -> dict[str, Any]:
+        if not has_token(request):  # a probe learns that the server is up, nothing of its workers
+            return {"status": "ok"}
         return {
             "status": "ok",
             "queue_depth": backend.queue_depth(),
@@ -249,15 +292,15 @@ def create_app(backend: Backend, config: ServerConfig) -> Any:
 
     @app.post("/run_code", dependencies=[Depends(auth)])
     async def run_code(req: RunCodeRequest) -> JSONResponse:
-        job = run_code_job(req, config)
+        job = _request_job(run_code_job, req, config)
         (result,) = await execute([job])
-        return JSONResponse(run_code_response(result, job))
+        return AsciiJSONResponse(run_code_response(result, job))
 
     @app.post("/v1/run", dependencies=[Depends(auth)])
     async def run(req: GradedRun) -> JSONResponse:
-        job = graded_job(req, config, tasks_cache)
+        job = _request_job(graded_job, req, config, tasks_cache)
         (result,) = await execute([job])
-        return JSONResponse(wire.result_to_json(result))
+        return AsciiJSONResponse(wire.result_to_json(result))
 
     @app.post("/v1/run_batch", dependencies=[Depends(auth)])
     async def run_batch(req: Batch) -> JSONResponse:
@@ -268,13 +311,26 @@ def create_app(backend: Backend, config: ServerConfig) -> Any:
         jobs = []
         for n, r in enumerate(req.runs):
             try:
-                jobs.append(graded_job(r, config, tasks_cache))
+                jobs.append(_request_job(graded_job, r, config, tasks_cache))
             except HTTPException as exc:
                 raise HTTPException(exc.status_code, f"runs.{n}: {exc.detail}") from None
         results = await execute(jobs)
-        return JSONResponse({"results": [wire.result_to_json(r) for r in results]})
+        return AsciiJSONResponse({"results": [wire.result_to_json(r) for r in results]})
 
     return _BodyLimit(app, config.max_body_bytes, metrics)
+
+
+def _request_job(build: Any, *args: Any) -> Job:
+    """`build(*args)`, a job made from the request alone: anything it raises but an HTTPException
+    is the request's fault (a value no check foresaw), so a 422 that names it, never a 500."""
+    try:
+        return build(*args)
+    except HTTPException:
+        raise
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        raise HTTPException(
+            422, f"the request cannot be run: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 # -- serving -------------------------------------------------------------------------------

@@ -107,6 +107,33 @@ def _check_timeout(name: str, value: float | None, config: ServerConfig) -> None
         )
 
 
+def check_text(request: BaseModel) -> None:
+    """Every string of the request (but call-test values, which travel as tagged JSON) must be
+    text UTF-8 can encode: JSON's `\\ud800` escape decodes to a lone surrogate, which the worker
+    cannot write (a file named so killed the worker, on every retry)."""
+    stack: list[tuple[str, Any]] = [("", request)]
+    while stack:
+        where, node = stack.pop()
+        if isinstance(node, BaseModel):
+            node = {k: v for k, v in vars(node).items() if k not in _VALUES or where != "tests"}
+        if isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise HTTPException(
+                    422, f"{where}: not valid text (a lone surrogate at character {exc.start})"
+                ) from None
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                name = f"{where}.{key}" if where else str(key)
+                stack += [(name, value), (f"{where or 'body'}: the key {key!r}", key)]
+        elif isinstance(node, list):
+            stack.extend((f"{where}.{n}", value) for n, value in enumerate(node))
+
+
+_VALUES = frozenset({"inputs", "expected"})
+
+
 def _check_size(name: str, text: str, limit: int) -> None:
     if len(text) > limit:  # characters; a close enough bound on bytes for a refusal
         raise HTTPException(413, f"{name}: {len(text)} characters, over the {limit} limit")
@@ -152,6 +179,7 @@ def _make_job(**kwargs: Any) -> Job:
 
 
 def run_code_job(req: RunCodeRequest, config: ServerConfig) -> Job:
+    check_text(req)
     lang = _language(req.language)
     _check_size("code", req.code, config.max_code_bytes)
     _check_size("stdin", req.stdin or "", config.max_stdin_bytes)
@@ -233,6 +261,7 @@ def run_code_response(r: ExecutionResult, job: Job) -> dict[str, Any]:
 
 
 def graded_job(req: GradedRun, config: ServerConfig, tasks_cache: dict[str, dict[str, Any]]) -> Job:
+    check_text(req)
     lang = _language(req.language)
     _check_size("code", req.code, config.max_code_bytes)
     if (req.tests is None) == (req.task is None):
@@ -254,7 +283,8 @@ def graded_job(req: GradedRun, config: ServerConfig, tasks_cache: dict[str, dict
         try:
             tests = wire.tests_from_json(req.tests.model_dump())
         except (ValueError, TypeError, KeyError) as exc:
-            raise HTTPException(422, f"tests: {exc}") from None
+            detail = str(exc) if str(exc).startswith("tests") else f"tests: {exc}"
+            raise HTTPException(422, detail) from None
     try:
         limits = wire.limits_from_json(limits_in)
     except (ValueError, TypeError) as exc:

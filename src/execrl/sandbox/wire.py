@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import math
 from typing import Any
 
 from execrl.sandbox import plain
@@ -35,23 +36,78 @@ def tests_to_json(tests: Tests) -> dict[str, Any]:
     }
 
 
+# Tagged JSON spends up to three levels per level of value (a dict: tag, body, pair), and
+# `plain` refuses values nested deeper than MAX_DEPTH, so nothing deeper can ever be compared;
+# the bound keeps the recursive decoder far from Python's recursion limit.
+MAX_JSON_DEPTH = 3 * plain.MAX_DEPTH + 8
+
+
 def tests_from_json(data: dict[str, Any]) -> Tests:
     """Raises ValueError (with the field named) on a malformed description."""
     kind = data.get("kind")
-    compare = Compare(**(data.get("compare") or {}))
+    compare = compare_from_json(data.get("compare") or {})
     if kind == "assert":
         return AssertTests(data.get("setup") or "", tuple(data.get("statements") or ()))
     if kind == "call":
-        try:
-            inputs = tuple(tuple(plain._dec(a) for a in args) for args in data.get("inputs") or ())
-            expected = tuple(plain._dec(e) for e in data.get("expected") or ())
-        except (ValueError, TypeError, KeyError) as exc:
-            raise ValueError(f"tests.inputs/expected: not plain tagged JSON: {exc}") from None
+        inputs = tuple(
+            tuple(_value(a, f"tests.inputs.{n}.{i}") for i, a in enumerate(args))
+            for n, args in enumerate(data.get("inputs") or ())
+        )
+        expected = tuple(
+            _value(e, f"tests.expected.{n}") for n, e in enumerate(data.get("expected") or ())
+        )
         return CallTests(inputs, expected, compare)
     if kind == "stdio":
         cases = tuple(StdioCase(c["stdin"], c["stdout"]) for c in data.get("cases") or ())
         return StdioTests(cases, compare)
     raise ValueError(f"tests.kind must be 'assert', 'call' or 'stdio', not {kind!r}")
+
+
+def compare_from_json(data: Any) -> Compare:
+    """`Compare` from its JSON fields, each checked for its type (a string tolerance would
+    otherwise reach the comparison, which would then fail every answer without saying why)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"tests.compare: an object of fields, not {type(data).__name__}")
+    fields = {f.name: f.default for f in dataclasses.fields(Compare)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ValueError(f"tests.compare: unknown field(s) {unknown}; known: {sorted(fields)}")
+    for name, value in data.items():
+        kind = type(fields[name])
+        if kind is float:
+            ok = type(value) in (int, float) and math.isfinite(value) and value >= 0
+        else:
+            ok = type(value) is kind
+        if not ok:
+            want = "a finite number >= 0" if kind is float else f"a {kind.__name__}"
+            raise ValueError(f"tests.compare.{name}: {value!r} must be {want}")
+    return Compare(**data)
+
+
+def _value(data: Any, where: str) -> Any:
+    """One value of a call test from tagged JSON; ValueError naming `where` for anything else."""
+    depth = _json_depth(data)
+    if depth > MAX_JSON_DEPTH:
+        raise ValueError(f"{where}: nested deeper than {MAX_JSON_DEPTH} levels of JSON")
+    try:
+        return plain._dec(data)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        raise ValueError(f"{where}: not plain tagged JSON: {exc}") from None
+
+
+def _json_depth(data: Any) -> int:
+    """The nesting depth of parsed JSON, found without recursion (a hostile body is deep)."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth > MAX_JSON_DEPTH:
+            break
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+    return deepest
 
 
 def job_to_json(job: Job) -> dict[str, Any]:
