@@ -87,6 +87,7 @@ if TYPE_CHECKING:
 
 # Exceptions that end an iteration or a generator: they steer the code that catches them.
 _CONTROL_FLOW = (StopIteration, StopAsyncIteration, GeneratorExit)
+CHANGED_EXCEPTION = "the candidate changed the arguments of an exception it raised"
 NOT_PLAIN_ARGUMENT = "the candidate put a value that is not plain data into one of its arguments"
 _HEAPTYPE = 1 << 9
 
@@ -152,19 +153,24 @@ def _call(
     world = leftovers.tests_world(state, given) if exposed else None
     if state["gc_enabled"]:
         p["gc_enable"]()
-    raised = None
+    crossing = None
     try:
         value = fn(*args, **kwargs)
     except BaseException as exc:
-        raised = exc
+        keep.append((exc, _get_traceback(exc)))
+        # Made here, before `_after_call`: it may run the candidate's code (its `__str__`),
+        # which must not run after the restore, nor start a thread after the count.
+        crossing = _crossing(exc)
     finally:
         _after_call(state, world)
-    if raised is not None:
-        keep.append((raised, _get_traceback(raised)))
-        # Made after `_after_call`, once no thread of the candidate is left to change what it
-        # reads; raised here, not in an except clause, so that its __context__ is not the
+    if crossing is not None:
+        # A thread that ended before the count may have put something else into the plain
+        # arguments the crossing shares with the candidate's exception.
+        if not all(plain.is_exact(a) for a in _args(crossing)):
+            crossing = RuntimeError(CHANGED_EXCEPTION).with_traceback(_get_traceback(crossing))
+        # Raised here, not in the except clause, so that its __context__ is not the
         # candidate's own exception object.
-        raise _crossing(raised)
+        raise crossing
     if exposed:  # the tests hold objects of the candidate's, whose methods they may call
         state["dirty"] = True
     if not _scalar(value):
@@ -260,7 +266,7 @@ def _crossing(exc: BaseException) -> BaseException:
         if issubclass(cls, steering):
             # It would end the tests' `map`, `filter`, `async for` or generator silently; PEP
             # 479 turns it into a RuntimeError in generators, and so does the boundary.
-            message = f"the candidate raised {_type_name(cls)}: {describe(exc)}"
+            message = f"the candidate raised {_text(_type_name(cls))}: {describe(exc)}"
             return RuntimeError(message).with_traceback(tb)
     if not cls.__flags__ & _HEAPTYPE:
         args = _args(exc)
@@ -366,7 +372,7 @@ def make_restore(unit: dict[str, Any], state: dict[str, Any]) -> Any:
         classes.extend(cls_snaps)
     # Bound now: the candidate may replace the builtins.
     len_, range_, vars_, list_ = len, range, vars, list
-    setattr_, delattr_, type_name = type.__setattr__, type.__delattr__, _type_name
+    setattr_, delattr_, type_name, text = type.__setattr__, type.__delattr__, _type_name, _text
     sysmods, tampered = sys.modules, state["tampered"]
     # Modules first imported after this point are the candidate's (or were imported while its
     # code could act): dropped after each call, so that what the tests import is loaded afresh,
@@ -410,7 +416,7 @@ def make_restore(unit: dict[str, Any], state: dict[str, Any]) -> Any:
                 current = vars_(cls)
                 if changed(current, keys, values):
                     dirty = True
-                    tampered.append(f"modified class {type_name(cls)}")
+                    tampered.append(f"modified class {text(type_name(cls))}")
                     for key in list_(current):
                         if key not in snap:
                             delattr_(cls, key)
@@ -466,5 +472,8 @@ def _nothing() -> None:
 # Unbound descriptors: a candidate's exception class cannot override them with properties.
 _get_traceback = BaseException.__dict__["__traceback__"].__get__
 _type_name = type.__dict__["__name__"].__get__
+# A name as an exact string: a class's or a function's name may be a str subclass of the
+# candidate's, whose own __format__ would run where the name is formatted.
+_text = str.__str__
 _mro = type.__dict__["__mro__"].__get__
 _args = BaseException.__dict__["args"].__get__

@@ -91,7 +91,7 @@ def tests_world(state: dict[str, Any], given: tuple[Any, ...]) -> list[Any]:
     for fn in functions:
         for cell in fn.__closure__ or ():
             try:
-                cells.append((cell, cell.cell_contents, fn.__name__))
+                cells.append((cell, cell.cell_contents))
             except ValueError:  # an empty cell
                 continue
     snap = dict(ns)
@@ -107,19 +107,20 @@ def restore_world(world: list[Any], state: dict[str, Any]) -> None:
         ns.update(snap)
     for cls, cls_snap, keys, values in classes:
         if guard._differs(_class_dict(cls), keys, values):
-            tampered.append(f"modified class {guard._type_name(cls)} of the tests")
+            tampered.append(f"modified class {guard._text(guard._type_name(cls))} of the tests")
             _put_back_class(cls, cls_snap)
-    for cell, contents, name in cells:
+    for cell, contents in cells:
         try:
             now = cell.cell_contents
         except ValueError:
             now = cell
         if now is not contents:
-            tampered.append(f"modified a closure cell of the tests' function {name}")
+            tampered.append("modified a closure cell of a function of the tests")
             cell.cell_contents = contents
     for x, cls in classes_of:
         if type(x) is not cls:
-            tampered.append(f"modified the class of a {guard._type_name(cls)} of the tests")
+            name = guard._text(guard._type_name(cls))
+            tampered.append(f"modified the class of a {name} of the tests")
 
 
 def _put_back_class(cls: Any, snap: dict[str, Any]) -> None:
