@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import sys
 import time
@@ -63,28 +62,13 @@ def _sft(args: argparse.Namespace) -> int:
     return 0
 
 
-def _schedule(warmup: int, total: int, kind: str):  # noqa: ANN202 - a LambdaLR factor
-    """The learning-rate factor per step: linear warm-up, then constant, linear or cosine."""
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        frac = (step - warmup) / max(1, total - warmup)
-        if kind == "linear":
-            return max(0.0, 1 - frac)
-        if kind == "cosine":
-            return 0.5 * (1 + math.cos(math.pi * min(1.0, frac)))
-        return 1.0
-
-    return factor
-
-
 def run_sft(config: Any, resume: Path | None = None) -> dict[str, Any]:
     """Train as `config` says (continuing `resume` if given); the summary that is printed."""
     import torch
 
     from execrl.models.loading import LoraSpec, load_policy
     from execrl.models.sft import collate_sft
+    from execrl.rl.setup import _schedule
     from execrl.sft_config import to_toml
     from execrl.sft_data import read_pairs, tokenize
 
@@ -104,9 +88,8 @@ def run_sft(config: Any, resume: Path | None = None) -> dict[str, Any]:
     o = config.optim
     optimizer = torch.optim.AdamW(params, lr=o.lr, betas=(o.beta1, o.beta2),
                                   weight_decay=o.weight_decay)  # fmt: skip
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, _schedule(o.warmup_steps, config.run.steps, o.schedule)
-    )
+    # execrl train's schedule (warm-up, then constant, linear or cosine): one home for it
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config))
     start = _load_checkpoint(run_dir, model, optimizer, scheduler) if resume else 0
     trackers = _trackers(config, run_dir, start)
     pad = policy.tokenizer.pad_token_id
