@@ -66,3 +66,23 @@ def test_a_chart_program_cannot_pass_by_writing_the_expected_image(sandbox):
     assert not r1.passed and v1.score < 0.5, v1
     assert not r2.passed and v2.components["series"] == 0.0, v2
     assert v2.components["image"] == 1.0 and v2.score < 1.0  # it did copy the image
+
+
+def test_a_chart_program_cannot_forge_the_figure_description(sandbox):
+    """The runner's result line carries a key given on stdin (in no file the program can read):
+    a program that prints the description the prompt implies, writes any image and exits before
+    the runner reads its figure gets no credit for data it never plotted."""
+    bars = {"kind": "bar", "label": "", "x": [0.0, 1.0, 2.0], "y": [3.0, 1.0, 2.0]}
+    figure = {"series": [bars], "title": "Sales", "xlabel": "region", "ylabel": "",
+              "legend": [], "categories": ["a", "b", "c"]}  # fmt: skip
+    forged = (
+        "import json, os, sys\n"
+        f"line = json.dumps({{'status': 'ok', 'figure': {figure!r}}})\n"
+        "print('@execrl-chart ' + line)  # the marker, read from runner.py; not the key\n"
+        "open('chart.png', 'wb').write(b'not a png')\n"
+        "sys.stdout.flush()\n"
+        "os._exit(0)\n"
+    )
+    ((r, v),) = verify(sandbox, CHART, forged, wall_s=30)
+    assert not r.passed and v.score == 0.0, v
+    assert "result lines of its own" in v.feedback

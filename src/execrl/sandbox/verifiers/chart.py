@@ -6,8 +6,11 @@ installed packages (the in-process harness admits only the standard library): it
 program with the Agg backend and a fixed figure size, then itself renders the current figure to
 `chart.png` and reads from its first axes what was plotted: each line, bar series and scatter
 (its kind, x and y values, label), the title, axis labels, legend entries and, for bar charts,
-the category names. The reference is rendered once per process and kept in the parent's memory
-only, so no path the program can guess holds it.
+the category names, printed on one line keyed with a value given on stdin (`_key_of`). The
+reference is rendered once per process and kept in the parent's memory only, so no path the
+program can guess holds it. Residual risk: the program shares the runner's interpreter, so a
+program that digs the key out of its memory can forge the description of a figure it never
+drew (it still learns nothing of the target beyond its prompt).
 
 Scores (the parent compares; the runner decides nothing):
 - `chart_type`: the kinds of the plotted series, as multisets, are the reference's (1 or 0);
@@ -31,6 +34,7 @@ import functools
 import hashlib
 import io
 import json
+import secrets
 import sys
 import threading
 from collections import Counter
@@ -49,6 +53,7 @@ from execrl.sandbox.verifiers.base import (
 )
 
 MARK = "@execrl-chart "
+_SECRET = secrets.token_bytes(16)  # per process: the keys of the runs' result lines
 IMAGE = ArtifactSpec("chart.png", "image", 1 << 20)
 WEIGHTS = {"chart_type": 0.25, "series": 0.25, "labels": 0.25, "image": 0.25}
 RTOL = 1e-6
@@ -64,7 +69,10 @@ import matplotlib.pyplot as plt
 from matplotlib.container import BarContainer
 from matplotlib.collections import PathCollection
 
-MARK = "__MARK__"
+# The key of this run's result line comes on stdin, read before the program runs: it is in no
+# file the program can read (the program shares this interpreter, so this raises the bar, no more).
+MARK = "__MARK__" + sys.stdin.readline().strip() + " "
+sys.stdin = open(os.devnull)
 
 
 def number(v):
@@ -147,7 +155,7 @@ class ChartVerifier:
         reference = request.spec["reference"]
         key = _key(reference)
         if len(runs) == 2:
-            ref = _read(runs[1])
+            ref = _read(runs[1], _key_of(reference, request))
             if isinstance(ref, str):
                 raise VerifierSpecError(
                     f"task {request.task_id}: the reference chart failed: {ref}"
@@ -157,7 +165,7 @@ class ChartVerifier:
         with self._lock:
             want, want_png = self._references[key]
         artifacts = [Artifact("reference.png", "image", want_png)]
-        got = _read(runs[0])
+        got = _read(runs[0], _key_of(strip_fence(request.program), request))
         if isinstance(got, str):
             return failed(Verdict.RUNTIME_ERROR, got)
         figure, png = got
@@ -183,6 +191,7 @@ def _job(program: str, request: VerifyRequest) -> Job:
     return program_job(
         launcher,
         language="bash",
+        stdin=_key_of(program, request) + "\n",
         files=files,
         collect=(IMAGE,),
         limits=request.limits,
@@ -207,15 +216,25 @@ def _key(reference: str) -> str:
     return hashlib.sha256(reference.encode()).hexdigest()
 
 
-def _read(result: ExecutionResult) -> tuple[dict[str, Any], bytes] | str:
+def _key_of(program: str, request: VerifyRequest) -> str:
+    """The key of a run's result line: derived from the program and a per-process secret."""
+    data = f"{request.task_id}\0{program}".encode()
+    return hashlib.blake2b(data, key=_SECRET, digest_size=12).hexdigest()
+
+
+def _read(result: ExecutionResult, key: str) -> tuple[dict[str, Any], bytes] | str:
     """(figure description, PNG) of a run, or why there is none."""
     run = program_run(result, (IMAGE,))
     if not run.ran:
         return f"the program did not run: {run.message}"
-    line = next((ln for ln in reversed(run.stdout.splitlines()) if ln.startswith(MARK)), None)
+    lines = [ln for ln in run.stdout.splitlines() if ln.startswith(MARK)]
+    keyed = [ln for ln in lines if ln.startswith(f"{MARK}{key} ")]
+    if len(lines) != len(keyed) or len(keyed) > 1:
+        return "the program printed result lines of its own"
+    line = keyed[0][len(MARK) + len(key) + 1 :] if keyed else None
     if line is None:
         return "the program ended before its figure was read"
-    out = json.loads(line[len(MARK) :])
+    out = json.loads(line)
     if out.get("status") != "ok":
         return f"the program failed: {out.get('error')}"
     image = run.artifacts.get(IMAGE.path)
