@@ -18,6 +18,7 @@ from execrl.tasks.schema import (
     Task,
     Tests,
     TimeLimit,
+    VerifierTests,
 )
 
 _LAZY = {
@@ -37,6 +38,7 @@ __all__ = [
     "Task",
     "Tests",
     "TimeLimit",
+    "VerifierTests",
     "generate_synthetic",
     "list_benchmarks",
     "load_benchmark",
