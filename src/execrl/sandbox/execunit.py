@@ -68,26 +68,33 @@ def run(
     else:
         info, binary = _compiled(unit["program"], comp, source, limits, ctx, spawn)
     if binary is None:
-        return {
-            "events": [],
-            "compile": info,
-            "timed_out": False,
-            "output_limit": False,
-            "exit_code": None,
-            "signal": None,
-            "stdout": "",
-            "stdout_full": "",
-            "stderr": "",
-            "cpu_s": 0.0,
-            "wall_s": 0.0,
-            "maxrss_kb": 0,
-        }
+        return not_run(compile=info)
     extra = {}
     if isinstance(binary, bytes):  # the run's own copy, in its scratch (its working directory)
         extra["binary"], binary = binary, f"./{BINARY}"
     argv = [binary if a == "{bin}" else a for a in unit["run"]]
     raw = spawn(dict(unit, argv=argv, allow_threads=True, source=None, **extra), limits, ctx)
     raw["compile"] = info
+    return raw
+
+
+def not_run(**fields: Any) -> dict[str, Any]:
+    """The raw observations of a unit whose program never ran, with `fields` on top."""
+    raw = {
+        "events": [],
+        "forged": 0,
+        "timed_out": False,
+        "output_limit": False,
+        "exit_code": None,
+        "signal": None,
+        "stdout": "",
+        "stdout_full": "",
+        "stderr": "",
+        "cpu_s": 0.0,
+        "wall_s": 0.0,
+        "maxrss_kb": 0,
+    }
+    raw.update(fields)
     return raw
 
 

@@ -150,24 +150,7 @@ def _run_unit_safely(
             isolation.reap_namespace()
         _reap_orphans(block_s=2.0)
         ctx["retire"] = f"the worker failed: {type(exc).__name__}: {exc}"
-        return _failed_unit(ctx["retire"])
-
-
-def _failed_unit(message: str) -> dict[str, Any]:
-    return {
-        "events": [{"t": "setup_error", "msg": message}],
-        "forged": 0,
-        "timed_out": False,
-        "output_limit": False,
-        "exit_code": None,
-        "signal": None,
-        "stdout": "",
-        "stdout_full": "",
-        "stderr": "",
-        "cpu_s": 0.0,
-        "wall_s": 0.0,
-        "maxrss_kb": 0,
-    }
+        return execunit.not_run(events=[{"t": "setup_error", "msg": ctx["retire"]}])
 
 
 def _spawn(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
