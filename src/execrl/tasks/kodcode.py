@@ -14,7 +14,8 @@ importable in the sandbox, so `import pytest` binds the part of it the tests use
 statement), `param`, `raises` (with `match`), `approx` (pytest's default tolerances), and
 `fixture` (a test's other arguments come from the file's fixtures; a `yield` fixture gives its
 first value and is not finalised). Departures: pytest's own fixtures (`tmp_path`, `capsys`,
-`monkeypatch`) are not provided, so a test taking one fails naming it; other marks (`skip`,
+`monkeypatch`) are not provided, so a test taking one fails naming it, nor are fixtures
+defined inside a test class (they are called without an instance); other marks (`skip`,
 `xfail`) have no effect; assertion rewriting is absent (a failing assert says less); the
 program's functions must return plain data (execrl's guard; a returned object of the program's
 own class fails the test, where pytest would let the test inspect it).
