@@ -38,7 +38,6 @@ ORACLES = (
     "evalplus_or_equal",  # expected is (reference output, alternative); got == alt also passes
 )
 
-
 # Names `Compare.checker` accepts; `execrl.sandbox.checkers` defines each ("" is the rules of
 # the other Compare fields).
 CHECKERS = (
@@ -80,7 +79,6 @@ class Compare:
             raise ValueError(f"unknown checker {self.checker!r}; known: {CHECKERS}")
         if (self.checker == "program") != bool(self.checker_source):
             raise ValueError("checker 'program' needs checker_source, and only it takes one")
-
 
 
 @dataclass(frozen=True, slots=True)
