@@ -62,7 +62,10 @@ failures of the sandbox (`verdict.SandboxErrorCause`); what a run does in its ow
 program verdict: a scratch it leaves unremovable is RUNTIME_ERROR, output that grading cannot
 read is WRONG_ANSWER, and a job whose worker dies on every attempt (a fresh one each time) is
 RUNTIME_ERROR flagged `possible_hack`. The worker itself never dies of an exception while
-handling a run: it reports it and retires, and the pool starts a fresh one.
+handling a run: it reports it and retires, and the pool starts a fresh one. Nor does the pool
+wait forever: a worker that gives no answer past a job's own limits and
+`SandboxConfig.hang_s` is killed (SANDBOX_ERROR worker_hung, retried, and counted as a worker
+the job brought down).
 
 Without root, `network` and `filesystem` come from an unprivileged user namespace where the
 kernel allows one (`userns_available`): the worker enters new user, network, mount and pid
