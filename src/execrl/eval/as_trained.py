@@ -66,14 +66,17 @@ def evaluate_as_trained(
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     policy = load_policy(args.model, device=device, dtype=spec.dtype)
-    engine = make_engine("loop", policy.model, policy.tokenizer)
+    engine = make_engine(spec.engine, policy.model, policy.tokenizer)
     print(
         f"execrl eval: {args.model} holds {Path(args.model, 'execrl_eval.json')}: evaluating as "
         f"trained ({spec.prompt_format} prompts, {spec.samples_per_task} samples per task at "
         f"temperature {spec.temperature})",
         file=sys.stderr,
     )
-    done = run_heldout(spec, engine, policy.tokenizer, tasks, sandbox)
+    try:
+        done = run_heldout(spec, engine, policy.tokenizer, tasks, sandbox)
+    finally:
+        engine.close()
     chat = uses_chat_template(policy.tokenizer, {"auto": None, "on": True, "off": False}[spec.chat])
     meta = GenerationMeta(args.model, benchmark, spec.samples_per_task, spec.temperature,
                           spec.top_p, spec.max_new_tokens, chat)  # fmt: skip

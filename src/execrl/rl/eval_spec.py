@@ -56,6 +56,7 @@ class HeldoutSpec:
     wall_s: float  # per-program limits
     memory_mb: int
     dtype: str  # the dtype the model was trained in
+    engine: str = "loop"  # the rollout engine (`sampling.engine`): loop and hf draw differently
 
     def __post_init__(self) -> None:
         if self.prompt_format not in PROMPT_FORMATS:
@@ -113,6 +114,7 @@ def heldout_spec(c: TrainConfig) -> HeldoutSpec:
         wall_s=c.sandbox.wall_s,
         memory_mb=c.sandbox.memory_mb,
         dtype=c.model.dtype,
+        engine=c.sampling.engine,
     )
 
 
