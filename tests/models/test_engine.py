@@ -1,5 +1,7 @@
 """The rollout-engine interface: the in-process engines are `sample` itself, draw for draw."""
 
+import importlib.util
+
 import pytest
 import torch
 
@@ -86,3 +88,11 @@ def test_unknown_engine_and_bad_calls_are_errors_naming_the_field(policy):
     engine.close()
     with pytest.raises(RuntimeError, match="closed"):
         engine.generate(ids, SamplingParams(max_new_tokens=2), n=1)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed here")
+def test_the_vllm_engine_without_vllm_is_a_config_error_before_any_model_loads():
+    from execrl.rl.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="sampling.engine = 'vllm' needs vLLM"):
+        load_config(None, ["sampling.engine='vllm'"])

@@ -8,6 +8,7 @@ types are errors naming the key, before anything is loaded.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import tomllib
 import types
 import typing
@@ -318,6 +319,10 @@ def validate(config: TrainConfig, where: str = "config") -> None:
         raise ConfigError(f"{where}: rl.pass_rate_target must be in [0, 1]")
     if config.rl.tis_cap < 1:
         raise ConfigError(f"{where}: rl.tis_cap must be at least 1")
+    if config.sampling.engine == "vllm" and importlib.util.find_spec("vllm") is None:
+        from execrl.models.vllm_engine import INSTALL_HINT
+
+        raise ConfigError(f"{where}: {INSTALL_HINT}")
     for key in ("train", "heldout"):
         _check_source(f"data.{key}", getattr(config.data, key), where)
 
