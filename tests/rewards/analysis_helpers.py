@@ -5,9 +5,10 @@ worker processes as `rewards.analysis_helpers` (pytest puts tests/ on sys.path),
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
-from execrl.rewards.analysis import Analysis, analysed
+from execrl.rewards.analysis import Analysis, Failed, analysed, unvouched
 from execrl.rewards.base import leaf
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
@@ -19,6 +20,18 @@ def crash_on_marker(program: str, tree: object) -> int:
     """Kills the process it runs in, as a segfaulting C extension would, on marked programs."""
     if "CRASH" in program:
         os._exit(3)
+    return 0
+
+
+def crash_always(program: str, tree: object) -> int:
+    """Kills the process it runs in on every program: the pool's failure, not a program's."""
+    os._exit(3)
+
+
+def hang_on_marker(program: str, tree: object) -> int:
+    """Never returns on marked programs, as a backtracking regex would not for hours."""
+    while "HANG" in program:
+        time.sleep(1)
     return 0
 
 
@@ -50,4 +63,6 @@ class ProbeLeaf:
 
     def __call__(self, sample: Sample) -> RewardResult:
         raw = analysed(sample, self.analysis)
+        if isinstance(raw, Failed):  # the program's fault: the worker died or hung on it alone
+            return unvouched(self.name, 1.0, raw)
         return leaf(self.name, 0.0 if raw is None else -float(raw))

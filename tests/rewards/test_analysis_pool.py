@@ -12,7 +12,13 @@ from execrl.rewards.analyser import Analyser, analyses_of
 from execrl.rewards.analysis import Analysis, AnalysisError
 from execrl.rewards.security import bandit_findings
 from execrl.rewards.static_analysis import PYFLAKES
-from rewards.analysis_helpers import CALLS, ProbeLeaf, counting, crash_on_marker, raise_on_marker
+from rewards.analysis_helpers import (
+    CALLS,
+    ProbeLeaf,
+    counting,
+    crash_always,
+    raise_on_marker,
+)
 
 from .conftest import TASK, sample
 
@@ -78,15 +84,14 @@ def test_parallel_analyses_give_exactly_the_serial_results(sandbox):
 
 
 def test_a_crashed_analysis_worker_is_an_error_not_a_zero(sandbox):
-    reward = ProbeLeaf(Analysis("crashy", crash_on_marker))
+    """A worker that dies on every program, a control program too, is the pool's failure. (A
+    program that kills a worker alone is its own: tests/rewards/test_hostile_source.py.)"""
+    reward = ProbeLeaf(Analysis("crashy", crash_always))
     scorer = RewardScorer(RewardConfig(), sandbox=sandbox, reward=reward)
-    crash = FENCE.format("def f(x):\n    return x + 1\nCRASH = 1\n")
     with pytest.raises(
         AnalysisError, match=r"worker process died \(exit code 3\).*tasks \['inc'\]"
     ):
-        scorer.score([TASK, TASK], [GOOD, crash])
-    # the broken pool is dropped: the next batch is analysed by a new worker
-    assert scorer.score([TASK], [GOOD])[0].score == 0.0
+        scorer.score([TASK, TASK], [GOOD, STATIC])
     scorer.close()
 
 

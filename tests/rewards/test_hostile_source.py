@@ -16,11 +16,13 @@ from execrl.rewards import (
     StaticAnalysis,
     Style,
     SyntaxValid,
+    analysis_worker,
 )
-from execrl.rewards.analysis import MAX_PROGRAM_CHARS
+from execrl.rewards.analysis import MAX_PROGRAM_CHARS, Analysis
 from execrl.rewards.format import CodeFenced, OneFunction, ReasoningClosed
 from execrl.rewards.hardcode import hardcoded_tests
 from execrl.tasks import CallTests, Task
+from rewards.analysis_helpers import ProbeLeaf, crash_on_marker, hang_on_marker
 
 from .conftest import TASK, sample
 
@@ -47,6 +49,7 @@ HOSTILE = {
     "regex-backtracking-line": "f = lambda" + " " * 100_000 + ": 1\n",
     "long-program": "x = 1\n" * (MAX_PROGRAM_CHARS // 6 + 1) + "def f(x):\n    return x\n",
     "nul-byte": DEF + "x\x00\n",
+    "blank-runs-in-one-statement": "x = (\n" + ("    a" + " " * 1990 + "b,\n") * 20 + ")\n",
 }
 LEAVES = [
     StaticAnalysis(),
@@ -118,3 +121,20 @@ def test_one_bad_completion_never_aborts_a_scoring_step(sandbox, workers):
         results = scorer.score([TASK] * (len(bad) + 1), [*bad, good])
     assert results[-1] == alone and alone.score == pytest.approx(1.1)
     assert all(math.isfinite(r.score) and not r.masked for r in results)
+
+
+@pytest.mark.parametrize(
+    "marker, analysis",
+    [("CRASH", Analysis("crashy", crash_on_marker)), ("HANG", Analysis("hangs", hang_on_marker))],
+)
+def test_a_program_that_kills_or_stalls_an_analysis_worker_costs_only_its_own_score(
+    sandbox, monkeypatch, marker, analysis
+):
+    monkeypatch.setattr(analysis_worker, "answer_s", lambda n: 3.0)  # a hang is noticed in 3 s
+    good = "```python\ndef f(x):\n    return x + 1\n```"
+    bad = f"```python\ndef f(x):\n    return x + 1\n{marker} = 1\n```"
+    with RewardScorer(RewardConfig(), sandbox=sandbox, reward=ProbeLeaf(analysis)) as scorer:
+        results = scorer.score([TASK] * 3, [good, bad, good])
+        assert [r.score for r in results] == [0.0, -1.0, 0.0]
+        assert "failed on this program alone" in results[1].reason
+        assert scorer.score([TASK], [good])[0].score == 0.0  # new workers serve what follows

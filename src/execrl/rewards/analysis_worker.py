@@ -11,6 +11,13 @@ fails to unpickle leaves the stream in step):
     worker -> parent   ("ok", [results per program]) or ("error", text)
 
 The parent trusts what comes back: the worker analyses untrusted programs but never runs them.
+
+A program can still make an analyser hang (a regex that backtracks) or die; one such completion
+must not abort a scoring step, nor cost its peers their scores. A request unanswered after
+`answer_s(n)` seconds kills its worker. Then the pool finds the culprit: a fresh worker analyses a
+control program (if that fails too, the failure is the pool's and is raised), then each program
+of the request alone; one that kills or stalls a worker by itself gets a `Failed` it is at fault
+for (its leaves give -max_penalty), and the others their results.
 """
 
 from __future__ import annotations
@@ -30,13 +37,22 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
-from execrl.rewards.analysis import Analysis, AnalysisError, analyse_many
+from execrl.rewards.analysis import Analysis, AnalysisError, Failed, analyse_many
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory holding `execrl`
 
 
 class WorkerDied(AnalysisError):
-    """The worker process ended while it owed a reply."""
+    """The worker process ended while it owed a reply, or stopped answering."""
+
+
+CONTROL = "def f(x):\n    return x + 1\n"  # a program every analysis handles in milliseconds
+
+
+def answer_s(n_programs: int) -> float:
+    """How long a request of `n_programs` may take: the analyses cost milliseconds a program,
+    so this is thousands of times that, room for a machine loaded many times over."""
+    return 60.0 + 1.0 * n_programs
 
 
 _HEADER = struct.Struct("!Q")
@@ -104,8 +120,13 @@ class _Worker:
                 "reward.analysis_workers = 0"
             ) from exc
         try:
+            self._sock.settimeout(answer_s(len(programs)))
             self._send(data)
             kind, payload = pickle.loads(read_frame(self._rfile))
+        except TimeoutError as exc:
+            self.proc.kill()  # stuck in an analysis: it would not read a closed input
+            self.close()
+            raise WorkerDied(f"it did not answer within {answer_s(len(programs)):g} s") from exc
         except (OSError, ValueError, EOFError, pickle.UnpicklingError) as exc:
             raise WorkerDied(self._how_it_ended()) from exc
         if kind != "ok":
@@ -161,6 +182,21 @@ class WorkerPool:
         return self._threads.submit(self._run, tuple(analyses), list(programs))
 
     def _run(self, analyses: tuple[Analysis, ...], programs: list[str]) -> list[Any]:
+        try:
+            return self._call(analyses, programs)
+        except WorkerDied:
+            self._call(analyses, [CONTROL])  # raises (the pool's failure) if this dies too
+            return [self._alone(analyses, program) for program in programs]
+
+    def _alone(self, analyses: tuple[Analysis, ...], program: str) -> Any:
+        """One program's results, or `Failed` results when it kills or stalls a worker alone."""
+        try:
+            return self._call(analyses, [program])[0]
+        except WorkerDied as exc:
+            why = f"the analysis worker failed on this program alone: {exc}"
+            return tuple(Failed(why, programs_fault=True) for _ in analyses)
+
+    def _call(self, analyses: tuple[Analysis, ...], programs: list[str]) -> list[Any]:
         worker = self._idle.get()
         try:
             if worker is None:

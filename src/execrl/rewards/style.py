@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,10 +16,14 @@ from execrl.rewards.sample import Sample
 # pycodestyle's DEFAULT_IGNORE, which an empty `ignore` keeps (pycodestyle 2.x); ruff has only
 # E226, E241 and E242 of these, and the ruff backend ignores them the same way.
 PYCODESTYLE_DEFAULT_IGNORE = ("E121", "E123", "E126", "E226", "E24", "E704", "W503", "W504")
-# pycodestyle's regexes backtrack on long lines: E711's took quadratic time in a run of spaces
-# (2.2 s at 8,000 characters, 254 s at 100,000). A program with a line longer than this is not
-# checked: its style leaf gives -max_penalty (ruff, native and linear, has no such bound).
+# pycodestyle's regexes backtrack on long lines: E711's took time quadratic in a run of blanks
+# (2.2 s at 8,000 spaces, 254 s at 100,000; twenty 1,990-space runs in one bracketed statement,
+# 9.9 s). A program with a line over MAX_LINE_CHARS, or whose runs of 64 or more blanks add up
+# to over MAX_BLANK_WORK (the sum of their squared lengths; ~0.5 s), is not checked: its style
+# leaf gives -max_penalty. Honest code stays far below both (ruff, native, has no such bound).
 MAX_LINE_CHARS = 2_000
+MAX_BLANK_WORK = 4_000_000
+_BLANK_RUN = re.compile(r"[ \t\f]{64,}")
 
 
 @functools.lru_cache(maxsize=16)
@@ -41,6 +46,12 @@ def style_violations(program: str, max_line_length: int = 100, ignore: tuple[str
     if longest > MAX_LINE_CHARS:
         raise Unanalysable(
             f"a line of {longest} characters (pycodestyle checks up to {MAX_LINE_CHARS})"
+        )
+    work = sum(len(run.group()) ** 2 for run in _BLANK_RUN.finditer(program))
+    if work > MAX_BLANK_WORK:
+        raise Unanalysable(
+            f"runs of blanks whose squared lengths add up to {work} (pycodestyle's regexes take "
+            f"time quadratic in them; it checks up to {MAX_BLANK_WORK})"
         )
     options = _options(max_line_length, tuple(ignore))
     return int(_checker_class()(lines=lines, options=options).check_all())
