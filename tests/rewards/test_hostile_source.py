@@ -138,3 +138,29 @@ def test_a_program_that_kills_or_stalls_an_analysis_worker_costs_only_its_own_sc
         assert [r.score for r in results] == [0.0, -1.0, 0.0]
         assert "failed on this program alone" in results[1].reason
         assert scorer.score([TASK], [good])[0].score == 0.0  # new workers serve what follows
+
+
+def test_a_program_ruff_fails_on_fails_alone_not_its_whole_batch(tmp_path, monkeypatch):
+    """A ruff that exits with an error on one program (as a crash of ruff's would) fails that
+    program, as its fault; the batch's other programs keep their results."""
+    from execrl.rewards import ruff_backend
+    from execrl.rewards.analyser import Analyser
+
+    real = ruff_backend.ruff_bin()
+    fake = tmp_path / "ruff"
+    fake.write_text(
+        '#!/bin/sh\nfor f in "$@"; do case "$f" in *.py) if grep -q POISON "$f"; then\n'
+        '  echo "error: ruff crashed" >&2; exit 2; fi;; esac; done\n'
+        f'exec "{real}" "$@"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setattr(ruff_backend, "ruff_bin", lambda: str(fake))
+    leaf = StaticAnalysis(backend="ruff")
+    analyser = Analyser((leaf.analysis,), workers=0)
+    samples = [
+        sample("import os\ndef f(x):\n    return x + 1\n"),
+        sample("def f(x):\n    return x + 1\nPOISON = 1\n"),
+    ]
+    scored = [leaf(s) for s in analyser.attach(analyser.submit(samples), samples)]
+    assert [r.score for r in scored] == [-0.1, -1.0]  # an unused import; the poisoned one
+    assert "ruff crashed" in scored[1].reason

@@ -162,14 +162,34 @@ def analyse_many(programs: Sequence[str], analyses: Sequence[Analysis]) -> list[
 
 
 def _batch(a: Analysis, programs: Sequence[str], parsed: list[tuple[int, ast.Module]]) -> list[Any]:
+    """One call for the batch. When it fails, each program is tried alone, so that a program
+    the analysis fails on by itself (ruff ending with an error on it) fails alone, as its fault;
+    when every program fails alone too, the failure is the analysis's, for all of them."""
     if not parsed:
         return []
     try:
-        results = list(a.fn([programs[i] for i, _ in parsed], [t for _, t in parsed], *a.args))
-        if len(results) != len(parsed):
-            raise AnalysisError(f"{len(results)} results for {len(parsed)} programs")
+        return _batch_call(a, programs, parsed)
     except Exception as exc:  # noqa: BLE001 - reported where each leaf reads it
-        return [Failed(_describe(exc))] * len(parsed)
+        failed = Failed(_describe(exc))
+    if len(parsed) == 1:
+        return [failed]
+    alone: list[Any] = []
+    for item in parsed:
+        try:
+            alone += _batch_call(a, programs, [item])
+        except Exception as exc:  # noqa: BLE001 - as above
+            alone.append(Failed(_describe(exc), programs_fault=True))
+    if all(isinstance(r, Failed) for r in alone):
+        return [failed] * len(parsed)
+    return alone
+
+
+def _batch_call(
+    a: Analysis, programs: Sequence[str], parsed: list[tuple[int, ast.Module]]
+) -> list[Any]:
+    results = list(a.fn([programs[i] for i, _ in parsed], [t for _, t in parsed], *a.args))
+    if len(results) != len(parsed):
+        raise AnalysisError(f"{len(results)} results for {len(parsed)} programs")
     return results
 
 
