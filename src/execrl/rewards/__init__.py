@@ -1,7 +1,8 @@
 """Rewards: components, combinators, token credit, hack flags, verifier noise, adapters.
 
-The trainer calls `RewardScorer.score(tasks, completions, offsets=..., step=...)` and gets one
-`RewardResult` per completion (see scorer.py); reward trees come from TOML via `RewardConfig`
+Training, `execrl eval --model RUN/final` and the TRL and verl adapters score through one function,
+`RewardScorer.score_samples(tasks, completions, offsets=...)` (`score` returns one `RewardResult`
+per completion and counts flags; see scorer.py); reward trees come from TOML via `RewardConfig`
 or are built from the classes here. Nothing here imports torch.
 """
 
@@ -18,7 +19,7 @@ from execrl.rewards.monitor import RewardMonitor, RunSummary
 from execrl.rewards.noise import FlakinessReport, LabelNoise, measure_flakiness
 from execrl.rewards.result import HACK_FLAGS, Flag, RewardResult
 from execrl.rewards.sample import Sample
-from execrl.rewards.scorer import RewardScorer, build_sample
+from execrl.rewards.scorer import RewardScorer, ScoredSample, build_sample
 from execrl.rewards.security import Security
 from execrl.rewards.static_analysis import StaticAnalysis
 from execrl.rewards.style import Style
@@ -55,6 +56,7 @@ __all__ = [
     "Runs",
     "RunSummary",
     "Sample",
+    "ScoredSample",
     "Security",
     "SoftOverlong",
     "StaticAnalysis",
