@@ -142,7 +142,8 @@ def test_the_cache_reads_back_the_same_outputs_whether_or_not_the_runner_kept_th
     texts = tuple(json.dumps(to_json(o)) for o in outputs)
     for kept in (texts, ()):
         name = f"t{len(kept)}"
-        problem = Problem(name, "humaneval", "", "f", "", ((0,), (1,)), ((2,), (3,)), 0.0, "x")
+        inputs = ((0,), (1,)), ((2,), (3,))
+        problem = Problem(name, "humaneval", "", "f", "", *inputs, 0.0, "x", inputs_digest=name)
         gt = ReferenceOutputs(outputs, (0.1, 0.2, 0.0, 0.3), {2: "why"}, kept)
         calls = []
 

@@ -70,6 +70,9 @@ class Problem:
     plus_inputs: tuple[tuple[Any, ...], ...]
     atol: float
     where: str
+    # sha256 of the inputs as the file stores them (JSON, before the MBPP conversion, which
+    # depends on the task id alone): the cache key, without encoding the converted inputs again.
+    inputs_digest: str
 
 
 def _tuples(x: Any) -> Any:
@@ -126,6 +129,7 @@ def read_problems(path: Path, dataset: str) -> list[Problem]:
             plus = []
         elif isinstance(plus, dict):
             raise TaskDataError(f"{where}: field 'plus_input' should be a list of inputs")
+        digest = hashlib.sha256(json.dumps([base, plus]).encode()).hexdigest()
         if dataset == "mbpp":
             base, plus = (
                 mbpp_deserialize_inputs(task_id, base),
@@ -146,6 +150,7 @@ def read_problems(path: Path, dataset: str) -> list[Problem]:
                 plus_inputs=tuple(tuple(i) for i in plus),
                 atol=float(field(where, rec, "atol", int | float)),
                 where=where,
+                inputs_digest=digest,
             )
         )
     return problems
@@ -253,7 +258,7 @@ def build_task(p: Problem, gt: ReferenceOutputs, source: str) -> Task:
 def _cache_path(data: Path, p: Problem) -> Path:
     h = hashlib.sha256()
     h.update(f"{GROUND_TRUTH_VERSION}\0{p.task_id}\0{p.reference}\0".encode())
-    h.update(json.dumps([to_json(list(i)) for i in p.base_inputs + p.plus_inputs]).encode())
+    h.update(p.inputs_digest.encode())
     name = p.task_id.replace("/", "_")
     return (
         cache_dir()
