@@ -213,7 +213,8 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
         "fork_floor": bench_fork_floor,
     }[name]
     runs, clock, passed = bench(repeat, args.workers, args.tasks)
-    return {"per_s": runs / clock.wall, "cpu_ms": clock.cpu / runs * 1000, "passed": passed}
+    cpu_s = max(clock.cpu, 1 / TICK)  # a short run can read 0 ticks: one is the resolution
+    return {"per_s": runs / clock.wall, "cpu_ms": cpu_s / runs * 1000, "passed": passed}
 
 
 def run_fresh(name: str, args: argparse.Namespace) -> dict[str, Any]:
