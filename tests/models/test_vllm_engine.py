@@ -91,6 +91,31 @@ def engine(policy):
     engine.close()
 
 
+# before the module's engine starts, too: one vLLM engine at a time in a process
+@pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="peft is not installed")
+def test_a_lora_policy_is_pushed_merged(model_dir):
+    from execrl.models import LoraSpec
+
+    lora = load_policy(str(model_dir), lora=LoraSpec(r=4, alpha=8))
+    engine = make_engine("vllm", lora.model, lora.tokenizer, max_model_len=256)
+    try:
+        ids = encode_prompts(lora.tokenizer, ["def add(a, b):\n", "x"])
+        params = SamplingParams(temperature=0.7, max_new_tokens=8)
+        with torch.no_grad():  # B starts at zero: give the adapters something to add
+            for name, p in lora.model.named_parameters():
+                if "lora_B" in name:
+                    p.add_(torch.randn_like(p) * 0.5)
+        engine.sync_weights(lora.model)
+        torch.manual_seed(0)
+        for c in engine.generate(ids, params, n=2):
+            assert torch.allclose(c.logprobs, trainer_logprobs(lora.model, c, 0.7), atol=1e-4)
+        # the policy keeps training unmerged: its adapters and base weights are untouched
+        assert any("lora_B" in n for n, _ in lora.model.named_parameters())
+        assert not any(getattr(m, "merged", False) for m in lora.model.modules())
+    finally:
+        engine.close()
+
+
 def trainer_logprobs(model, completion, temperature: float) -> torch.Tensor:
     """(T,) log softmax(logits / T)[token] from one forward over prompt + completion."""
     full = torch.cat([completion.prompt_ids, completion.token_ids])[None]

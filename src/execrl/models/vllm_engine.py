@@ -55,7 +55,7 @@ class VLLMEngine:
             raise ImportError(f"{INSTALL_HINT} ({exc})") from None
         self.tokenizer = tokenizer
         self.directory = Path(tempfile.mkdtemp(prefix="execrl-vllm-"))
-        plain = _unwrap(model)
+        plain = _base(model)
         plain.save_pretrained(self.directory, state_dict=_plain_state_dict(model))
         tokenizer.save_pretrained(self.directory)
         dtype = next(plain.parameters()).dtype
@@ -100,14 +100,14 @@ class VLLMEngine:
         return results
 
     def sync_weights(self, model: Any) -> None:
-        """Push `model`'s current weights into the engine (full weights; LoRA merged)."""
+        """Push `model`'s current weights into the engine (all weights; with LoRA, merged)."""
         if self.llm is None:
             raise RuntimeError("the 'vllm' rollout engine was closed")
         state = _plain_state_dict(model)
         if self.in_process:
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": _tensors(state)})
         else:  # the engine's processes cannot take tensors: through the directory
-            _unwrap(model).save_pretrained(self.directory, state_dict=state)
+            _base(model).save_pretrained(self.directory, state_dict=state)
             self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(self.directory)})
         self.llm.reset_prefix_cache()
 
@@ -148,16 +148,29 @@ def _unwrap(model: Any) -> Any:
     return getattr(model, "module", model)
 
 
-def _plain_state_dict(model: Any) -> dict[str, torch.Tensor]:
-    """The weights under the base model's own names. A LoRA model is refused: merged LoRA
-    weights are not pushed yet (the engine would sample from the base model)."""
+def _base(model: Any) -> Any:
+    """The plain HF model: under DDP, and under PEFT's wrapper for a LoRA policy."""
     model = _unwrap(model)
-    if hasattr(model, "peft_config"):
-        raise ValueError(
-            "sampling.engine = 'vllm' with LoRA (model.lora_r > 0) is not supported yet: use "
-            "engine 'loop' or 'hf', or train all weights"
-        )
-    return {name: t.detach() for name, t in model.state_dict().items()}
+    return model.get_base_model() if hasattr(model, "peft_config") else model
+
+
+def _plain_state_dict(model: Any) -> dict[str, torch.Tensor]:
+    """The weights under the base model's own names; for a LoRA policy, the adapters merged
+    into a copy (W + B A scaled), the policy itself left unmerged for training."""
+    model = _unwrap(model)
+    if not hasattr(model, "peft_config"):
+        return {name: t.detach() for name, t in model.state_dict().items()}
+    model.merge_adapter()
+    try:
+        merged = {}
+        for name, t in model.state_dict().items():
+            if ".lora_" in name:  # the adapters themselves: already in the merged weight
+                continue
+            plain = name.removeprefix("base_model.model.").replace(".base_layer.", ".")
+            merged[plain] = t.detach().clone()  # unmerging changes the weight in place
+    finally:
+        model.unmerge_adapter()
+    return merged
 
 
 def _tensors(state: dict[str, torch.Tensor]) -> Iterator[tuple[str, torch.Tensor]]:
