@@ -84,3 +84,15 @@ def test_a_damaged_spec_is_an_error_naming_the_file(tmp_path, capsys):
     assert main(["eval", "--model", str(model), "--out-dir", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert SPEC_FILE in err and "delete it" in err
+
+
+def test_a_run_without_heldout_tasks_asks_for_a_benchmark(tmp_path, capsys):
+    from execrl.rl.config import load_config
+    from execrl.rl.eval_spec import heldout_spec
+
+    model = tmp_path / "final"
+    model.mkdir()
+    heldout_spec(load_config(None, ["data.heldout=''"])).save(model)
+    assert main(["eval", "--model", str(model), "--out-dir", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "no held-out tasks" in err and "--benchmark" in err

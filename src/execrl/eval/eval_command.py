@@ -186,6 +186,11 @@ def _run_as_trained(args: argparse.Namespace, saved: HeldoutSpec, ks: list[int])
     if n < 1 or not ks or ks[0] < 1 or ks[-1] > n:
         return _fail(f"-k {args.k} with -n {n}: each k must be between 1 and n")
     benchmark, limit = benchmark_for(args, spec)
+    if not benchmark:
+        return _fail(
+            f"{args.model}: its run had no held-out tasks (data.heldout = ''); name the tasks "
+            "to evaluate on with --benchmark"
+        )
     try:
         tasks = load_benchmark(benchmark, args.data_dir, reference_runner=sandbox_runner())
     except (TaskDataError, DataNotFound, UnknownBenchmark, OSError, ValueError) as exc:
