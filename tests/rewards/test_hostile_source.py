@@ -164,3 +164,24 @@ def test_a_program_ruff_fails_on_fails_alone_not_its_whole_batch(tmp_path, monke
     scored = [leaf(s) for s in analyser.attach(analyser.submit(samples), samples)]
     assert [r.score for r in scored] == [-0.1, -1.0]  # an unused import; the poisoned one
     assert "ruff crashed" in scored[1].reason
+
+
+def test_fences_are_found_in_linear_time_exactly_as_the_regex_defines_them():
+    import random
+
+    from execrl.rewards.extract import _FENCE, extract_code, fences
+
+    rng = random.Random(0)
+    pieces = ["```", "```python", "``` py", "````", "  ```  ", "\t```", "x", "```x y", "", " ",
+              "def f(x):", "    return x", "```\t", "\r", "```é", "```c++"]  # fmt: skip
+    for _ in range(3000):
+        text = "\n".join(rng.choice(pieces) for _ in range(rng.randint(0, 9)))
+        text += "\n" if rng.random() < 0.5 else ""
+        want = [(m.group(1), m.start(2), m.end(2)) for m in _FENCE.finditer(text)]
+        assert [(f.tag, f.start, f.end) for f in fences(text)] == want, text
+    # the regex rescans to the end from each unclosed opening line: 10,000 such lines took 95 s
+    hostile = "```python\n" * 50_000
+    started = time.monotonic()
+    assert extract_code(hostile, "f") is None
+    assert CodeFenced()(sample(hostile)).score == 0.0  # Sample.of: the completion is the program
+    assert time.monotonic() - started < 5

@@ -15,7 +15,12 @@ from dataclasses import dataclass
 
 from execrl.rewards.syntax import parses
 
+# What a fenced block is, as one regex: `fences` finds exactly its matches, in linear time (this
+# regex's lazy body rescans to the end from every unclosed opening line: 10,000 lines of
+# "```python" took 95 s; tests/rewards/test_hostile_source.py pins the two together).
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.M | re.S)
+_OPENING = re.compile(r"[ \t]*```[ \t]*([\w+#.-]*)")
+_CLOSING = re.compile(r"[ \t]*```[ \t]*")
 _PYTHON_TAGS = frozenset({"", "python", "py", "python3", "py3"})
 _CODE_START = re.compile(r"^(def |async def |class |import |from \S+ import |@)", re.M)
 _MAX_SCAN_LINES = 400  # bound on the prose fallback's quadratic search
@@ -26,6 +31,38 @@ class Extraction:
     code: str
     start: int  # completion[start:end] == code
     end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    tag: str  # the word after the opening ```, as written ("" when none)
+    start: int  # text[start:end] is the block's body, up to the closing fence's line
+    end: int
+
+
+def fences(text: str) -> list[Fence]:
+    """The complete fenced blocks of `text`, as `_FENCE.finditer` finds them, in linear time: an
+    opening line ([blanks]```tag...) is closed by the next line that is only [blanks]```[blanks]
+    (a block closes at the first such line; an opening line with none after it opens nothing)."""
+    lines = text.split("\n")
+    starts = [0] * len(lines)
+    for n in range(1, len(lines)):
+        starts[n] = starts[n - 1] + len(lines[n - 1]) + 1
+    next_closing = [len(lines)] * (len(lines) + 1)  # the first closing line at or after n
+    for n in range(len(lines) - 1, -1, -1):
+        closes = _CLOSING.fullmatch(lines[n]) is not None
+        next_closing[n] = n if closes else next_closing[n + 1]
+    found: list[Fence] = []
+    n = 0
+    while n < len(lines) - 1:  # an opening line ends with a newline: never the last piece
+        opening = _OPENING.match(lines[n])
+        close = next_closing[n + 1]
+        if opening is None or close == len(lines):
+            n += 1
+            continue
+        found.append(Fence(opening.group(1), starts[n + 1], starts[close]))
+        n = close + 1
+    return found
 
 
 def reasoning_spans(text: str, tags: tuple[str, ...] = ("think",)) -> list[tuple[int, int]]:
@@ -59,9 +96,9 @@ def extract_code(
 ) -> Extraction | None:
     answer = blank_reasoning(completion, reasoning_tags)
     blocks = [
-        Extraction(m.group(2), m.start(2), m.end(2))
-        for m in _FENCE.finditer(answer)
-        if m.group(1).lower() in _PYTHON_TAGS
+        Extraction(answer[f.start : f.end], f.start, f.end)
+        for f in fences(answer)
+        if f.tag.lower() in _PYTHON_TAGS
     ]
     if blocks:
         if entry_point:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from execrl.rewards.analysis import parse
 from execrl.rewards.base import leaf
-from execrl.rewards.extract import _FENCE
+from execrl.rewards.extract import fences
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
 
@@ -29,7 +29,7 @@ class CodeFenced:
         return (0.0, 1.0)
 
     def __call__(self, sample: Sample) -> RewardResult:
-        tags = [m.group(1).lower() for m in _FENCE.finditer(sample.completion)]
+        tags = [f.tag.lower() for f in fences(sample.completion)]
         ok = bool(tags) and (not self.language or self.language.lower() in tags)
         return leaf(self.name, float(ok))
 
