@@ -185,3 +185,14 @@ def test_fences_are_found_in_linear_time_exactly_as_the_regex_defines_them():
     assert extract_code(hostile, "f") is None
     assert CodeFenced()(sample(hostile)).score == 0.0  # Sample.of: the completion is the program
     assert time.monotonic() - started < 5
+
+
+def test_finding_the_entry_point_is_linear_in_blank_lines():
+    from execrl.rewards.extract import defines, extract_code
+
+    blank = "\n" * 200_000  # from each line start, ^\s* ran over every blank line below it
+    started = time.monotonic()
+    assert not defines(blank, "f") and extract_code(f"```python\n{blank}```\n", "f") is not None
+    assert time.monotonic() - started < 5
+    assert defines("x = 1\n\n\n  \n    def f(x):\n", "f")  # after blank lines, indented
+    assert defines("async  def f (", "f") and not defines("# def f(", "f")
