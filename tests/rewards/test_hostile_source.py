@@ -25,6 +25,7 @@ from execrl.tasks import CallTests, Task
 from rewards.analysis_helpers import ProbeLeaf, crash_on_marker, hang_on_marker
 
 from .conftest import TASK, sample
+from .test_analysis_pool import TREE  # pass fraction, static, style, security, a gated style
 
 DEF = "def f(x):\n    return "
 HOSTILE = {
@@ -102,24 +103,13 @@ def test_the_hardcode_check_still_sees_huge_literals():
 
 @pytest.mark.parametrize("workers", [0, 1])
 def test_one_bad_completion_never_aborts_a_scoring_step(sandbox, workers):
-    tree = {
-        "type": "sum",
-        "name": "total",
-        "terms": [
-            {"weight": 1.0, "type": "pass_fraction"},
-            {"weight": 0.5, "type": "static"},
-            {"weight": 0.1, "type": "style"},
-            {"weight": 0.2, "type": "security"},
-            {"weight": 0.1, "type": "syntax"},
-        ],
-    }
-    config = RewardConfig.from_dict({"tree": tree, "analysis_workers": workers})
+    config = RewardConfig.from_dict({"tree": TREE, "analysis_workers": workers})
     good = "```python\ndef f(x):\n    return x + 1\n```"
     bad = [f"```python\n{HOSTILE[name]}```" for name in sorted(HOSTILE) if name != "long-program"]
     with RewardScorer(config, sandbox=sandbox) as scorer:
         alone = scorer.score([TASK], [good])[0]
         results = scorer.score([TASK] * (len(bad) + 1), [*bad, good])
-    assert results[-1] == alone and alone.score == pytest.approx(1.1)
+    assert results[-1] == alone and alone.score == pytest.approx(1.0)
     assert all(math.isfinite(r.score) and not r.masked for r in results)
 
 
