@@ -160,7 +160,15 @@ def _poly(xs: list[Any], x: float) -> float:
 
 
 def stdout_matches(got: str, expected: str, cmp: Compare) -> bool:
-    """Token-by-token comparison of a program's output, as contest judges do."""
+    """Token-by-token comparison of a program's output, as contest judges do; False, never an
+    exception, for output a rule cannot read (as `values_equal`)."""
+    try:
+        return _stdout_matches(got, expected, cmp)
+    except Exception:  # noqa: BLE001 - the program chose `got`: see values_equal
+        return False
+
+
+def _stdout_matches(got: str, expected: str, cmp: Compare) -> bool:
     if cmp.checker:  # a built-in checker or a benchmark's own rule (sandbox/checkers.py)
         return checkers.stdout_check(got, expected, cmp)
     if not cmp.tokens:
