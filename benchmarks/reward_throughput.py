@@ -130,7 +130,8 @@ def main() -> None:
     )
     args = ap.parse_args()
     tasks, texts = completions(args.n, args.distinct)
-    limits = Limits(wall_s=3.0, memory_mb=RewardConfig().sandbox.memory_mb)
+    box = RewardConfig().sandbox  # the limits the scorer gives each run, for the bare runs too
+    limits = Limits(wall_s=box.wall_s, memory_mb=box.memory_mb)
     jobs = [
         Job(t.prompt + c, t.tests, t.entry_point, limits=limits, id=t.id)
         for t, c in zip(tasks, texts, strict=True)
