@@ -1,0 +1,28 @@
+"""Episodes: multi-turn rollouts (self-correction from visible-test feedback, a code-execution
+tool) with token-exact trajectories. See docs/episodes.md."""
+
+from execrl.rl.episodes.env import (
+    EnvConfig,
+    Environment,
+    Observation,
+    StepInfo,
+    StepResult,
+    make_env,
+)
+from execrl.rl.episodes.rollout import Episode, run_episodes, run_text_episodes
+from execrl.rl.episodes.trajectory import Conversation, NotAppendOnly, Trajectory
+
+__all__ = [
+    "Conversation",
+    "EnvConfig",
+    "Environment",
+    "Episode",
+    "NotAppendOnly",
+    "Observation",
+    "StepInfo",
+    "StepResult",
+    "Trajectory",
+    "make_env",
+    "run_episodes",
+    "run_text_episodes",
+]

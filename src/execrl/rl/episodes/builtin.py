@@ -1,0 +1,110 @@
+"""The built-in environments "single" (one turn) and "self_correct" (attempts with feedback
+from the visible tests; `visible.py` says which tests those are, per benchmark family)."""
+
+from __future__ import annotations
+
+from execrl.rewards.scorer import RewardScorer, build_sample
+from execrl.rl.episodes.env import (
+    EnvConfig,
+    Observation,
+    StepInfo,
+    StepResult,
+    first_observation,
+    grade_hidden,
+)
+from execrl.rl.episodes.visible import VisibleTests, feedback_text, visible_tests
+from execrl.sandbox.job import Job
+from execrl.sandbox.verdict import ExecutionResult, Verdict
+from execrl.tasks.schema import Task
+
+FIX_REQUEST = "Fix the code. Answer with the whole corrected solution in one code block."
+
+
+class Single:
+    """One turn graded by the hidden tests: what execrl did before episodes."""
+
+    name = "single"
+
+    def __init__(self, config: EnvConfig, scorer: RewardScorer) -> None:
+        self.scorer = scorer
+        self.task: Task | None = None
+
+    def reset(self, task: Task) -> Observation:
+        self.task = task
+        return first_observation(task)
+
+    def step(self, model_output: str) -> StepResult:
+        assert self.task is not None, "reset(task) before step()"
+        reward, passed = grade_hidden(self.scorer, self.task, model_output)
+        return StepResult(None, reward, True, StepInfo(1, hidden_passed=passed))
+
+
+class SelfCorrect:
+    """Up to `max_turns` attempts. After each, the program runs on the visible tests only; a
+    failure gives a feedback turn; the episode ends when they pass or the turns run out, and
+    the hidden tests grade the final answer (the reward of the last turn; earlier turns get 0).
+    Every attempt is graded on the hidden tests too, for `StepInfo.hidden_passed` (evaluation by
+    turn); that grade never reaches the model."""
+
+    name = "self_correct"
+
+    def __init__(self, config: EnvConfig, scorer: RewardScorer) -> None:
+        self.config = config
+        self.scorer = scorer
+        self.task: Task | None = None
+        self.visible: VisibleTests | None = None
+        self.turn = 0
+
+    def reset(self, task: Task) -> Observation:
+        self.task = task
+        self.visible = visible_tests(task, self.config.visible_split)
+        self.turn = 0
+        return first_observation(task)
+
+    def step(self, model_output: str) -> StepResult:
+        task = self.task
+        assert task is not None, "reset(task) before step()"
+        self.turn += 1
+        reward, hidden_passed = grade_hidden(self.scorer, task, model_output)
+        if self.visible is None:
+            info = StepInfo(self.turn, hidden_passed, note="no visible tests: one attempt")
+            return StepResult(None, reward, True, info)
+        sample = build_sample(task, model_output, self.scorer.config.program)
+        result = self._run_visible(task, sample.program)
+        info = StepInfo(self.turn, hidden_passed, result.passed)
+        if result.passed or self.turn >= self.config.max_turns:
+            return StepResult(None, reward, True, info)
+        if result.verdict is Verdict.SANDBOX_ERROR:  # never the program's fault: no feedback
+            return StepResult(
+                None, reward, True, StepInfo(self.turn, hidden_passed, note="sandbox error")
+            )
+        feedback = feedback_text(self.visible, result, sample.program)
+        return StepResult(_feedback_turn(task, feedback), 0.0, False, info)
+
+    def _run_visible(self, task: Task, program: str | None) -> ExecutionResult:
+        assert self.visible is not None
+        if program is None:
+            return ExecutionResult(Verdict.SYNTAX_ERROR, n_tests=len(self.visible.tests))
+        job = Job(
+            program,
+            self.visible.tests,
+            task.entry_point,
+            self.scorer.limits,
+            strict_returns=task.strict_returns,
+            id=task.id,
+            language=task.language,
+        )
+        return self.scorer.sandbox.run(job)
+
+
+def _feedback_turn(task: Task, feedback: str) -> Observation:
+    """Feedback as a user message; for a raw-text model, as comments followed by the prompt again
+    when the prompt is code it continues (HumanEval style), else as plain text."""
+    from execrl.models.prompting import is_code_prompt  # lazily: models imports torch
+
+    if is_code_prompt(task.prompt):
+        comment = "\n".join(f"# {line}".rstrip() for line in feedback.splitlines())
+        raw = f"\n\n# Feedback on the attempt above:\n{comment}\n\n{task.prompt}"
+    else:
+        raw = f"\n\nFeedback:\n{feedback}\n\n{FIX_REQUEST}\n"
+    return Observation(f"{feedback}\n\n{FIX_REQUEST}", raw)

@@ -1,0 +1,133 @@
+"""The environment interface of an episode, in the spirit of a gym.
+
+    env = make_env(EnvConfig(name="self_correct", max_turns=2), scorer)
+    observation = env.reset(task)                 # the first turn: the task's prompt
+    while True:
+        result = env.step(model_output)            # runs what it must in the sandbox
+        if result.done:
+            break
+        observation = result.observation          # feedback or a tool's output
+
+One rollout is one episode; a GRPO group is several episodes of the same task. An environment
+sees text; `trajectory.Conversation` turns its observations into token ids. Built-ins: "single"
+(one turn, today's behaviour), "self_correct" and "tool" (`builtin.py`, `tool.py`); a user's own
+is named "package.module:Class" and built as `Class(config, scorer)` (docs/episodes.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from execrl.rewards.scorer import RewardScorer
+from execrl.tasks.schema import Task
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One environment turn."""
+
+    text: str  # the message a chat model reads (role `role`)
+    # what a raw-text model (no chat template) is given instead, appended to the conversation
+    raw: str
+    role: str = "user"  # "user" (the task, feedback) or "tool" (a tool's output)
+
+
+@dataclass(frozen=True, slots=True)
+class StepInfo:
+    """What a step did, for the log and for evaluation by turn; never shown to the model."""
+
+    turn: int  # 1-based
+    hidden_passed: bool | None = None  # the hidden tests on this turn's answer (None: not graded)
+    visible_passed: bool | None = None  # the visible tests (None: not run)
+    tool_calls: int = 0  # tool calls so far in the episode
+    note: str = ""  # e.g. "no visible tests", "tool budget spent"
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    observation: Observation | None  # the next turn; None when done
+    reward: float  # this turn's reward
+    done: bool
+    info: StepInfo
+
+
+@dataclass(frozen=True, slots=True)
+class EnvConfig:
+    """The `[env]` of a run, or `execrl eval --env/--turns`."""
+
+    name: str = "single"  # "single", "self_correct", "tool", or "package.module:Class"
+    max_turns: int = 2  # self_correct: attempts; tool: model turns (calls + the answer)
+    visible_split: int = 0  # tasks with nothing visible: show their first N tests (0: none)
+    tool_calls: int = 4  # tool: the most code executions in one episode
+    tool_output_chars: int = 1000  # tool: a run's output is cut to this many characters
+
+    def __post_init__(self) -> None:
+        if self.max_turns < 1:
+            raise ValueError(f"env.max_turns must be >= 1, got {self.max_turns}")
+        if self.visible_split < 0 or self.tool_calls < 0 or self.tool_output_chars < 1:
+            raise ValueError(
+                "env.visible_split and env.tool_calls must be >= 0, env.tool_output_chars >= 1"
+            )
+        if self.name not in BUILTIN and ":" not in self.name:
+            raise ValueError(
+                f"env.name {self.name!r}: choose one of {', '.join(BUILTIN)}, "
+                'or name your own as "package.module:Class"'
+            )
+
+
+@runtime_checkable
+class Environment(Protocol):
+    name: str
+
+    def reset(self, task: Task) -> Observation:
+        """Start an episode of `task`; the first observation (the prompt)."""
+        ...
+
+    def step(self, model_output: str) -> StepResult:
+        """The model's turn, as text; the next observation, this turn's reward, done, info."""
+        ...
+
+
+BUILTIN = ("single", "self_correct", "tool")
+
+
+def make_env(config: EnvConfig, scorer: RewardScorer) -> Environment:
+    """A fresh environment (one per concurrent episode)."""
+    if config.name in ("single", "self_correct"):
+        from execrl.rl.episodes.builtin import SelfCorrect, Single
+
+        return Single(config, scorer) if config.name == "single" else SelfCorrect(config, scorer)
+    if config.name == "tool":
+        from execrl.rl.episodes.tool import ToolUse
+
+        return ToolUse(config, scorer)
+    module_name, _, class_name = config.name.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(
+            f"env.name {config.name!r}: cannot load {class_name!r} from {module_name!r} ({exc}); "
+            "is the module importable (on PYTHONPATH)?"
+        ) from None
+    env = cls(config, scorer)
+    if not isinstance(env, Environment):
+        raise ValueError(
+            f"env.name {config.name!r}: {class_name} needs a `name`, reset(task) and "
+            "step(model_output) (docs/episodes.md)"
+        )
+    return env
+
+
+def first_observation(task: Task) -> Observation:
+    """The task's prompt as the first turn (raw: the prompt a base model continues)."""
+    return Observation(task.prompt, task.prompt)
+
+
+def grade_hidden(scorer: RewardScorer, task: Task, answer: str) -> tuple[float, bool]:
+    """The final answer's reward and whether it passes the hidden tests, through the one
+    scoring path (`RewardScorer.score_samples`)."""
+    scored = scorer.score_samples([task], [answer])[0]
+    result = scored.sample.result
+    return scored.reward.score, bool(result is not None and result.passed)

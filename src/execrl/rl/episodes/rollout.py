@@ -1,0 +1,123 @@
+"""Running episodes: each turn, every episode still going gets one completion from the engine
+(one batched `generate` call), the environment steps on it, and its turn is appended as ids.
+
+`run_episodes` drives a token engine (`models.engine.RolloutEngine`: local models, scripted test
+policies) and returns token-exact trajectories; `run_text_episodes` drives a text-only generator
+(an OpenAI-compatible server) and keeps the texts alone, since a server's tokens are not ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from execrl.rl.episodes.env import Environment, StepResult
+from execrl.rl.episodes.trajectory import Conversation, Trajectory
+from execrl.tasks.schema import Task
+
+
+@dataclass(frozen=True, slots=True)
+class Episode:
+    task_id: str
+    outputs: tuple[str, ...]  # the model's turns, as text
+    observations: tuple[str, ...]  # the environment's turns after the first (feedback, tools)
+    steps: tuple[StepResult, ...]  # one per model turn
+    trajectory: Trajectory | None  # None for a text-only generator
+    truncated: bool = False  # stopped by the token budget, not by the environment
+
+    def passed_by_turn(self, turns: int) -> list[bool]:
+        """Whether the answer standing after each of `turns` turns passes the hidden tests (an
+        episode that ended early keeps its last answer)."""
+        graded = [s.info.hidden_passed for s in self.steps]
+        out, last = [], False
+        for t in range(turns):
+            if t < len(graded) and graded[t] is not None:
+                last = bool(graded[t])
+            out.append(last)
+        return out
+
+
+def run_episodes(
+    make: Callable[[], Environment],
+    tasks: Sequence[Task],
+    engine: Any,
+    tokenizer: Any,
+    params: Any,
+    *,
+    chat: bool,
+    max_tokens: int = 0,
+) -> list[Episode]:
+    """One episode per task (repeat a task for a group). `max_tokens` > 0 caps each episode's
+    whole trajectory; an episode past it stops, truncated, with reward 0 for its last turn."""
+    envs = [make() for _ in tasks]
+    convs = [Conversation(tokenizer, chat) for _ in tasks]
+    prompts = [c.start(e.reset(t)) for c, e, t in zip(convs, envs, tasks, strict=True)]
+    outputs: list[list[str]] = [[] for _ in tasks]
+    seen: list[list[str]] = [[] for _ in tasks]
+    steps: list[list[StepResult]] = [[] for _ in tasks]
+    truncated = [False] * len(tasks)
+    active = list(range(len(tasks)))
+    while active:
+        completions = engine.generate([prompts[i] for i in active], params, n=1)
+        still = []
+        for i, done in zip(active, completions, strict=True):
+            ids, logprobs = done.token_ids.tolist(), done.logprobs.tolist()
+            convs[i].add_policy(ids, logprobs, done.text)
+            outputs[i].append(done.text)
+            result = envs[i].step(done.text)
+            steps[i].append(result)
+            over = max_tokens > 0 and len(convs[i].ids) >= max_tokens
+            convs[i].add_reward(0.0 if over and not result.done else result.reward)
+            if result.done or result.observation is None:
+                continue
+            if over:
+                truncated[i] = True
+                continue
+            seen[i].append(result.observation.text)
+            prompts[i] = convs[i].add_env(result.observation)
+            still.append(i)
+        active = still
+    return [
+        Episode(t.id, tuple(o), tuple(s), tuple(st), c.trajectory(), tr)
+        for t, o, s, st, c, tr in zip(tasks, outputs, seen, steps, convs, truncated, strict=True)
+    ]
+
+
+def run_text_episodes(
+    make: Callable[[], Environment],
+    tasks: Sequence[Task],
+    reply: Callable[[list[str], list[list[dict[str, str]]]], list[str]],
+) -> list[Episode]:
+    """Episodes with a text-only model: `reply(raw_texts, chat_messages)` gives one answer per
+    conversation (the raw text for completion servers, the messages for chat servers)."""
+    envs = [make() for _ in tasks]
+    firsts = [e.reset(t) for e, t in zip(envs, tasks, strict=True)]
+    raws = [o.raw for o in firsts]
+    messages = [[{"role": o.role, "content": o.text}] for o in firsts]
+    outputs: list[list[str]] = [[] for _ in tasks]
+    seen: list[list[str]] = [[] for _ in tasks]
+    steps: list[list[StepResult]] = [[] for _ in tasks]
+    active = list(range(len(tasks)))
+    while active:
+        answers = reply([raws[i] for i in active], [messages[i] for i in active])
+        still = []
+        for i, text in zip(active, answers, strict=True):
+            outputs[i].append(text)
+            result = envs[i].step(text)
+            steps[i].append(result)
+            if result.done or result.observation is None:
+                continue
+            obs = result.observation
+            seen[i].append(obs.text)
+            raws[i] += text + obs.raw
+            messages[i] += [
+                {"role": "assistant", "content": text},
+                {"role": obs.role, "content": obs.text},
+            ]
+            still.append(i)
+        active = still
+    return [
+        Episode(t.id, tuple(o), tuple(s), tuple(st), None)
+        for t, o, s, st in zip(tasks, outputs, seen, steps, strict=True)
+    ]

@@ -1,0 +1,144 @@
+"""A scripted policy drives each environment; the trajectory is checked token by token."""
+
+from __future__ import annotations
+
+from execrl.models.sampling import SamplingParams
+from execrl.rl.episodes import EnvConfig, make_env, run_episodes
+from execrl.rl.episodes.builtin import _feedback_turn
+from execrl.tasks.schema import CallTests, Task
+
+from .conftest import LOGPROB, ScriptedPolicy
+
+PROMPT = 'def add(a, b):\n    """Add two numbers.\n    >>> add(1, 2)\n    3\n    """\n'
+# hidden: (10, 20) -> 30 and (7, -3) -> 4 appear nowhere in the prompt
+ADD = Task(
+    "t/add",
+    PROMPT,
+    CallTests(((1, 2), (10, 20), (7, -3)), (3, 30, 4)),
+    entry_point="add",
+)
+WRONG, RIGHT = "    return a - b\n", "    return a + b\n"
+PARAMS = SamplingParams(temperature=0.0, max_new_tokens=32)
+
+
+def run(scorer, tokenizer, env: EnvConfig, turns: list[str], task: Task = ADD):
+    policy = ScriptedPolicy(tokenizer, turns)
+    [episode] = run_episodes(
+        lambda: make_env(env, scorer), [task], policy, tokenizer, PARAMS, chat=False
+    )
+    return policy, episode
+
+
+def test_self_correct_feedback_turn_and_the_exact_trajectory(scorer, tokenizer):
+    policy, episode = run(scorer, tokenizer, EnvConfig("self_correct", max_turns=3), [WRONG, RIGHT])
+    feedback = (
+        "Your code failed a visible test (prompt examples, test 1).\n"
+        "Test: add(1, 2)\nExpected: 3\nYour code returned: -1"
+    )
+    assert episode.observations == (
+        feedback + "\n\n" + "Fix the code. Answer with the whole "
+        "corrected solution in one code block.",
+    )
+    prompt = tokenizer.encode(PROMPT)
+    env_ids = tokenizer.encode(_feedback_turn(ADD, feedback).raw, add_special_tokens=False)
+    wrong, right = policy.ids(WRONG), policy.ids(RIGHT)
+    traj = episode.trajectory
+    assert traj.token_ids == tuple(prompt + wrong + env_ids + right)
+    assert traj.loss_mask == tuple(
+        [0] * len(prompt) + [1] * len(wrong) + [0] * len(env_ids) + [1] * len(right)
+    )
+    assert traj.logprobs == tuple(
+        [0.0] * len(prompt) + [LOGPROB] * len(wrong) + [0.0] * len(env_ids) + [LOGPROB] * len(right)
+    )
+    a = len(prompt) + len(wrong) + len(env_ids)
+    assert traj.turn_spans == ((len(prompt), len(prompt) + len(wrong)), (a, a + len(right)))
+    assert traj.turn_rewards == (0.0, 1.0)  # earlier turns 0; the hidden tests grade the last
+    # the model was given exactly the trajectory so far at each turn
+    assert policy.seen == [[prompt], [prompt + wrong + env_ids]]
+    assert [s.info.hidden_passed for s in episode.steps] == [False, True]
+    assert episode.passed_by_turn(3) == [False, True, True]  # ended early: visible tests pass
+
+
+def test_self_correct_stops_when_turns_run_out(scorer, tokenizer):
+    _, episode = run(scorer, tokenizer, EnvConfig("self_correct", max_turns=2), [WRONG, WRONG])
+    assert len(episode.steps) == 2 and episode.steps[-1].done
+    assert episode.trajectory.turn_rewards == (0.0, 0.0)
+
+
+def test_exception_feedback_names_the_line(scorer, tokenizer):
+    crash = "    return a / 0\n"
+    _, episode = run(scorer, tokenizer, EnvConfig("self_correct", max_turns=2), [crash, RIGHT])
+    text = episode.observations[0]
+    assert "Test: add(1, 2)" in text and "Expected: 3" in text
+    assert "ZeroDivisionError" in text and "line 6: return a / 0" in text
+
+
+def test_single_is_one_turn_graded_by_the_hidden_tests(scorer, tokenizer):
+    policy, episode = run(scorer, tokenizer, EnvConfig("single"), [RIGHT])
+    prompt = tokenizer.encode(PROMPT)
+    traj = episode.trajectory
+    assert traj.token_ids == tuple(prompt + policy.ids(RIGHT))
+    assert traj.loss_mask == tuple([0] * len(prompt) + [1] * len(policy.ids(RIGHT)))
+    assert traj.turn_rewards == (1.0,) and len(policy.seen) == 1
+
+
+def test_a_hidden_failure_the_visible_example_misses_is_graded_zero(scorer, tokenizer):
+    # right on add(1, 2) only: the visible test passes, the episode ends, the hidden tests fail
+    _, episode = run(scorer, tokenizer, EnvConfig("self_correct", max_turns=3), ["    return 3\n"])
+    assert len(episode.steps) == 1 and episode.steps[0].info.visible_passed is True
+    assert episode.trajectory.turn_rewards == (0.0,)
+
+
+def test_tool_call_output_is_a_masked_tool_turn(scorer, tokenizer):
+    call = "```python exec\nprint(2 + 3)\n```\n"
+    policy, episode = run(scorer, tokenizer, EnvConfig("tool", max_turns=3), [call, RIGHT])
+    assert episode.observations == ("Output:\n5\n",)
+    env_ids = tokenizer.encode("\n```output\n5\n\n```\n", add_special_tokens=False)
+    prompt, first, second = tokenizer.encode(PROMPT), policy.ids(call), policy.ids(RIGHT)
+    traj = episode.trajectory
+    assert traj.token_ids == tuple(prompt + first + env_ids + second)
+    assert traj.loss_mask == tuple(
+        [0] * len(prompt) + [1] * len(first) + [0] * len(env_ids) + [1] * len(second)
+    )
+    assert traj.turn_rewards == (0.0, 1.0)
+    assert episode.steps[-1].info.tool_calls == 1
+
+
+def test_tool_budget_spent_makes_the_turn_the_answer(scorer, tokenizer):
+    call = "```python exec\nprint(1)\n```\n"
+    _, episode = run(scorer, tokenizer, EnvConfig("tool", max_turns=3, tool_calls=0), [call])
+    assert len(episode.steps) == 1 and episode.steps[0].done
+    assert episode.steps[0].info.note.startswith("tool budget spent")
+
+
+def test_tool_output_is_capped(scorer, tokenizer):
+    call = "```python exec\nprint('x' * 5000)\n```\n"
+    env = EnvConfig("tool", max_turns=2, tool_output_chars=100)
+    _, episode = run(scorer, tokenizer, env, [call, RIGHT])
+    assert episode.observations[0] == "Output:\n" + "x" * 100 + "\n... (output cut)"
+
+
+def test_token_budget_truncates_the_episode(scorer, tokenizer):
+    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT])
+    [episode] = run_episodes(
+        lambda: make_env(EnvConfig("self_correct", max_turns=3), scorer),
+        [ADD],
+        policy,
+        tokenizer,
+        PARAMS,
+        chat=False,
+        max_tokens=len(tokenizer.encode(PROMPT)) + 1,
+    )
+    assert episode.truncated and len(episode.steps) == 1
+    assert episode.trajectory.turn_rewards == (0.0,)
+
+
+def test_env_config_errors_name_the_field():
+    import pytest
+
+    with pytest.raises(ValueError, match="env.name 'nope'"):
+        EnvConfig("nope")
+    with pytest.raises(ValueError, match="env.max_turns"):
+        EnvConfig("self_correct", max_turns=0)
+    with pytest.raises(ValueError, match="cannot load"):
+        make_env(EnvConfig("no_such_module_x:Env"), None)  # type: ignore[arg-type]
