@@ -3,11 +3,14 @@ layer it can start) against the naive floor, a plain `subprocess.run` per case, 
 
 The problem is CodeContests-shaped: read n numbers, print their sum, 200 generated cases. Each
 round grades S samples (the right program, and a wrong one that fails the first case) through
-(1) execrl, all cases of each sample (the grade every reward needs today), and (2) a plain
-`subprocess.run([python, -c, program])` per case with the output compared in the parent, with
-`--workers` threads as execrl has workers. Verdicts must agree. Prints the figures, then one JSON
-line: execrl_cases_per_s, subprocess_cases_per_s, ratio (medians over the rounds), and the load
-average at the start and end.
+(1) execrl with `Job.stop_at_first_failure` (what a pass/fail reward asks for: no case after the
+first failing one, `sandbox/first_failure.py`), (2) execrl as before that option, every case of
+every sample (`--no-today` leaves it out), and (3) a plain `subprocess.run([python, -c, program])`
+per case with the output compared in the parent, with `--workers` threads as execrl has workers.
+Verdicts must agree, and the first failing case must be the same in (1) and (2). Cases per second
+count every case of every sample (S x 200), whether run or skipped: the figure is the rate at
+which samples get their verdicts. Prints the figures, then one JSON line: the medians over the
+rounds and the load average at the start and end.
 
     .venv/bin/python benchmarks/stdio_throughput.py --samples 4 --rounds 3 --workers 2
 """
@@ -40,12 +43,20 @@ def problem(n_cases: int, seed: int = 0) -> StdioTests:
     return StdioTests(tuple(cases))
 
 
-def bench_execrl(tests: StdioTests, programs: list[str], sb: Sandbox) -> tuple[float, list[bool]]:
-    jobs = [Job(p, tests, limits=Limits(wall_s=600, test_wall_s=5)) for p in programs]
+def bench_execrl(
+    tests: StdioTests, programs: list[str], sb: Sandbox, stop: bool
+) -> tuple[float, list[bool], list[str]]:
+    """(cases per second, pass/fail per sample, each sample's verdict message)."""
+    limits = Limits(wall_s=600, test_wall_s=5)
+    jobs = [Job(p, tests, limits=limits, stop_at_first_failure=stop) for p in programs]
     t0 = time.perf_counter()
     results = sb.run_many(jobs)
     dt = time.perf_counter() - t0
-    return len(programs) * len(tests) / dt, [r.passed for r in results]
+    return (
+        len(programs) * len(tests) / dt,
+        [r.passed for r in results],
+        [r.message for r in results],
+    )
 
 
 def _plain_one(program: str, tests: StdioTests) -> bool:
@@ -73,6 +84,10 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=4, help="samples graded per round")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument(
+        "--no-today", dest="today", action="store_false",
+        help="leave out execrl's every-case grading (the behaviour before stop_at_first_failure)",
+    )  # fmt: skip
     args = ap.parse_args()
     tests = problem(args.cases)
     programs = [RIGHT if i % 2 == 0 else WRONG for i in range(args.samples)]
@@ -81,23 +96,36 @@ def main() -> None:
     with Sandbox(workers=args.workers) as sb:
         sb.run_many([Job(RIGHT, StdioTests(tests.cases[:4]))] * args.workers)  # warm the workers
         for r in range(args.rounds):
-            ex, ex_verdicts = bench_execrl(tests, programs, sb)
+            fast, fast_verdicts, fast_msgs = bench_execrl(tests, programs, sb, stop=True)
+            today = today_verdicts = None
+            if args.today:
+                today, today_verdicts, today_msgs = bench_execrl(tests, programs, sb, stop=False)
+                if (today_verdicts, today_msgs) != (fast_verdicts, fast_msgs):
+                    raise SystemExit(f"verdicts differ: {fast_msgs} vs today's {today_msgs}")
             sp, sp_verdicts = bench_subprocess(tests, programs, args.workers)
-            if ex_verdicts != sp_verdicts:
-                raise SystemExit(f"verdicts differ: execrl {ex_verdicts}, subprocess {sp_verdicts}")
-            rows.append((ex, sp))
-            print(f"round {r}: execrl {ex:.1f} cases/s, subprocess.run {sp:.1f} cases/s "
-                  f"(execrl / subprocess {ex / sp:.2f})", file=sys.stderr)  # fmt: skip
+            if fast_verdicts != sp_verdicts:
+                raise SystemExit(
+                    f"verdicts differ: execrl {fast_verdicts}, subprocess {sp_verdicts}"
+                )
+            rows.append((fast, today, sp))
+            line = f"round {r}: execrl {fast:.1f} cases/s"
+            if today is not None:
+                line += f", execrl every case (today) {today:.1f} ({fast / today:.2f}x)"
+            print(f"{line}, subprocess.run {sp:.1f} cases/s (execrl / subprocess {fast / sp:.2f})",
+                  file=sys.stderr)  # fmt: skip
     summary = {
         "cases": args.cases,
         "samples": args.samples,
         "workers": args.workers,
-        "execrl_cases_per_s": round(statistics.median(e for e, _ in rows), 1),
-        "subprocess_cases_per_s": round(statistics.median(s for _, s in rows), 1),
-        "ratio": round(statistics.median(e / s for e, s in rows), 3),
+        "execrl_cases_per_s": round(statistics.median(f for f, _, _ in rows), 1),
+        "subprocess_cases_per_s": round(statistics.median(s for _, _, s in rows), 1),
+        "ratio": round(statistics.median(f / s for f, _, s in rows), 3),
         "loadavg_start": load_start[0],
         "loadavg_end": os.getloadavg()[0],
     }
+    if args.today:
+        summary["execrl_today_cases_per_s"] = round(statistics.median(t for _, t, _ in rows), 1)
+        summary["speedup_over_today"] = round(statistics.median(f / t for f, t, _ in rows), 3)
     print(json.dumps(summary))
 
 

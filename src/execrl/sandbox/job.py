@@ -33,6 +33,10 @@ class Job:
     # files read back after it (in ExecutionResult.extra["files"], bytes or None if absent).
     files: tuple[tuple[str, bytes], ...] = ()
     fetch_files: tuple[str, ...] = ()
+    # Stdin/stdout tests: stop at the first failing case, for rewards that need only pass/fail
+    # (`first_failure`). The verdict is the full run's (the first failing case decides it either
+    # way); the cases after it are not run, so the per-case outcomes stop there.
+    stop_at_first_failure: bool = False
 
     def __post_init__(self) -> None:
         name = self.id or "<unnamed>"
@@ -105,6 +109,8 @@ class Job:
                 base["files"] = {p: base64.b64encode(d).decode() for p, d in self.files}
             if self.fetch_files:
                 base["fetch"] = list(self.fetch_files)
+            if self.stop_at_first_failure:
+                base["stop"] = True  # the worker stops after a case it can see fail
             return [dict(base, kind="stdio", stdin=case.stdin) for case in t.cases]
         raise TypeError(f"unknown tests type {type(t).__name__}")
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from execrl.sandbox import isolation, memcg, protocol
 from execrl.sandbox.custom_checker import needs_checker, run_checked
+from execrl.sandbox.first_failure import run_stopping, stops_early
 from execrl.sandbox.grade import grade
 from execrl.sandbox.job import Job
 from execrl.sandbox.verdict import ExecutionResult, SandboxErrorCause, Verdict
@@ -210,6 +211,17 @@ class Sandbox:
         if any(needs_checker(j) for j in jobs):
             # Checker programs (custom_checker.py) judge these jobs' outputs in runs of their own.
             return run_checked(self, jobs, progress)
+        if any(stops_early(j) for j in jobs):
+            # Pass/fail rewards: a sample's cases in growing windows, none after a failure.
+            return run_stopping(self, jobs, self._run_jobs, progress)
+        return self._run_jobs(jobs, progress)
+
+    def _run_jobs(
+        self,
+        jobs: Sequence[Job],
+        progress: Callable[[int], None] | None = None,
+    ) -> list[ExecutionResult]:
+        """Each job in one request to one worker, `workers` at a time."""
         results: list[ExecutionResult | None] = [None] * len(jobs)
         # (job, attempt, workers that died running it)
         todo: deque[tuple[int, int, int]] = deque((i, 1, 0) for i in range(len(jobs)))

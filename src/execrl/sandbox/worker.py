@@ -55,7 +55,7 @@ def main() -> None:
         results = []
         for unit in request["units"]:
             results.append(_run_unit_safely(unit, limits, ctx))
-            if ctx["retire"]:
+            if ctx["retire"] or (unit.get("stop") and _failed(results[-1])):
                 break
         reply: dict[str, Any] = {"t": "result", "units": results}
         if ctx["retire"]:
@@ -65,6 +65,24 @@ def main() -> None:
             # Not fit for another run (its scratch could not be emptied, or it failed): the
             # pool starts a fresh worker and sends the requests queued here to it.
             return
+
+
+def _failed(raw: dict[str, Any]) -> bool:
+    """A case the worker can see failed without its expected output, which never reaches the
+    worker (a run is its fork and could read it). Each test here is one `grade` fails a case
+    on, so a reply cut after it still ends in that failure, never in "only k of n reported"."""
+    compiled = raw.get("compile")
+    if compiled is not None and not compiled.get("ok"):
+        return True
+    if raw["timed_out"] or raw["output_limit"] or raw["signal"] is not None:
+        return True
+    if raw["exit_code"] != 0 or raw.get("scratch_left") or raw.get("oom_killed"):
+        return True
+    events = raw["events"]
+    if any(event.get("t") in ("syntax", "setup_error") for event in events):
+        return True
+    result = next((event for event in events if event.get("t") == "result"), None)
+    return result is not None and not result.get("ok")
 
 
 def _setup(config: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,131 @@
+"""Stdin/stdout at scale: `Job.stop_at_first_failure` gives the every-case run's verdict, names
+the same first failing case, runs no case after it, and keeps each case in its own run."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from execrl.sandbox import Job, Limits, Verdict, languages
+from execrl.sandbox.first_failure import FIRST_WINDOW, GROWTH
+from execrl.tasks.schema import StdioCase, StdioTests
+
+N = 40
+ECHO = StdioTests(tuple(StdioCase(f"{i}\n", f"{i}\n") for i in range(N)))
+LIMITS = Limits(wall_s=5, test_wall_s=0.5)
+
+
+def echo_unless(k: int, then: str) -> str:
+    return f"n = int(input())\nif n == {k}:\n    {then}\nprint(n)\n"
+
+
+PYTHON = {
+    "right": "print(input())",
+    "wrong_first": "print(int(input()) + 1)",
+    "wrong_late": echo_unless(29, "print(-1); raise SystemExit"),
+    "crash": echo_unless(17, "raise ValueError('seventeen')"),
+    "exit_status": echo_unless(9, "raise SystemExit(3)"),
+    "timeout": echo_unless(33, "while True: pass"),
+    "syntax": "print(input()",
+}
+
+
+def both(sandbox, job: Job):
+    fast, full = sandbox.run_many([dataclasses.replace(job, stop_at_first_failure=True), job])
+    return fast, full
+
+
+def assert_same_grade(fast, full) -> None:
+    assert (fast.verdict, fast.message, fast.line, fast.tampering) == (
+        full.verdict,
+        full.message,
+        full.line,
+        full.tampering,
+    )
+    assert fast.n_tests == full.n_tests == N
+    # the cases the fast path ran are graded exactly as the full run graded them
+    strip = [(o.index, o.verdict, o.exception, o.message, o.line) for o in fast.tests]
+    assert strip == [
+        (o.index, o.verdict, o.exception, o.message, o.line) for o in full.tests[: len(strip)]
+    ]
+
+
+@pytest.mark.parametrize("name", list(PYTHON))
+def test_stopping_early_gives_the_every_case_verdict(sandbox, name):
+    fast, full = both(sandbox, Job(PYTHON[name], ECHO, limits=LIMITS, id=name))
+    assert_same_grade(fast, full)
+    assert fast.passed is (name == "right")
+    if name == "right":
+        assert len(fast.tests) == N and fast.extra["exit_codes"] == [0] * N
+
+
+@pytest.mark.parametrize(
+    "name,first_failing", [("wrong_first", 0), ("wrong_late", 29), ("crash", 17), ("timeout", 33)]
+)
+def test_the_first_failure_is_named_and_no_later_window_runs(sandbox, name, first_failing):
+    fast, full = both(sandbox, Job(PYTHON[name], ECHO, limits=LIMITS, id=name))
+    assert fast.message.startswith(f"test {first_failing}: "), fast.message
+    assert min(o.index for o in fast.tests if o.verdict is not Verdict.PASSED) == first_failing
+    # windows of 1, 4, 16, ... cases: none starts after the window with the failure
+    end = window = FIRST_WINDOW
+    while end <= first_failing:
+        window *= GROWTH
+        end += window
+    assert len(fast.tests) <= min(end, N)
+    # the window with the failure is split between the two workers: its later half is not kept
+    assert len(fast.tests) < N
+    assert len(full.tests) == N  # the every-case run did run them all
+
+
+def test_the_worker_stops_after_a_case_it_sees_fail(sandbox):
+    # A crash needs no expected output: the worker cuts its reply there, mid-window.
+    fast, _ = both(sandbox, Job(PYTHON["crash"], ECHO, limits=LIMITS))
+    assert max(o.index for o in fast.tests) == 17
+    assert fast.extra["exit_codes"][-1] == 1 and len(fast.extra["exit_codes"]) == 18
+
+
+def test_each_case_still_runs_alone(sandbox):
+    # A case that sees anything an earlier case left (a file in its directory or in /tmp, an
+    # environment variable, a module attribute) prints "leak" and fails.
+    program = (
+        "import os, sys, json\n"
+        "seen = os.path.exists('mark') or os.path.exists('/tmp/mark')"
+        " or 'MARK' in os.environ or hasattr(json, 'mark')\n"
+        "open('mark', 'w').write('x')\n"
+        "try:\n    open('/tmp/mark', 'w').write('x')\nexcept OSError:\n    pass\n"
+        "os.environ['MARK'] = '1'\njson.mark = 1\n"
+        "print('leak' if seen else input())\n"
+    )
+    fast, full = both(sandbox, Job(program, ECHO, limits=LIMITS))
+    assert fast.verdict is Verdict.PASSED, fast.message
+    assert_same_grade(fast, full)
+
+
+def test_a_long_passing_sample_is_split_across_workers_in_order(sandbox):
+    # One sample, so each window is split among the workers; a wrong answer in the second
+    # piece of a window and another in the first piece of the next window: the first is named.
+    tests = StdioTests(tuple(StdioCase(f"{i}\n", f"{i}\n") for i in range(120)))
+    program = "n = int(input())\nprint(-1 if n in (70, 100) else n)\n"
+    job = Job(program, tests, limits=LIMITS)
+    fast = sandbox.run(dataclasses.replace(job, stop_at_first_failure=True))
+    full = sandbox.run(job)
+    assert fast.message == full.message and full.message.startswith("test 70: ")
+    assert len(fast.tests) < len(tests)
+
+
+def test_compiled_programs_stop_early_and_compile_once(sandbox):
+    if languages.missing_tools("c"):
+        pytest.skip("no C compiler")
+    wrong = (
+        '#include <stdio.h>\nint main(){int n;scanf("%d",&n);'
+        'printf("%d\\n", n == 21 ? -1 : n);return 0;}'
+    )
+    fast, full = both(sandbox, Job(wrong, ECHO, limits=LIMITS, language="c"))
+    assert_same_grade(fast, full)
+    assert fast.message.startswith("test 21: ")
+    assert fast.extra["compile"]["ok"]
+    broken = Job("int main({", ECHO, limits=LIMITS, language="c")
+    fast, full = both(sandbox, broken)
+    assert_same_grade(fast, full)
+    assert fast.verdict is Verdict.SYNTAX_ERROR and len(fast.tests) == 1
