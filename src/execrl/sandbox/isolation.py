@@ -406,16 +406,21 @@ def _outermost(paths: list[str]) -> list[str]:
     return out
 
 
-def default_hide() -> list[str]:
-    """Directories (and files) whose contents the program has no business reading: homes, the
-    working directory, and benchmark data (`benchmark_data`)."""
+def _private_dirs() -> list[str]:
+    """Homes and the working directory (outermost first), never "/" or inside /tmp."""
     candidates = ["/root", "/home", os.path.expanduser("~"), os.getcwd()]
     out: list[str] = []
     for c in candidates:
         c = os.path.realpath(c)
         if c not in ("/", "/tmp") and not _inside(c, "/tmp") and os.path.isdir(c) and c not in out:
             out.append(c)
-    out = _outermost(out)
+    return _outermost(out)
+
+
+def default_hide() -> list[str]:
+    """Directories (and files) whose contents the program has no business reading: homes, the
+    working directory, and benchmark data (`benchmark_data`)."""
+    out = _private_dirs()
     # Not folded into the directories above even where they hold it: the worker binds the
     # Python installation back, and the data inside it with it unless it is covered again
     # (`_confine_filesystem`). Nor dropped inside /tmp, where the same holds for a venv.
@@ -474,12 +479,24 @@ def default_keep() -> list[str]:
     """Paths the interpreter needs: its prefixes and import path (and execrl itself)."""
     import execrl
 
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    paths.update(p for p in sys.path if p)
-    paths.add(os.path.dirname(os.path.dirname(os.path.realpath(execrl.__file__))))
-    exe = os.path.realpath(sys.executable)
-    paths.add(os.path.dirname(exe))
-    return sorted(os.path.realpath(p) for p in paths if os.path.isdir(p))
+    needed = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    needed.add(os.path.dirname(os.path.dirname(os.path.realpath(execrl.__file__))))
+    needed.add(os.path.dirname(os.path.realpath(sys.executable)))
+    # An import path entry that is "/", /tmp, or a private directory (or holds one) would be
+    # bound back whole over its cover: a script run from /tmp gave every run the host's /tmp
+    # (shared between runs and workers, each wiping the others' scratch), one run from the
+    # working directory gave back the directory the sandbox hides. The worker needs none of
+    # them: execrl and the interpreter's own directories are kept whatever they are.
+    private = _private_dirs()
+    imports = {
+        real
+        for real in (os.path.realpath(p) for p in sys.path if p)
+        if real not in ("/", "/tmp") and not any(_inside(h, real) for h in private)
+    }
+    return sorted(
+        {os.path.realpath(p) for p in needed if os.path.isdir(p)}
+        | {p for p in imports if os.path.isdir(p)}
+    )
 
 
 def child_environment(scratch: str) -> dict[str, str]:
