@@ -1,0 +1,81 @@
+"""Chat-template episodes: environment turns appended as ids through the template, checked
+append-only; a template that rewrites past turns is refused with its name."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from execrl.rl.episodes import EnvConfig, NotAppendOnly, make_env, run_episodes
+
+from .conftest import ScriptedPolicy
+from .test_environments import ADD, PARAMS, RIGHT
+
+APPEND_ONLY = (
+    "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{{ eos_token }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}"
+)
+# Past assistant turns are rendered without their content (as templates that drop earlier
+# reasoning do): re-rendering changes text the model already saw.
+DROPS_PAST = (
+    "{% for m in messages %}{% if m['role'] == 'assistant' and not loop.last %}<assistant>"
+    "{% else %}<{{ m['role'] }}>{{ m['content'] }}{% endif %}{{ eos_token }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}"
+)
+FENCED_WRONG = "```python\ndef add(a, b):\n    return a - b\n```"
+FENCED_RIGHT = "```python\ndef add(a, b):\n" + RIGHT + "```"
+
+
+def chat_tokenizer(tokenizer, template: str):
+    tok = copy.deepcopy(tokenizer)
+    tok.chat_template = template
+    return tok
+
+
+def test_chat_turns_are_appended_through_the_template(scorer, tokenizer):
+    tok = chat_tokenizer(tokenizer, APPEND_ONLY)
+    policy = ScriptedPolicy(tok, [FENCED_WRONG, FENCED_RIGHT])
+    [episode] = run_episodes(
+        lambda: make_env(EnvConfig("self_correct", max_turns=2), scorer),
+        [ADD],
+        policy,
+        tok,
+        PARAMS,
+        chat=True,
+    )
+    traj = episode.trajectory
+    feedback = episode.observations[0]
+    messages = [
+        {"role": "user", "content": ADD.prompt},
+        {"role": "assistant", "content": FENCED_WRONG},
+        {"role": "user", "content": feedback},
+        {"role": "assistant", "content": FENCED_RIGHT},
+    ]
+    # the whole conversation re-rendered is exactly the trajectory's text
+    rendered = tok.apply_chat_template(messages, tokenize=False)
+    assert tok.decode(list(traj.token_ids), skip_special_tokens=False) + "\n" == rendered
+    # the policy's ids are verbatim, masked 1; everything else (turn markers too) is masked 0
+    first, second = policy.ids(FENCED_WRONG), policy.ids(FENCED_RIGHT)
+    (a, b), (c, d) = traj.turn_spans
+    assert list(traj.token_ids[a:b]) == first and list(traj.token_ids[c:d]) == second
+    assert sum(traj.loss_mask) == len(first) + len(second)
+    assert all(traj.loss_mask[i] == 1 for i in range(a, b))
+    assert traj.turn_rewards == (0.0, 1.0)
+    env_text = tok.decode(list(traj.token_ids[b:c]), skip_special_tokens=False)
+    assert env_text == f"\n<user>{feedback}{tok.eos_token}\n<assistant>"
+
+
+def test_a_template_that_rewrites_past_turns_is_refused_by_name(scorer, tokenizer):
+    tok = chat_tokenizer(tokenizer, DROPS_PAST)
+    tok.name_or_path = "my-org/drops-reasoning"
+    policy = ScriptedPolicy(tok, [FENCED_WRONG, FENCED_RIGHT])
+    with pytest.raises(NotAppendOnly, match="'my-org/drops-reasoning' is not append-only"):
+        run_episodes(
+            lambda: make_env(EnvConfig("self_correct", max_turns=2), scorer),
+            [ADD],
+            policy,
+            tok,
+            PARAMS,
+            chat=True,
+        )
