@@ -7,8 +7,10 @@ import dataclasses
 
 import pytest
 
-from execrl.sandbox import Job, Limits, Verdict, languages
+from execrl.sandbox import Job, Limits, Sandbox, Verdict, languages
+from execrl.sandbox.dispatch import Dispatcher
 from execrl.sandbox.first_failure import FIRST_WINDOW, GROWTH
+from execrl.sandbox.grade import SKIPPED
 from execrl.tasks.schema import StdioCase, StdioTests
 
 N = 40
@@ -58,6 +60,7 @@ def test_stopping_early_gives_the_every_case_verdict(sandbox, name):
     assert fast.passed is (name == "right")
     if name == "right":
         assert len(fast.tests) == N and fast.extra["exit_codes"] == [0] * N
+        assert SKIPPED not in fast.extra
 
 
 @pytest.mark.parametrize(
@@ -76,6 +79,7 @@ def test_the_first_failure_is_named_and_no_later_window_runs(sandbox, name, firs
     # the window with the failure is split between the two workers: its later half is not kept
     assert len(fast.tests) < N
     assert len(full.tests) == N  # the every-case run did run them all
+    assert fast.extra[SKIPPED] == N - len(fast.tests) and SKIPPED not in full.extra
 
 
 def test_the_worker_stops_after_a_case_it_sees_fail(sandbox):
@@ -83,6 +87,20 @@ def test_the_worker_stops_after_a_case_it_sees_fail(sandbox):
     fast, _ = both(sandbox, Job(PYTHON["crash"], ECHO, limits=LIMITS))
     assert max(o.index for o in fast.tests) == 17
     assert fast.extra["exit_codes"][-1] == 1 and len(fast.extra["exit_codes"]) == 18
+
+
+def test_a_server_backend_stops_where_the_worker_sees_the_failure():
+    # The Dispatcher (the HTTP server's backend) sends each job whole: the worker's own stop
+    # applies there, the parent's windows do not.
+    job = Job(PYTHON["crash"], ECHO, limits=LIMITS, stop_at_first_failure=True)
+    backend = Dispatcher(Sandbox(workers=1))
+    try:
+        fast = backend.submit(job).result(timeout=60)
+    finally:
+        backend.close()
+    assert fast.verdict is Verdict.RUNTIME_ERROR
+    assert fast.message.startswith("test 17: ") and len(fast.tests) == 18
+    assert fast.extra[SKIPPED] == N - 18
 
 
 def test_each_case_still_runs_alone(sandbox):

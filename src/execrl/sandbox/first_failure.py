@@ -22,7 +22,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from execrl.sandbox.grade import _breaks_grading, _first_failure
+from execrl.sandbox.grade import SKIPPED, _breaks_grading, _first_failure
 from execrl.sandbox.job import Job
 from execrl.sandbox.verdict import ExecutionResult, TestOutcome, Verdict
 from execrl.tasks.schema import StdioTests
@@ -133,11 +133,13 @@ def _merged(state: _Progress, verdict: Verdict, message: str, n_tests: int) -> E
     line = next(
         (o.line for o in state.outcomes if o.verdict is verdict and o.line is not None), None
     )
-    extra = dict(last.extra)
+    extra = {k: v for k, v in last.extra.items() if k != SKIPPED}
     extra["exit_codes"] = [c for p in pieces for c in p.extra.get("exit_codes", [])]
     compiled = next((p.extra["compile"] for p in pieces if "compile" in p.extra), None)
     if compiled is not None:
         extra["compile"] = compiled
+    if len(state.outcomes) < n_tests and verdict is not Verdict.PASSED:
+        extra[SKIPPED] = n_tests - len(state.outcomes)  # not "tests the program cut short"
     return dataclasses.replace(
         last,
         verdict=verdict,

@@ -18,6 +18,9 @@ from execrl.sandbox.job import Job
 from execrl.sandbox.verdict import ExecutionResult, SandboxErrorCause, TestOutcome, Verdict
 from execrl.tasks.schema import CallTests, StdioTests
 
+# ExecutionResult.extra key: stdin/stdout cases left unrun because an earlier one failed and the
+# job asked to stop there (`Job.stop_at_first_failure`); absent when every case ran.
+SKIPPED = "skipped_after_failure"
 CHANNEL_CAP_MB = 256  # worker.CHANNEL_CAP, which the worker keeps to its own small imports
 
 _CLS = {
@@ -37,6 +40,9 @@ def grade(job: Job, raws: list[dict[str, Any]], attempts: int = 1) -> ExecutionR
             (o.line for o in outcomes if o.verdict is run_verdict and o.line is not None), None
         )
         extra = _stdio_extra(raws)
+        if job.stop_at_first_failure and len(raws) < len(job.tests):
+            # The worker stopped after a failing case (`worker._failed`), asked to.
+            extra[SKIPPED] = len(job.tests) - len(raws)
     else:
         raw = raws[0]
         run_verdict, message, outcomes = _grade_function_run(job, raw)

@@ -35,7 +35,8 @@ class Job:
     fetch_files: tuple[str, ...] = ()
     # Stdin/stdout tests: stop at the first failing case, for rewards that need only pass/fail
     # (`first_failure`). The verdict is the full run's (the first failing case decides it either
-    # way); the cases after it are not run, so the per-case outcomes stop there.
+    # way); the cases after it are not run, so the per-case outcomes stop there and
+    # ExecutionResult.extra["skipped_after_failure"] counts the cases left out.
     stop_at_first_failure: bool = False
 
     def __post_init__(self) -> None:
