@@ -86,6 +86,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="run even if some isolation layers are unavailable",
     )
+    p.add_argument(
+        "--env",
+        default="single",
+        help="episodes: single (one turn), self_correct, tool, or module:Class (docs/episodes.md)",
+    )
+    p.add_argument("--turns", type=int, default=2, help="--env: model turns per episode")
     p.set_defaults(handler=run_eval)
 
 
@@ -95,6 +101,10 @@ def _fail(message: str) -> int:
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    if args.env != "single":  # multi-turn episodes, pass@1 by turn
+        from execrl.eval.episodes_eval import run_episodes_eval
+
+        return run_episodes_eval(args)
     try:
         ks = sorted({int(k) for k in args.k.split(",") if k.strip()})
     except ValueError:

@@ -1,0 +1,197 @@
+"""`execrl eval --env self_correct --turns K` (or `--env tool`, or `module:Class`): episodes,
+with pass@1 after each turn.
+
+    execrl eval --model PATH --benchmark humaneval --env self_correct --turns 3 --json
+
+The summary's `pass@1_by_turn` holds K fractions: for each turn t, the fraction of episodes whose
+answer standing after t turns passes the hidden tests (an episode that stopped early, its visible
+tests passing, keeps its answer). `feedback_protocol` records which tests fed back, per family,
+and what a feedback turn holds. A local model runs through the models layer's engine (token ids
+in and out, `rl.episodes.run_episodes`); an OpenAI-compatible server (`openai:URL#MODEL`) through
+its completion endpoint, or its chat endpoint with --chat on, with the conversation so far.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from execrl.eval.commands import print_summary
+from execrl.eval.evaluate import write_jsonl_atomic
+from execrl.eval.generation import stops_for
+from execrl.rewards.config import RewardConfig
+from execrl.rewards.scorer import RewardScorer
+from execrl.rl.episodes import EnvConfig, Episode, make_env, run_episodes, run_text_episodes
+from execrl.rl.episodes.visible import visible_tests
+from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
+from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
+from execrl.tasks.registry import load_benchmark
+from execrl.tasks.schema import Task
+
+FEEDBACK_FIELDS = (
+    "which visible test failed (its source and number)",
+    "its input (the call, or the stdin)",
+    "what the program returned or printed",
+    "the expected value of that visible test",
+    "the exception with its line",
+)
+
+
+def _fail(message: str) -> int:
+    print(f"execrl eval: error: {message}", file=sys.stderr)
+    return 2
+
+
+def run_episodes_eval(args: argparse.Namespace) -> int:
+    try:
+        config = EnvConfig(name=args.env, max_turns=args.turns)
+    except ValueError as exc:
+        return _fail(f"--env {args.env} --turns {args.turns}: {exc}")
+    n = args.n or 1
+    benchmark = args.benchmark or "humaneval"
+    temperature = args.temperature if args.temperature is not None else (0.0 if n == 1 else 0.8)
+    try:
+        tasks = load_benchmark(benchmark, args.data_dir)
+    except (TaskDataError, DataNotFound, UnknownBenchmark, OSError) as exc:
+        return _fail(str(exc))
+    if args.limit > 0:
+        tasks = tasks[: args.limit]
+    out_dir = args.out_dir or Path("evals") / _slug(f"{benchmark}__{args.model}__{args.env}")
+    limits = None if args.timeout is None else Limits(wall_s=args.timeout)
+    try:
+        with Sandbox(workers=args.workers, allow_missing_layers=args.allow_weaker_sandbox) as sb:
+            with RewardScorer(RewardConfig(), sandbox=sb, limits=limits) as scorer:
+                episodes = _episodes(
+                    args, config, scorer, [t for t in tasks for _ in range(n)], temperature
+                )
+    except (SandboxUnavailable, TaskDataError, ValueError, OSError) as exc:
+        return _fail(str(exc))
+    summary = summarize_episodes(benchmark, config, tasks, episodes)
+    summary.update(model=args.model, temperature=temperature, out_dir=str(out_dir))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_jsonl_atomic(out_dir / "episodes.jsonl", [episode_record(e) for e in episodes])
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    shown = ["pass@1"] + [f"pass@1_turn{t + 1}" for t in range(config.max_turns)]
+    print_summary({**summary, **_by_turn_keys(summary)}, False, shown=shown)
+    if args.json:
+        print(json.dumps(summary, separators=(",", ":")))
+    return 0
+
+
+def _episodes(
+    args: argparse.Namespace,
+    config: EnvConfig,
+    scorer: RewardScorer,
+    tasks: list[Task],
+    temperature: float,
+) -> list[Episode]:
+    import torch
+
+    from execrl.models.backends import GenerationParams, HFGenerator, open_generator
+
+    torch.manual_seed(args.seed if args.seed is not None else 0)
+    generator = open_generator(args.model, chat=args.chat or "auto", device=args.device)
+    top_p = args.top_p if args.top_p is not None else 0.95
+    max_new = args.max_new_tokens or 512
+
+    def make():  # noqa: ANN202 - a fresh environment per episode
+        return make_env(config, scorer)
+
+    if isinstance(generator, HFGenerator):
+        from execrl.models.engine import make_engine
+        from execrl.models.sampling import SamplingParams
+
+        episodes = []
+        # One generate call shares its stop sequences: tasks are run by their kind of prompt.
+        for stops in sorted({stops_for(t) for t in tasks}):
+            group = [t for t in tasks if stops_for(t) == stops]
+            params = SamplingParams(
+                temperature, top_p, max_new, () if generator.chat else stops, args.batch_size
+            )
+            tokenizer = generator.policy.tokenizer
+            engine = make_engine("loop", generator.policy.model, tokenizer)
+            episodes += run_episodes(make, group, engine, tokenizer, params, chat=generator.chat)
+        return episodes
+    params = GenerationParams(temperature, top_p, max_new, batch_size=args.batch_size)
+
+    def reply(raws: list[str], messages: list[list[dict[str, str]]]) -> list[str]:
+        if generator.chat:
+            return [_chat_reply(generator, m, params) for m in messages]
+        return [generator.generate([r], 1, params)[0][0] for r in raws]
+
+    return run_text_episodes(make, tasks, reply)
+
+
+def _chat_reply(generator: Any, messages: list[dict[str, str]], params: Any) -> str:
+    """One answer of a chat server to the whole conversation (OpenAIGenerator sends one turn)."""
+    from execrl.models.backends import ServerError
+
+    body = {
+        "model": generator.model,
+        "n": 1,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "max_tokens": params.max_new_tokens,
+        "messages": messages,
+    }
+    answer = generator._post("/chat/completions", body)  # noqa: SLF001 - the same transport
+    try:
+        return str(answer["choices"][0]["message"]["content"])
+    except (KeyError, IndexError, TypeError) as exc:
+        raise ServerError(f"{generator.base}: no choices[0].message.content ({exc!r})") from None
+
+
+def summarize_episodes(
+    benchmark: str, config: EnvConfig, tasks: list[Task], episodes: list[Episode]
+) -> dict[str, Any]:
+    turns = config.max_turns
+    by_turn = [e.passed_by_turn(turns) for e in episodes]
+    fractions = [sum(b[t] for b in by_turn) / max(len(by_turn), 1) for t in range(turns)]
+    sources = Counter(
+        (v.source if v is not None else "none")
+        for v in (visible_tests(t, config.visible_split) for t in tasks)
+    )
+    return {
+        "benchmark": benchmark,
+        "env": config.name,
+        "turns": turns,
+        "n_tasks": len(tasks),
+        "n_samples": len(episodes),
+        "pass@1": fractions[-1] if fractions else 0.0,
+        "pass@1_by_turn": fractions,
+        "turns_per_episode": sum(len(e.steps) for e in episodes) / max(len(episodes), 1),
+        "tool_calls": sum(e.steps[-1].info.tool_calls for e in episodes if e.steps),
+        "verdicts": {},
+        "feedback_protocol": {
+            "visible_tests_by_source": dict(sorted(sources.items())),
+            "feedback_holds": list(FEEDBACK_FIELDS),
+            "hidden_tests": "grade every turn's answer; never in feedback",
+            "ends": "when the visible tests pass or the turns run out",
+        },
+    }
+
+
+def _by_turn_keys(summary: dict[str, Any]) -> dict[str, float]:
+    return {f"pass@1_turn{t + 1}": v for t, v in enumerate(summary["pass@1_by_turn"])}
+
+
+def episode_record(episode: Episode) -> dict[str, Any]:
+    return {
+        "task_id": episode.task_id,
+        "outputs": list(episode.outputs),
+        "feedback": list(episode.observations),
+        "rewards": [s.reward for s in episode.steps],
+        "hidden_passed": [s.info.hidden_passed for s in episode.steps],
+        "visible_passed": [s.info.visible_passed for s in episode.steps],
+        "truncated": episode.truncated,
+    }
+
+
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^\w.+-]+", "_", text).strip("_")[:120]

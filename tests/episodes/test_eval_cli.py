@@ -1,0 +1,110 @@
+"""`execrl eval --env self_correct --turns 2 --json` end to end: a tiny local model through the
+models layer's engine, and an OpenAI-compatible server that corrects itself after feedback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+
+EXECRL = [sys.executable, "-m", "execrl.cli"]
+PROMPT = 'def add(a, b):\n    """Add.\n    >>> add(1, 2)\n    3\n    """\n'
+TASKS = [
+    {
+        "task_id": "t/0",
+        "prompt": PROMPT,
+        "entry_point": "add",
+        "canonical_solution": "    return a + b\n",
+        "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n"
+        "    assert candidate(10, 20) == 30\n",
+    },
+    {
+        "task_id": "t/1",
+        "prompt": PROMPT.replace("add", "plus"),
+        "entry_point": "plus",
+        "canonical_solution": "    return a + b\n",
+        "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n"
+        "    assert candidate(5, 6) == 11\n",
+    },
+]
+
+
+@pytest.fixture
+def bench(tmp_path):
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("".join(json.dumps(t) + "\n" for t in TASKS))
+    return f"jsonl:{path}"
+
+
+def run(*args: str, cwd) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*EXECRL, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_self_correct_eval_of_a_local_model(tmp_path, bench):
+    tokenizer = train_bpe_tokenizer([t["prompt"] + t["canonical_solution"] for t in TASKS] * 5, 300)
+    shape = TinyLlamaShape(hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64)
+    model = save_pretrained(new_llama(tokenizer, shape, seed=0), tokenizer, tmp_path / "m")
+    out = tmp_path / "out"
+    proc = run("eval", "--model", str(model), "--benchmark", bench, "--env", "self_correct",
+               "--turns", "2", "--max-new-tokens", "16", "--device", "cpu", "--json",
+               "--out-dir", str(out), cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["env"] == "self_correct" and summary["turns"] == 2
+    by_turn = summary["pass@1_by_turn"]
+    assert len(by_turn) == 2 and all(0.0 <= f <= 1.0 for f in by_turn) and by_turn[0] <= by_turn[1]
+    assert summary["feedback_protocol"]["visible_tests_by_source"] == {"prompt examples": 2}
+    episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert [e["task_id"] for e in episodes] == ["t/0", "t/1"]
+    for e in episodes:  # a random model fails: a feedback turn, then a second attempt
+        assert len(e["outputs"]) == 2 and len(e["feedback"]) == 1
+
+
+class Corrector(BaseHTTPRequestHandler):
+    """/v1/completions: a wrong body, or the right one once the prompt holds feedback."""
+
+    prompts: list[str] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server API
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.prompts.append(body["prompt"])
+        text = "    return a + b\n" if "Feedback" in body["prompt"] else "    return a - b\n"
+        data = json.dumps({"choices": [{"index": 0, "text": text}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_self_correct_eval_of_a_server_counts_the_second_turn(tmp_path, bench):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Corrector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"openai:http://127.0.0.1:{server.server_port}/v1#m"
+        proc = run("eval", "--model", url, "--benchmark", bench, "--env", "self_correct",
+                   "--turns", "2", "--json", "--out-dir", str(tmp_path / "o"), cwd=tmp_path)  # fmt: skip
+    finally:
+        server.shutdown()
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["pass@1_by_turn"] == [0.0, 1.0]
+    second = [p for p in Corrector.prompts if "Feedback" in p]
+    assert len(second) == 2 and "Your code returned: -1" in second[0]
+    assert "10, 20" not in second[0] and "30" not in second[0]  # the hidden test stays hidden
+
+
+def test_an_unknown_env_is_refused_before_any_model_loads(tmp_path, bench):
+    proc = run(
+        "eval", "--model", "/nonexistent", "--benchmark", bench, "--env", "nope", cwd=tmp_path
+    )
+    assert proc.returncode == 2 and "env.name 'nope'" in proc.stderr
