@@ -142,3 +142,48 @@ def test_env_config_errors_name_the_field():
         EnvConfig("self_correct", max_turns=0)
     with pytest.raises(ValueError, match="cannot load"):
         make_env(EnvConfig("no_such_module_x:Env"), None)  # type: ignore[arg-type]
+
+
+def first_feedback(scorer, task: Task, answer: str) -> str:
+    env = make_env(EnvConfig("self_correct", max_turns=2), scorer)
+    env.reset(task)
+    result = env.step(answer)
+    assert result.observation is not None, result.info
+    return result.observation.text.split("\n\nFix the code.")[0]
+
+
+def test_stdio_feedback_shows_the_public_input_and_both_outputs(scorer):
+    from execrl.tasks.schema import StdioCase, StdioTests
+
+    public = StdioTests((StdioCase("2 3\n", "5\n"),))
+    hidden = StdioTests((StdioCase("2 3\n", "5\n"), StdioCase("40 2\n", "42\n")))
+    task = Task("t/io", "Read two ints, print their sum.", hidden, visible_tests=public)
+    answer = "```python\na, b = map(int, input().split())\nprint(a * b)\n```"
+    assert first_feedback(scorer, task, answer) == (
+        "Your code failed a visible test (public tests, test 1).\n"
+        "Input:\n2 3\n\nExpected output: 5\n\nYour output: 6\n"
+    )
+
+
+def test_mbpp_feedback_uses_the_first_listed_test_only(scorer):
+    from execrl.tasks.schema import AssertTests
+
+    listed = AssertTests(statements=("assert add(1, 2) == 3", "assert add(10, 20) == 30"))
+    task = Task("t/mbpp", "Write add.\nassert add(1, 2) == 3", listed, "add", visible_tests=listed)
+    answer = "```python\ndef add(a, b):\n    return a - b\n```"
+    assert first_feedback(scorer, task, answer) == (
+        "Your code failed a visible test (first listed test, test 1).\n"
+        "Test: add(1, 2)\nExpected: 3\nYour code returned: -1"
+    )
+
+
+def test_an_assert_that_is_not_a_call_is_shown_with_its_error(scorer):
+    from execrl.tasks.schema import AssertTests
+
+    listed = AssertTests(statements=("assert add(1, 2) > 2", "assert add(10, 20) == 30"))
+    task = Task("t/gt", "Write add.", listed, "add", visible_tests=listed)
+    answer = "```python\ndef add(a, b):\n    return a - b\n```"
+    text = first_feedback(scorer, task, answer)
+    assert text.startswith("Your code failed a visible test (first listed test, test 1).\n")
+    assert "Test: assert add(1, 2) > 2" in text and "AssertionError" in text
+    assert "10, 20" not in text

@@ -195,9 +195,19 @@ def _got(visible: VisibleTests, failed: TestOutcome) -> str | None:
     elif isinstance(visible.tests, StdioTests):
         prefix = f"expected {describe(visible.tests.cases[failed.index].stdout, 200)}, got "
     if failed.message.startswith(prefix):
-        return _cut(failed.message[len(prefix) :])
-    match = _GOT.match(failed.message)
-    return _cut(match.group(1)) if match else None
+        got = failed.message[len(prefix) :]
+    else:
+        match = _GOT.match(failed.message)
+        if match is None:
+            return None
+        got = match.group(1)
+    if isinstance(visible.tests, StdioTests):  # printed text is shown as text, not its repr
+        try:
+            printed = ast.literal_eval(got)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return _cut(got)  # cut by the grader: the repr stays
+        return _cut(printed) if isinstance(printed, str) else _cut(got)
+    return _cut(got)
 
 
 def _source_line(program: str, line: int | None) -> str:
