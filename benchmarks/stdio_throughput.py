@@ -2,7 +2,8 @@
 layer it can start) against the naive floor, a plain `subprocess.run` per case, in one run.
 
 The problem is CodeContests-shaped: read n numbers, print their sum, 200 generated cases. Each
-round grades S samples (the right program, and a wrong one that fails the first case) through
+round grades S samples (the right program, and a wrong one that fails the first case, one right
+sample in every `--right-every` K, default 2) through
 (1) execrl with `Job.stop_at_first_failure` (what a pass/fail reward asks for: no case after the
 first failing one, `sandbox/first_failure.py`), (2) execrl as before that option, every case of
 every sample (`--no-today` leaves it out), and (3) a plain `subprocess.run([python, -c, program])`
@@ -85,12 +86,17 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument(
+        "--right-every", type=int, default=2,
+        help="one right sample in every K (the rest fail their first case); stopping at the first "
+        "failure saves only on the wrong ones, so the gain over today grows with K",
+    )  # fmt: skip
+    ap.add_argument(
         "--no-today", dest="today", action="store_false",
         help="leave out execrl's every-case grading (the behaviour before stop_at_first_failure)",
     )  # fmt: skip
     args = ap.parse_args()
     tests = problem(args.cases)
-    programs = [RIGHT if i % 2 == 0 else WRONG for i in range(args.samples)]
+    programs = [RIGHT if i % args.right_every == 0 else WRONG for i in range(args.samples)]
     load_start = os.getloadavg()
     rows = []
     with Sandbox(workers=args.workers) as sb:
@@ -116,6 +122,7 @@ def main() -> None:
     summary = {
         "cases": args.cases,
         "samples": args.samples,
+        "right_every": args.right_every,
         "workers": args.workers,
         "execrl_cases_per_s": round(statistics.median(f for f, _, _ in rows), 1),
         "subprocess_cases_per_s": round(statistics.median(s for _, _, s in rows), 1),

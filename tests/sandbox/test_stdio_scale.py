@@ -4,6 +4,10 @@ the same first failing case, runs no case after it, and keeps each case in its o
 from __future__ import annotations
 
 import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -147,3 +151,14 @@ def test_compiled_programs_stop_early_and_compile_once(sandbox):
     fast, full = both(sandbox, broken)
     assert_same_grade(fast, full)
     assert fast.verdict is Verdict.SYNTAX_ERROR and len(fast.tests) == 1
+
+
+def test_the_throughput_script_checks_both_paths_agree():
+    script = Path(__file__).parents[2] / "benchmarks" / "stdio_throughput.py"
+    args = ["--cases", "12", "--samples", "2", "--rounds", "1", "--workers", "2"]
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["execrl_today_cases_per_s"] > 0 and summary["speedup_over_today"] > 0
