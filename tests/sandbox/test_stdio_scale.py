@@ -34,6 +34,9 @@ PYTHON = {
     "exit_status": echo_unless(9, "raise SystemExit(3)"),
     "timeout": echo_unless(33, "while True: pass"),
     "syntax": "print(input()",
+    # every case's output is right, but case 5 writes on the harness's channel: the verdict is
+    # decided over all the cases (WRONG_ANSWER, tampering), on both paths
+    "forges_once": echo_unless(5, "__import__('os').write(3, b'0' * 32 + b' 7 {}\\n')"),
 }
 
 
@@ -62,6 +65,9 @@ def test_stopping_early_gives_the_every_case_verdict(sandbox, name):
     fast, full = both(sandbox, Job(PYTHON[name], ECHO, limits=LIMITS, id=name))
     assert_same_grade(fast, full)
     assert fast.passed is (name == "right")
+    if name == "forges_once":
+        assert fast.verdict is Verdict.WRONG_ANSWER and fast.message.startswith("tampering: ")
+        assert len(fast.tests) == N
     if name == "right":
         assert len(fast.tests) == N and fast.extra["exit_codes"] == [0] * N
         assert SKIPPED not in fast.extra
