@@ -78,3 +78,33 @@ def test_feedback_never_holds_a_hidden_test(benchmark, data_dir, scorer):
             assert hidden not in feedback, (task.id, hidden, feedback)
             checked += 1
     assert checked >= N_TASKS  # the test looked for something in every family
+
+
+def test_a_program_cannot_read_hidden_tests_into_its_feedback(scorer):
+    """A program that raises all it can see (its globals; its callers' locals through a
+    traceback, which the sandbox refuses) reaches no hidden test: the visible run holds the
+    visible tests only. A protocol that fed back from the task's tests fails this (the first
+    hidden test is the secret one)."""
+    secret = 987654321
+    prompt = 'def f(x):\n    """Double.\n    >>> f(2)\n    4\n    """\n'
+    hidden = AssertTests(statements=(f"assert f({secret}) == {2 * secret}", "assert f(2) == 4"))
+    task = Task("t/spy", prompt, hidden, entry_point="f")
+    spy = (
+        "    seen = [repr(globals())]\n"
+        "    try:\n"
+        "        raise KeyError\n"
+        "    except KeyError as exc:\n"
+        "        tb = exc.__traceback__\n"
+        "        frame = tb.tb_frame\n"
+        "        while frame is not None:\n"
+        "            seen.append(repr(frame.f_locals)[:3000])\n"
+        "            frame = frame.f_back\n"
+        "    raise ValueError(' '.join(seen))\n"
+    )
+    env = make_env(EnvConfig("self_correct", max_turns=2), scorer)
+    env.reset(task)
+    result = env.step(spy)
+    assert result.observation is not None
+    text = result.observation.text
+    assert str(secret) not in text and str(2 * secret) not in text, text
+    assert "Test: f(2)" in text
