@@ -187,3 +187,25 @@ def test_an_assert_that_is_not_a_call_is_shown_with_its_error(scorer):
     assert text.startswith("Your code failed a visible test (first listed test, test 1).\n")
     assert "Test: assert add(1, 2) > 2" in text and "AssertionError" in text
     assert "10, 20" not in text
+
+
+class BrokenSandbox:
+    """Every run is an infrastructure failure (a worker that died on every retry)."""
+
+    def run(self, job):
+        from execrl.sandbox.verdict import ExecutionResult, Verdict
+
+        return ExecutionResult(Verdict.SANDBOX_ERROR, n_tests=len(job.tests), message="died")
+
+    def run_many(self, jobs, progress=None):
+        return [self.run(j) for j in jobs]
+
+
+def test_a_sandbox_failure_masks_the_episode_instead_of_scoring_it(tokenizer):
+    from execrl.rewards import RewardConfig, RewardScorer
+
+    scorer = RewardScorer(RewardConfig(), sandbox=BrokenSandbox())
+    _, episode = run(scorer, tokenizer, EnvConfig("self_correct", max_turns=3), [WRONG])
+    assert len(episode.steps) == 1 and episode.masked  # no feedback made of a broken run
+    _, single = run(scorer, tokenizer, EnvConfig("single"), [RIGHT])
+    assert single.masked

@@ -3,6 +3,8 @@ from the visible tests; `visible.py` says which tests those are, per benchmark f
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from execrl.rewards.scorer import RewardScorer, build_sample
 from execrl.rl.episodes.env import (
     EnvConfig,
@@ -10,7 +12,7 @@ from execrl.rl.episodes.env import (
     StepInfo,
     StepResult,
     first_observation,
-    grade_hidden,
+    grade,
 )
 from execrl.rl.episodes.visible import VisibleTests, feedback_text, visible_tests
 from execrl.sandbox.job import Job
@@ -35,8 +37,9 @@ class Single:
 
     def step(self, model_output: str) -> StepResult:
         assert self.task is not None, "reset(task) before step()"
-        reward, passed = grade_hidden(self.scorer, self.task, model_output)
-        return StepResult(None, reward, True, StepInfo(1, hidden_passed=passed))
+        graded = grade(self.scorer, self.task, model_output)
+        info = StepInfo(1, hidden_passed=graded.passed, masked=graded.masked)
+        return StepResult(None, graded.reward, True, info)
 
 
 class SelfCorrect:
@@ -65,19 +68,19 @@ class SelfCorrect:
         task = self.task
         assert task is not None, "reset(task) before step()"
         self.turn += 1
-        reward, hidden_passed = grade_hidden(self.scorer, task, model_output)
+        graded = grade(self.scorer, task, model_output)
+        info = StepInfo(self.turn, graded.passed, masked=graded.masked)
         if self.visible is None:
-            info = StepInfo(self.turn, hidden_passed, note="no visible tests: one attempt")
-            return StepResult(None, reward, True, info)
+            note = "no visible tests: one attempt"
+            return StepResult(None, graded.reward, True, replace(info, note=note))
         sample = build_sample(task, model_output, self.scorer.config.program)
         result = self._run_visible(task, sample.program)
-        info = StepInfo(self.turn, hidden_passed, result.passed)
+        info = replace(info, visible_passed=result.passed)
         if result.passed or self.turn >= self.config.max_turns:
-            return StepResult(None, reward, True, info)
+            return StepResult(None, graded.reward, True, info)
         if result.verdict is Verdict.SANDBOX_ERROR:  # never the program's fault: no feedback
-            return StepResult(
-                None, reward, True, StepInfo(self.turn, hidden_passed, note="sandbox error")
-            )
+            masked = replace(info, masked=True, note="sandbox error on the visible tests")
+            return StepResult(None, graded.reward, True, masked)
         feedback = feedback_text(self.visible, result, sample.program)
         return StepResult(_feedback_turn(task, feedback), 0.0, False, info)
 

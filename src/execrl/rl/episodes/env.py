@@ -43,6 +43,9 @@ class StepInfo:
     visible_passed: bool | None = None  # the visible tests (None: not run)
     tool_calls: int = 0  # tool calls so far in the episode
     note: str = ""  # e.g. "no visible tests", "tool budget spent"
+    # the hidden grade was a sandbox failure (never the program's fault): leave the episode out
+    # of the advantage, as the scorer masks a one-turn sample
+    masked: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,9 +128,22 @@ def first_observation(task: Task) -> Observation:
     return Observation(task.prompt, task.prompt)
 
 
-def grade_hidden(scorer: RewardScorer, task: Task, answer: str) -> tuple[float, bool]:
-    """The final answer's reward and whether it passes the hidden tests, through the one
-    scoring path (`RewardScorer.score_samples`)."""
+@dataclass(frozen=True, slots=True)
+class Grade:
+    reward: float  # the reward tree's score (hack penalties applied)
+    passed: bool  # the hidden tests all pass
+    masked: bool  # a sandbox failure: the reward means nothing
+
+
+def grade(scorer: RewardScorer, task: Task, answer: str) -> Grade:
+    """An answer graded by the hidden tests through the one scoring path
+    (`RewardScorer.score_samples`)."""
     scored = scorer.score_samples([task], [answer])[0]
     result = scored.sample.result
-    return scored.reward.score, bool(result is not None and result.passed)
+    return Grade(scored.reward.score, bool(result and result.passed), scored.reward.masked)
+
+
+def grade_hidden(scorer: RewardScorer, task: Task, answer: str) -> tuple[float, bool]:
+    """`grade` as (reward, passed), for environments that need no more."""
+    graded = grade(scorer, task, answer)
+    return graded.reward, graded.passed

@@ -26,6 +26,11 @@ class Episode:
     trajectory: Trajectory | None  # None for a text-only generator
     truncated: bool = False  # stopped by the token budget, not by the environment
 
+    @property
+    def masked(self) -> bool:
+        """The final grade was a sandbox failure: leave the episode out of the advantage."""
+        return bool(self.steps) and self.steps[-1].info.masked
+
     def passed_by_turn(self, turns: int) -> list[bool]:
         """Whether the answer standing after each of `turns` turns passes the hidden tests (an
         episode that ended early keeps its last answer)."""

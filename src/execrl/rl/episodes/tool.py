@@ -24,7 +24,7 @@ from execrl.rl.episodes.env import (
     StepInfo,
     StepResult,
     first_observation,
-    grade_hidden,
+    grade,
 )
 from execrl.sandbox.job import Job
 from execrl.sandbox.verdict import Verdict
@@ -60,10 +60,10 @@ class ToolUse:
         code = tool_call(model_output)
         budget_left = self.calls < self.config.tool_calls and self.turn < self.config.max_turns
         if code is None or not budget_left:
-            reward, passed = grade_hidden(self.scorer, task, model_output)
+            graded = grade(self.scorer, task, model_output)
             note = "" if code is None else "tool budget spent: this turn is the answer"
-            info = StepInfo(self.turn, passed, tool_calls=self.calls, note=note)
-            return StepResult(None, reward, True, info)
+            info = StepInfo(self.turn, graded.passed, None, self.calls, note, graded.masked)
+            return StepResult(None, graded.reward, True, info)
         self.calls += 1
         output = self.run_code(code)
         text = f"Output:\n{output}"
