@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from execrl.rewards.scorer import RewardScorer
+from execrl.rl.config import ConfigError, load_config
 from execrl.sandbox import Job, Limits, Sandbox, Verdict, languages
 from execrl.sandbox.dispatch import Dispatcher
 from execrl.sandbox.first_failure import FIRST_WINDOW, GROWTH
 from execrl.sandbox.grade import SKIPPED
-from execrl.tasks.schema import StdioCase, StdioTests
+from execrl.tasks.schema import StdioCase, StdioTests, Task
 
 N = 40
 ECHO = StdioTests(tuple(StdioCase(f"{i}\n", f"{i}\n") for i in range(N)))
@@ -168,3 +170,38 @@ def test_the_throughput_script_checks_both_paths_agree():
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["execrl_today_cases_per_s"] > 0 and summary["speedup_over_today"] > 0
+
+
+def test_a_pass_fail_training_config_stops_at_the_first_failure(sandbox, tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text('[rl]\nreward = "pass"\n\n[reward]\nstop_at_first_failure = true\n')
+    config = load_config(path).reward
+    assert config.stop_at_first_failure
+    task = Task("echo", "Echo the number.", ECHO)
+    right, wrong = (f"```python\n{PYTHON[name]}\n```" for name in ("right", "wrong_first"))
+    with RewardScorer(config, sandbox=sandbox, limits=LIMITS) as scorer:
+        scored = scorer.score_samples([task, task], [right, wrong])
+    assert [s.reward.score for s in scored] == [1.0, 0.0]
+    stopped = scored[1].sample.result
+    assert stopped.message.startswith("test 0: ") and stopped.extra[SKIPPED] == N - 1
+    # the cases skipped after the failure are not "tests the program cut short"
+    assert all(not s.reward.flags for s in scored), [s.reward.flags for s in scored]
+
+
+@pytest.mark.parametrize(
+    "toml,needs",
+    [
+        ("[reward]\nstop_at_first_failure = true\n", "leaf reads every test's outcome"),
+        (
+            '[rl]\nreward = "pass"\n\n[reward]\nstop_at_first_failure = true\nrun_visible = true\n',
+            "set reward.hacks.gap above 1",
+        ),
+    ],
+)
+def test_stopping_early_is_refused_where_the_reward_reads_every_case(tmp_path, toml, needs):
+    # The default training tree is pass_fraction, which counts every case's outcome.
+    path = tmp_path / "run.toml"
+    path.write_text(toml)
+    with pytest.raises(ConfigError, match="reward.stop_at_first_failure") as caught:
+        load_config(path)
+    assert needs in str(caught.value)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from execrl.rewards.base import Reward
+from execrl.rewards.base import VISIBLE, Reward
 from execrl.rewards.compose import Gate, Hierarchy, Level, Product, WeightedSum
 from execrl.rewards.execution import PassAll, PassFraction, Runs, VerdictCredit
 from execrl.rewards.external import CallableReward, HttpReward, load_callable
@@ -267,6 +267,29 @@ def check_names(reward: Any) -> None:
         )
 
 
+def _check_stop_at_first_failure(config: RewardConfig) -> None:
+    """The cases after the first failing one are not run: no leaf may read their outcomes, and
+    the visible/hidden gap flag, which compares pass fractions, must be off where visible tests
+    run."""
+    reward = config.reward()
+    stack = [reward]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, PassFraction | Runs | HttpReward | CallableReward):
+            raise RewardConfigError(
+                f"reward.stop_at_first_failure: the {node.name!r} leaf reads every test's "
+                "outcome, and the cases after the first failure are not run; use pass or "
+                "verdict_credit leaves, or set stop_at_first_failure = false"
+            )
+        stack.extend(children(node))
+    if (VISIBLE in reward.needs or config.run_visible) and config.hacks.gap <= 1:
+        raise RewardConfigError(
+            "reward.stop_at_first_failure: visible tests run, and the visible/hidden gap flag "
+            "compares pass fractions, which need every case; set reward.hacks.gap above 1 (off) "
+            "or stop_at_first_failure = false"
+        )
+
+
 @dataclass(frozen=True)
 class RewardConfig:
     """The `[reward]` table: what is scored, and how samples are built and run."""
@@ -284,6 +307,9 @@ class RewardConfig:
     hacks: HackPolicy = field(default_factory=HackPolicy)
     token_credit: TokenCredit = field(default_factory=TokenCredit)
     noise: LabelNoise = field(default_factory=LabelNoise)
+    # stdin/stdout tests stop at a sample's first failing case (`Job.stop_at_first_failure`):
+    # the same verdict, far fewer runs for wrong samples; only for trees that read pass/fail
+    stop_at_first_failure: bool = False
 
     def __post_init__(self) -> None:
         if self.program not in PROGRAM_MODES:
@@ -296,6 +322,8 @@ class RewardConfig:
             raise RewardConfigError(
                 f"reward.analysis_workers: {self.analysis_workers} must be 0 (in-process) or more"
             )
+        if self.stop_at_first_failure:
+            _check_stop_at_first_failure(self)
 
     def reward(self) -> Reward:
         return build_reward(self.tree)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from execrl.rewards.hardcode import hardcodes_visible
 from execrl.rewards.result import HACK_FLAGS, Flag, RewardResult
 from execrl.rewards.sample import Sample
+from execrl.sandbox.grade import SKIPPED
 from execrl.sandbox.verdict import ExecutionResult, Verdict
 from execrl.tasks.schema import StdioTests
 
@@ -57,7 +58,11 @@ def execution_flags(result: ExecutionResult, stdio: bool) -> set[Flag]:
         for t in result.tests
     ):
         flags.add(Flag.NOT_PLAIN_DATA)
-    if result.verdict not in _LIMITS and len(result.tests) < result.n_tests:
+    # Cases the sandbox was asked to skip after a failure (`Job.stop_at_first_failure`) are not
+    # tests the program cut short.
+    skipped = result.extra.get(SKIPPED, 0)
+    ran = len(result.tests) + (skipped if isinstance(skipped, int) else 0)
+    if result.verdict not in _LIMITS and ran < result.n_tests:
         flags.add(Flag.TESTS_NOT_RUN)
     if result.verdict is Verdict.SANDBOX_ERROR:
         flags.add(Flag.SANDBOX_ERROR)

@@ -292,6 +292,7 @@ class RewardScorer:
             strict_returns=task.strict_returns,
             id=task.id,
             language=task.language,  # a C task's program is compiled as C, never run as Python
+            stop_at_first_failure=self.config.stop_at_first_failure,
         )
 
     def flakiness(
