@@ -108,3 +108,13 @@ def test_an_unknown_env_is_refused_before_any_model_loads(tmp_path, bench):
         "eval", "--model", "/nonexistent", "--benchmark", bench, "--env", "nope", cwd=tmp_path
     )
     assert proc.returncode == 2 and "env.name 'nope'" in proc.stderr
+
+
+def test_episodes_prompt_a_model_as_it_was_trained(tmp_path):
+    from execrl.eval.episodes_eval import _prompt_format
+
+    assert _prompt_format("default") == "signature"  # the embedded default continues a def line
+    assert _prompt_format(str(tmp_path)) == "plain"  # a model execrl did not train
+    (tmp_path / "execrl_eval.json").write_text("{not json")
+    with pytest.raises(ValueError, match="execrl_eval.json"):
+        _prompt_format(str(tmp_path))

@@ -27,6 +27,7 @@ from execrl.rewards.config import RewardConfig
 from execrl.rewards.scorer import RewardScorer
 from execrl.rl.episodes import EnvConfig, Episode, make_env, run_episodes, run_text_episodes
 from execrl.rl.episodes.visible import visible_tests
+from execrl.rl.eval_spec import HeldoutSpec, prompted
 from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
 from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 from execrl.tasks.registry import load_benchmark
@@ -60,6 +61,11 @@ def run_episodes_eval(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     if args.limit > 0:
         tasks = tasks[: args.limit]
+    try:
+        prompt_format = _prompt_format(args.model)
+    except ValueError as exc:
+        return _fail(str(exc))
+    tasks = prompted(tasks, prompt_format)
     out_dir = args.out_dir or Path("evals") / _slug(f"{benchmark}__{args.model}__{args.env}")
     limits = None if args.timeout is None else Limits(wall_s=args.timeout)
     try:
@@ -71,7 +77,9 @@ def run_episodes_eval(args: argparse.Namespace) -> int:
     except (SandboxUnavailable, TaskDataError, ValueError, OSError) as exc:
         return _fail(str(exc))
     summary = summarize_episodes(benchmark, config, tasks, episodes)
-    summary.update(model=args.model, temperature=temperature, out_dir=str(out_dir))
+    summary.update(
+        model=args.model, temperature=temperature, prompt_format=prompt_format, out_dir=str(out_dir)
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     write_jsonl_atomic(out_dir / "episodes.jsonl", [episode_record(e) for e in episodes])
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
@@ -80,6 +88,15 @@ def run_episodes_eval(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, separators=(",", ":")))
     return 0
+
+
+def _prompt_format(model: str) -> str:
+    """The prompt format the model was trained with: a run's saved spec, "signature" for the
+    embedded default (it continues a `def` line), else the task's own prompt ("plain")."""
+    if model == "default":
+        return "signature"
+    spec = HeldoutSpec.load(model) if Path(model).is_dir() else None
+    return spec.prompt_format if spec is not None else "plain"
 
 
 def _episodes(
