@@ -71,10 +71,13 @@ class Corrector(BaseHTTPRequestHandler):
 
     prompts: list[str] = []
 
+    def answer(self, prompt: str) -> str:
+        return "    return a + b\n" if "Feedback" in prompt else "    return a - b\n"
+
     def do_POST(self) -> None:  # noqa: N802 - the http.server API
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.prompts.append(body["prompt"])
-        text = "    return a + b\n" if "Feedback" in body["prompt"] else "    return a - b\n"
+        text = self.answer(body["prompt"])
         data = json.dumps({"choices": [{"index": 0, "text": text}]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -118,3 +121,30 @@ def test_episodes_prompt_a_model_as_it_was_trained(tmp_path):
     (tmp_path / "execrl_eval.json").write_text("{not json")
     with pytest.raises(ValueError, match="execrl_eval.json"):
         _prompt_format(str(tmp_path))
+
+
+class ToolCaller(Corrector):
+    """Runs code with the tool first, then answers once it has seen the output."""
+
+    prompts: list[str] = []
+
+    def answer(self, prompt: str) -> str:
+        if "```output" not in prompt:
+            return "```python exec\nprint(1 + 2)\n```\n"
+        return "    return a + b\n"
+
+
+def test_tool_eval_of_a_server(tmp_path, bench):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ToolCaller)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"openai:http://127.0.0.1:{server.server_port}/v1#m"
+        proc = run("eval", "--model", url, "--benchmark", bench, "--env", "tool", "--turns", "3",
+                   "--json", "--out-dir", str(tmp_path / "o"), cwd=tmp_path)  # fmt: skip
+    finally:
+        server.shutdown()
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["tool_calls"] == 2 and summary["pass@1_by_turn"] == [0.0, 1.0, 1.0]
+    shown = [p for p in ToolCaller.prompts if "```output" in p]
+    assert len(shown) == 2 and all("```output\n3\n" in p for p in shown)
