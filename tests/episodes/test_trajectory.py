@@ -79,3 +79,35 @@ def test_a_template_that_rewrites_past_turns_is_refused_by_name(scorer, tokenize
             PARAMS,
             chat=True,
         )
+
+
+def test_a_tool_turn_goes_through_the_template_as_role_tool(scorer, tokenizer):
+    tok = chat_tokenizer(tokenizer, APPEND_ONLY)
+    call = "```python exec\nprint(2 + 3)\n```"
+    policy = ScriptedPolicy(tok, [call, FENCED_RIGHT])
+    [episode] = run_episodes(
+        lambda: make_env(EnvConfig("tool", max_turns=2), scorer), [ADD], policy, tok, PARAMS,
+        chat=True,
+    )  # fmt: skip
+    traj = episode.trajectory
+    (_, b), (c, _) = traj.turn_spans
+    tool_turn = tok.decode(list(traj.token_ids[b:c]), skip_special_tokens=False)
+    assert tool_turn == f"\n<tool>Output:\n5\n{tok.eos_token}\n<assistant>"
+    assert set(traj.loss_mask[b:c]) == {0} and traj.turn_rewards == (0.0, 1.0)
+
+
+def test_an_environment_turn_that_does_not_round_trip_is_refused(scorer, tokenizer):
+    """Re-tokenisation drift: a tokenizer that rewrites text (here, lowercases it) would train
+    on ids that are not the text the environment sent; the episode stops with an error."""
+    from tokenizers import normalizers
+
+    from .test_environments import WRONG
+
+    tok = copy.deepcopy(tokenizer)
+    tok.backend_tokenizer.normalizer = normalizers.Lowercase()
+    policy = ScriptedPolicy(tok, [WRONG, RIGHT])
+    with pytest.raises(NotAppendOnly, match="does not encode the environment's turn 1 reversibly"):
+        run_episodes(
+            lambda: make_env(EnvConfig("self_correct", max_turns=2), scorer), [ADD], policy, tok,
+            PARAMS, chat=False,
+        )  # fmt: skip
