@@ -17,7 +17,7 @@ from execrl.sandbox import Job, Limits, Sandbox, Verdict, languages
 from execrl.sandbox.dispatch import Dispatcher
 from execrl.sandbox.first_failure import FIRST_WINDOW, GROWTH
 from execrl.sandbox.grade import SKIPPED
-from execrl.tasks.schema import StdioCase, StdioTests, Task
+from execrl.tasks.schema import CallTests, StdioCase, StdioTests, Task
 
 N = 40
 ECHO = StdioTests(tuple(StdioCase(f"{i}\n", f"{i}\n") for i in range(N)))
@@ -99,6 +99,30 @@ def test_the_worker_stops_after_a_case_it_sees_fail(sandbox):
     fast, _ = both(sandbox, Job(PYTHON["crash"], ECHO, limits=LIMITS))
     assert max(o.index for o in fast.tests) == 17
     assert fast.extra["exit_codes"][-1] == 1 and len(fast.extra["exit_codes"]) == 18
+
+
+def test_a_mixed_batch_keeps_its_order(sandbox):
+    # Jobs that do not stop early (call tests, a stdio job without the option) run whole,
+    # beside the first round's windows; every result comes back in the batch's order.
+    add = Job("def add(a, b):\n    return a + b\n", CallTests(((1, 2), (3, 4)), (3, 7)), "add")
+    stop = dict(limits=LIMITS, stop_at_first_failure=True)
+    jobs = [
+        add,
+        Job(PYTHON["wrong_first"], ECHO, **stop),
+        Job(PYTHON["right"], ECHO, limits=LIMITS),
+        Job(PYTHON["right"], ECHO, **stop),
+        Job(PYTHON["crash"], ECHO, **stop),
+    ]
+    seen = []
+    results = sandbox.run_many(jobs, progress=seen.append)
+    assert [r.verdict for r in results] == [
+        Verdict.PASSED,
+        Verdict.WRONG_ANSWER,
+        Verdict.PASSED,
+        Verdict.PASSED,
+        Verdict.RUNTIME_ERROR,
+    ]
+    assert [r.n_tests for r in results] == [2, N, N, N, N] and sum(seen) == len(jobs)
 
 
 def test_a_server_backend_stops_where_the_worker_sees_the_failure():

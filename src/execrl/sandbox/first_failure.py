@@ -59,15 +59,19 @@ def run_stopping(
 ) -> list[ExecutionResult]:
     """Results of `jobs` in order; `run` runs plain jobs (the pool's own loop)."""
     states = [_Progress(job) for job in jobs]
+    # The other jobs run whole, beside the first round's windows.
     plain = [i for i, job in enumerate(jobs) if not stops_early(job)]
-    if plain:
-        for i, result in zip(plain, run([jobs[i] for i in plain]), strict=True):
+    while True:
+        live = [s for s in states if s.result is None and stops_early(s.job)]
+        if not live and not plain:
+            break
+        pieces = _round(live, sandbox.config.workers)
+        results = run([jobs[i] for i in plain] + [piece for _, piece, _ in pieces])
+        for i, result in zip(plain, results, strict=False):
             states[i].result = result
             if progress is not None:
                 progress(1)
-    while live := [s for s in states if s.result is None]:
-        pieces = _round(live, sandbox.config.workers)
-        results = run([piece for _, piece, _ in pieces])
+        results, plain = results[len(plain) :], []
         by_state: dict[int, list[tuple[int, ExecutionResult]]] = {}
         for (state, _, start), result in zip(pieces, results, strict=True):
             by_state.setdefault(id(state), []).append((start, result))
@@ -80,8 +84,8 @@ def run_stopping(
 
 def _round(live: list[_Progress], workers: int) -> list[tuple[_Progress, Job, int]]:
     """This round's pieces: (sample, the job of one piece of its window, its first case)."""
-    pieces = []
-    split = max(1, workers // len(live))
+    pieces: list[tuple[_Progress, Job, int]] = []
+    split = max(1, workers // max(1, len(live)))
     for state in live:
         cases = state.job.tests.cases  # type: ignore[union-attr]
         end = min(len(cases), state.next_case + state.window)
