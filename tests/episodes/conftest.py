@@ -5,9 +5,10 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 
-from execrl.models.sampling import Completion
+from execrl.models.sampling import Completion, SamplingParams
 from execrl.models.tiny import train_bpe_tokenizer
 from execrl.rewards import RewardConfig, RewardScorer
+from execrl.rl.episodes import EnvConfig, Episode, make_env, run_episodes
 from execrl.sandbox import Sandbox
 
 CORPUS = [
@@ -59,3 +60,17 @@ class ScriptedPolicy:
             )
             for i, p in enumerate(prompt_ids)
         ]
+
+
+PARAMS = SamplingParams(temperature=0.0, max_new_tokens=32)
+
+
+def play(
+    scorer, tokenizer, env: EnvConfig, turns: list[str], task, *, chat: bool = False, **kw
+) -> tuple[ScriptedPolicy, Episode]:
+    """One episode of `task` in `env`, the scripted policy answering `turns`."""
+    policy = ScriptedPolicy(tokenizer, turns)
+    [episode] = run_episodes(
+        lambda: make_env(env, scorer), [task], policy, tokenizer, PARAMS, chat=chat, **kw
+    )
+    return policy, episode

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from execrl.models.sampling import SamplingParams
-from execrl.rl.episodes import EnvConfig, make_env, run_episodes
+from execrl.rl.episodes import EnvConfig, make_env
 from execrl.rl.episodes.builtin import _feedback_turn
 from execrl.tasks.schema import CallTests, Task
 
-from .conftest import LOGPROB, ScriptedPolicy
+from .conftest import LOGPROB, play
 
 PROMPT = 'def add(a, b):\n    """Add two numbers.\n    >>> add(1, 2)\n    3\n    """\n'
 # hidden: (10, 20) -> 30 and (7, -3) -> 4 appear nowhere in the prompt
@@ -18,15 +17,10 @@ ADD = Task(
     entry_point="add",
 )
 WRONG, RIGHT = "    return a - b\n", "    return a + b\n"
-PARAMS = SamplingParams(temperature=0.0, max_new_tokens=32)
 
 
 def run(scorer, tokenizer, env: EnvConfig, turns: list[str], task: Task = ADD):
-    policy = ScriptedPolicy(tokenizer, turns)
-    [episode] = run_episodes(
-        lambda: make_env(env, scorer), [task], policy, tokenizer, PARAMS, chat=False
-    )
-    return policy, episode
+    return play(scorer, tokenizer, env, turns, task)
 
 
 def test_self_correct_feedback_turn_and_the_exact_trajectory(scorer, tokenizer):
@@ -119,16 +113,9 @@ def test_tool_output_is_capped(scorer, tokenizer):
 
 
 def test_token_budget_truncates_the_episode(scorer, tokenizer):
-    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT])
-    [episode] = run_episodes(
-        lambda: make_env(EnvConfig("self_correct", max_turns=3), scorer),
-        [ADD],
-        policy,
-        tokenizer,
-        PARAMS,
-        chat=False,
-        max_tokens=len(tokenizer.encode(PROMPT)) + 1,
-    )
+    budget = len(tokenizer.encode(PROMPT)) + 1
+    env = EnvConfig("self_correct", max_turns=3)
+    _, episode = play(scorer, tokenizer, env, [WRONG, RIGHT], ADD, max_tokens=budget)
     assert episode.truncated and len(episode.steps) == 1
     assert episode.trajectory.turn_rewards == (0.0,)
 

@@ -7,10 +7,10 @@ import copy
 
 import pytest
 
-from execrl.rl.episodes import EnvConfig, NotAppendOnly, make_env, run_episodes
+from execrl.rl.episodes import EnvConfig, NotAppendOnly
 
-from .conftest import ScriptedPolicy
-from .test_environments import ADD, PARAMS, RIGHT
+from .conftest import play
+from .test_environments import ADD, RIGHT
 
 APPEND_ONLY = (
     "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{{ eos_token }}\n{% endfor %}"
@@ -35,15 +35,8 @@ def chat_tokenizer(tokenizer, template: str):
 
 def test_chat_turns_are_appended_through_the_template(scorer, tokenizer):
     tok = chat_tokenizer(tokenizer, APPEND_ONLY)
-    policy = ScriptedPolicy(tok, [FENCED_WRONG, FENCED_RIGHT])
-    [episode] = run_episodes(
-        lambda: make_env(EnvConfig("self_correct", max_turns=2), scorer),
-        [ADD],
-        policy,
-        tok,
-        PARAMS,
-        chat=True,
-    )
+    env = EnvConfig("self_correct", max_turns=2)
+    policy, episode = play(scorer, tok, env, [FENCED_WRONG, FENCED_RIGHT], ADD, chat=True)
     traj = episode.trajectory
     feedback = episode.observations[0]
     messages = [
@@ -69,26 +62,17 @@ def test_chat_turns_are_appended_through_the_template(scorer, tokenizer):
 def test_a_template_that_rewrites_past_turns_is_refused_by_name(scorer, tokenizer):
     tok = chat_tokenizer(tokenizer, DROPS_PAST)
     tok.name_or_path = "my-org/drops-reasoning"
-    policy = ScriptedPolicy(tok, [FENCED_WRONG, FENCED_RIGHT])
+    env = EnvConfig("self_correct", max_turns=2)
     with pytest.raises(NotAppendOnly, match="'my-org/drops-reasoning' is not append-only"):
-        run_episodes(
-            lambda: make_env(EnvConfig("self_correct", max_turns=2), scorer),
-            [ADD],
-            policy,
-            tok,
-            PARAMS,
-            chat=True,
-        )
+        play(scorer, tok, env, [FENCED_WRONG, FENCED_RIGHT], ADD, chat=True)
 
 
 def test_a_tool_turn_goes_through_the_template_as_role_tool(scorer, tokenizer):
     tok = chat_tokenizer(tokenizer, APPEND_ONLY)
     call = "```python exec\nprint(2 + 3)\n```"
-    policy = ScriptedPolicy(tok, [call, FENCED_RIGHT])
-    [episode] = run_episodes(
-        lambda: make_env(EnvConfig("tool", max_turns=2), scorer), [ADD], policy, tok, PARAMS,
-        chat=True,
-    )  # fmt: skip
+    _, episode = play(
+        scorer, tok, EnvConfig("tool", max_turns=2), [call, FENCED_RIGHT], ADD, chat=True
+    )
     traj = episode.trajectory
     (_, b), (c, _) = traj.turn_spans
     tool_turn = tok.decode(list(traj.token_ids[b:c]), skip_special_tokens=False)
@@ -105,9 +89,5 @@ def test_an_environment_turn_that_does_not_round_trip_is_refused(scorer, tokeniz
 
     tok = copy.deepcopy(tokenizer)
     tok.backend_tokenizer.normalizer = normalizers.Lowercase()
-    policy = ScriptedPolicy(tok, [WRONG, RIGHT])
     with pytest.raises(NotAppendOnly, match="does not encode the environment's turn 1 reversibly"):
-        run_episodes(
-            lambda: make_env(EnvConfig("self_correct", max_turns=2), scorer), [ADD], policy, tok,
-            PARAMS, chat=False,
-        )  # fmt: skip
+        play(scorer, tok, EnvConfig("self_correct", max_turns=2), [WRONG, RIGHT], ADD)

@@ -5,11 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from execrl.rl.episodes import EnvConfig, make_env, run_episodes
+from execrl.rl.episodes import EnvConfig
 from execrl.tasks.schema import CallTests, Task
 
-from .conftest import ScriptedPolicy
-from .test_environments import PARAMS
+from .conftest import play
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "episodes.md"
 
@@ -22,11 +21,8 @@ def test_the_documented_user_environment_runs(tmp_path, monkeypatch, scorer, tok
     monkeypatch.syspath_prepend(str(tmp_path))
     task = Task("t/p", "Write add(a, b), the sum of a and b.", CallTests(((1, 2),), (3,)), "add")
     answer = "```python\ndef add(a, b):\n    return a + b\n```"
-    policy = ScriptedPolicy(tokenizer, ["It is easy.", answer])
     env = EnvConfig("my_envs:AskForCode", max_turns=2)
-    [episode] = run_episodes(
-        lambda: make_env(env, scorer), [task], policy, tokenizer, PARAMS, chat=False
-    )
+    _, episode = play(scorer, tokenizer, env, ["It is easy.", answer], task)
     assert episode.observations[0].startswith("Your answer has no code.")
     assert episode.trajectory.turn_rewards == (0.0, 1.0)
     assert episode.passed_by_turn(2) == [False, True]
