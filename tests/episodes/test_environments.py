@@ -196,3 +196,43 @@ def test_a_sandbox_failure_masks_the_episode_instead_of_scoring_it(tokenizer):
     assert len(episode.steps) == 1 and episode.masked  # no feedback made of a broken run
     _, single = run(scorer, tokenizer, EnvConfig("single"), [RIGHT])
     assert single.masked
+
+
+def test_inline_prompt_examples_are_parsed():
+    from execrl.rl.episodes.visible import prompt_examples
+
+    prompt = (
+        "def digitSum(s):\n"
+        '    """Sum of upper-case codes.\n'
+        '    digitSum("") => 0\n'
+        '    digitSum("abAB") ➞ 131.\n'
+        "    digitSum(x) => 7\n"  # not literal arguments: skipped
+        '    >>> digitSum("A")\n'
+        "    65\n"
+        '    """\n'
+    )
+    assert prompt_examples(prompt, "digitSum") == CallTests(
+        (("",), ("abAB",), ("A",)), (0, 131, 65)
+    )
+
+
+def test_a_prompt_example_the_reference_fails_is_never_fed_back(scorer):
+    # HumanEval/47's docstring says median([-10, 4, 6, 1000, 10, 20]) is 15.0; it is 8.0
+    prompt = (
+        "def median(l):\n"
+        '    """Median.\n    >>> median([3, 1, 2])\n    2\n'
+        '    >>> median([-10, 4, 6, 1000, 10, 20])\n    15.0\n    """\n'
+    )
+    reference = (
+        prompt
+        + "    s = sorted(l)\n    n = len(s)\n"
+        + ("    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2\n")
+    )
+    hidden = CallTests((([1, 2, 3, 4],), ([5],)), (2.5, 5))
+    task = Task("t/median", prompt, hidden, "median", reference=reference)
+    env = make_env(EnvConfig("self_correct", max_turns=2), scorer)
+    env.reset(task)
+    # right on the true example, 10 (not the docstring's 15.0) on the wrong one, wrong on [1..4]
+    result = env.step("    return sorted(l)[len(l) // 2]\n")
+    assert result.done and result.observation is None  # no feedback from the wrong example
+    assert result.info.visible_passed is True and result.info.hidden_passed is False

@@ -14,7 +14,12 @@ from execrl.rl.episodes.env import (
     first_observation,
     grade,
 )
-from execrl.rl.episodes.visible import VisibleTests, feedback_text, visible_tests
+from execrl.rl.episodes.visible import (
+    VisibleTests,
+    checked_against_reference,
+    feedback_text,
+    visible_tests,
+)
 from execrl.sandbox.job import Job
 from execrl.sandbox.verdict import ExecutionResult, Verdict
 from execrl.tasks.schema import Task
@@ -60,7 +65,9 @@ class SelfCorrect:
 
     def reset(self, task: Task) -> Observation:
         self.task = task
-        self.visible = visible_tests(task, self.config.visible_split)
+        visible = visible_tests(task, self.config.visible_split)
+        sandbox = self.scorer.sandbox
+        self.visible = checked_against_reference(task, visible, sandbox) if visible else None
         self.turn = 0
         return first_observation(task)
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from execrl.sandbox.compare import describe
+from execrl.sandbox.job import Job
 from execrl.sandbox.verdict import ExecutionResult, TestOutcome, Verdict
 from execrl.tasks.schema import AssertTests, CallTests, StdioTests, Task, Tests
 
@@ -57,25 +58,85 @@ def visible_tests(task: Task, visible_split: int = 0) -> VisibleTests | None:
     return None
 
 
+# How HumanEval's docstrings write an example inline: `f(1) == 2`, `f(1) => 2`, `f(1) ➞ 2`, ...
+INLINE_ARROWS = ("==", "=>", "➞", "->", "→", " should return ", " returns ", " return ", "=")
+
+
+def checked_against_reference(
+    task: Task, visible: VisibleTests, sandbox: Any
+) -> VisibleTests | None:
+    """Prompt examples without the ones the task's reference solution fails: a docstring can be
+    wrong (HumanEval/47's median example) or describe a recurrence rather than a call
+    (HumanEval/130's `tri(1) = 3`), and feedback from it would teach the wrong answer. Other
+    sources are the benchmark's own tests and are kept as they are. None: no example is right."""
+    if visible.source != "prompt examples" or not task.reference:
+        return visible
+    assert isinstance(visible.tests, CallTests)
+    key = (task.id, task.prompt, task.reference)
+    if key not in _REFERENCE_PASSES:
+        job = Job(task.reference, visible.tests, task.entry_point, id=f"{task.id}/examples")
+        result = sandbox.run(job)
+        if result.verdict is Verdict.SANDBOX_ERROR:
+            return visible  # not known to be wrong; not cached, so the next episode asks again
+        _REFERENCE_PASSES[key] = tuple(t.index for t in result.tests if t.verdict is Verdict.PASSED)
+    keep = _REFERENCE_PASSES[key]
+    if len(keep) == len(visible.tests):
+        return visible
+    if not keep:
+        return None
+    tests = CallTests(
+        tuple(visible.tests.inputs[i] for i in keep),
+        tuple(visible.tests.expected[i] for i in keep),
+        visible.tests.compare,
+    )
+    return _described(task, tests, visible.source)
+
+
+# task (id, prompt, reference) -> indices of the prompt examples its reference passes; one run
+# per task for a whole evaluation or training run, however many episodes it has.
+_REFERENCE_PASSES: dict[tuple[str, str, str], tuple[int, ...]] = {}
+
+
 def prompt_examples(prompt: str, entry_point: str) -> CallTests | None:
-    """`>>> entry(args)` lines of a docstring, each followed by its literal result line."""
+    """The prompt's examples with literal arguments and results: `>>> entry(args)` lines each
+    followed by the result line, and inline `entry(args) == result` (or `=>`, `➞`, `->`, ...)."""
     lines = prompt.splitlines()
-    inputs, expected = [], []
-    for i, line in enumerate(lines[:-1]):
+    found: dict[str, tuple[tuple[Any, ...], Any]] = {}  # repr of the arguments -> example
+    for i, line in enumerate(lines):
         text = line.strip()
-        if not text.startswith(">>> "):
-            continue
-        args = _literal_call(text[4:], entry_point)
-        result = lines[i + 1].strip()
-        if args is None or not result or result.startswith(">>>"):
-            continue
-        try:
-            value = ast.literal_eval(result)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            continue
-        inputs.append(args)
-        expected.append(value)
-    return CallTests(tuple(inputs), tuple(expected)) if inputs else None
+        if text.startswith(">>> "):
+            result = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            example = _example(text[4:], result, entry_point)
+        else:
+            example = _inline_example(text, entry_point)
+        if example is not None:
+            found.setdefault(repr(example[0]), example)
+    if not found:
+        return None
+    inputs, expected = zip(*found.values(), strict=True)
+    return CallTests(tuple(inputs), tuple(expected))
+
+
+def _inline_example(text: str, entry_point: str) -> tuple[tuple[Any, ...], Any] | None:
+    start = text.find(entry_point + "(")
+    if start < 0 or (start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_.")):
+        return None
+    rest = text[start:]
+    for arrow in INLINE_ARROWS:
+        call, sep, result = rest.partition(arrow)
+        if sep:
+            return _example(call.strip(), result.strip().rstrip(".,;"), entry_point)
+    return None
+
+
+def _example(call: str, result: str, entry_point: str) -> tuple[tuple[Any, ...], Any] | None:
+    args = _literal_call(call, entry_point)
+    if args is None or not result or result.startswith(">>>"):
+        return None
+    try:
+        return args, ast.literal_eval(result)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
 
 
 def _literal_call(source: str, entry_point: str) -> tuple[Any, ...] | None:
