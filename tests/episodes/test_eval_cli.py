@@ -148,3 +148,23 @@ def test_tool_eval_of_a_server(tmp_path, bench):
     assert summary["tool_calls"] == 2 and summary["pass@1_by_turn"] == [0.0, 1.0, 1.0]
     shown = [p for p in ToolCaller.prompts if "```output" in p]
     assert len(shown) == 2 and all("```output\n3\n" in p for p in shown)
+
+
+def test_a_trained_model_is_evaluated_on_its_held_out_tasks(tmp_path):
+    import argparse
+
+    from execrl.eval.episodes_eval import _tasks_named
+
+    spec = {"benchmark": "synthetic:split=test,n=8", "limit": 5, "prompt_format": "signature",
+            "chat": "off", "temperature": 0.0, "top_p": 1.0, "max_new_tokens": 64, "stop": [],
+            "samples_per_task": 1, "seed": 0, "groups_per_generate": 1, "program": "auto",
+            "wall_s": 2.0, "memory_mb": 512, "dtype": "float32"}  # fmt: skip
+    (tmp_path / "execrl_eval.json").write_text(json.dumps(spec))
+    args = argparse.Namespace(model=str(tmp_path), benchmark=None, limit=0)
+    assert _tasks_named(args) == ("synthetic:split=test,n=8", 5)
+    args.benchmark = "mbpp"
+    assert _tasks_named(args) == ("mbpp", 0)
+    (tmp_path / "execrl_eval.json").write_text(json.dumps({**spec, "benchmark": ""}))
+    args.benchmark = None
+    with pytest.raises(ValueError, match="no held-out tasks"):
+        _tasks_named(args)

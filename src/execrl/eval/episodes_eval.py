@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from execrl.eval.as_trained import benchmark_for
 from execrl.eval.commands import print_summary
 from execrl.eval.evaluate import write_jsonl_atomic
 from execrl.eval.generation import stops_for
@@ -53,14 +54,17 @@ def run_episodes_eval(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _fail(f"--env {args.env} --turns {args.turns}: {exc}")
     n = args.n or 1
-    benchmark = args.benchmark or "humaneval"
+    try:
+        benchmark, limit = _tasks_named(args)
+    except ValueError as exc:
+        return _fail(str(exc))
     temperature = args.temperature if args.temperature is not None else (0.0 if n == 1 else 0.8)
     try:
         tasks = load_benchmark(benchmark, args.data_dir)
     except (TaskDataError, DataNotFound, UnknownBenchmark, OSError) as exc:
         return _fail(str(exc))
-    if args.limit > 0:
-        tasks = tasks[: args.limit]
+    if limit > 0:
+        tasks = tasks[:limit]
     try:
         prompt_format = _prompt_format(args.model)
     except ValueError as exc:
@@ -88,6 +92,20 @@ def run_episodes_eval(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, separators=(",", ":")))
     return 0
+
+
+def _tasks_named(args: argparse.Namespace) -> tuple[str, int]:
+    """(benchmark, limit): --benchmark, else a trained model's held-out tasks, else humaneval."""
+    spec = HeldoutSpec.load(args.model) if Path(args.model).is_dir() else None
+    if spec is None:
+        return args.benchmark or "humaneval", args.limit
+    benchmark, limit = benchmark_for(args, spec)
+    if not benchmark:
+        raise ValueError(
+            f"{args.model}: its run had no held-out tasks (data.heldout = ''); "
+            "name the tasks with --benchmark"
+        )
+    return benchmark, limit
 
 
 def _prompt_format(model: str) -> str:
