@@ -91,3 +91,17 @@ def test_an_environment_turn_that_does_not_round_trip_is_refused(scorer, tokeniz
     tok.backend_tokenizer.normalizer = normalizers.Lowercase()
     with pytest.raises(NotAppendOnly, match="does not encode the environment's turn 1 reversibly"):
         play(scorer, tok, EnvConfig("self_correct", max_turns=2), [WRONG, RIGHT], ADD)
+
+
+def test_a_template_without_a_tool_role_is_refused_by_name(scorer, tokenizer):
+    strict = (
+        "{% for m in messages %}{% if m['role'] not in ('user', 'assistant') %}"
+        "{{ raise_exception('roles must be user or assistant') }}{% endif %}"
+        "<{{ m['role'] }}>{{ m['content'] }}{{ eos_token }}\n{% endfor %}"
+        "{% if add_generation_prompt %}<assistant>{% endif %}"
+    )
+    tok = chat_tokenizer(tokenizer, strict)
+    tok.name_or_path = "org/no-tools"
+    call = "```python exec\nprint(1)\n```"
+    with pytest.raises(ValueError, match="'org/no-tools' cannot render .* after a 'tool' turn"):
+        play(scorer, tok, EnvConfig("tool", max_turns=2), [call, FENCED_RIGHT], ADD, chat=True)

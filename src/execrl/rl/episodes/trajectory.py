@@ -137,9 +137,17 @@ class Conversation:
         self.logprobs.extend([0.0] * len(ids) if logprobs is None else logprobs)
 
     def _render(self, add_generation_prompt: bool) -> str:
-        return self.tokenizer.apply_chat_template(
-            self.messages, tokenize=False, add_generation_prompt=add_generation_prompt
-        )
+        try:
+            return self.tokenizer.apply_chat_template(
+                self.messages, tokenize=False, add_generation_prompt=add_generation_prompt
+            )
+        except Exception as exc:  # noqa: BLE001 - jinja raises anything a template raises
+            role = self.messages[-1]["role"]
+            raise ValueError(
+                f"the chat template of {self._name()} cannot render the conversation after a "
+                f"{role!r} turn ({type(exc).__name__}: {exc}); templates without a tool role "
+                'cannot run env = "tool" with chat on: use chat off or another template'
+            ) from exc
 
     def _name(self) -> str:
         return repr(getattr(self.tokenizer, "name_or_path", "") or type(self.tokenizer).__name__)
