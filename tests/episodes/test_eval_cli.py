@@ -168,3 +168,10 @@ def test_a_trained_model_is_evaluated_on_its_held_out_tasks(tmp_path):
     args.benchmark = None
     with pytest.raises(ValueError, match="no held-out tasks"):
         _tasks_named(args)
+
+
+def test_an_unreachable_server_is_an_error_for_people(tmp_path, bench):
+    proc = run("eval", "--model", "openai:http://127.0.0.1:9/v1#m", "--benchmark", bench,
+               "--env", "self_correct", "--limit", "1", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 2 and "execrl eval: error:" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -24,6 +24,7 @@ from execrl.eval.as_trained import benchmark_for
 from execrl.eval.commands import print_summary
 from execrl.eval.evaluate import write_jsonl_atomic
 from execrl.eval.generation import stops_for
+from execrl.models.backends import ServerError
 from execrl.rewards.config import RewardConfig
 from execrl.rewards.scorer import RewardScorer
 from execrl.rl.episodes import EnvConfig, Episode, make_env, run_episodes, run_text_episodes
@@ -78,7 +79,7 @@ def run_episodes_eval(args: argparse.Namespace) -> int:
                 episodes = _episodes(
                     args, config, scorer, [t for t in tasks for _ in range(n)], temperature
                 )
-    except (SandboxUnavailable, TaskDataError, ValueError, OSError) as exc:
+    except (SandboxUnavailable, TaskDataError, ServerError, ValueError, OSError) as exc:
         return _fail(str(exc))
     summary = summarize_episodes(benchmark, config, tasks, episodes)
     summary.update(
