@@ -1,6 +1,6 @@
 """Attack class: reaching the harness's own state from the candidate.
 
-The harness runs on private copies of its globals (`harness._privatize`), but the candidate can
+The harness runs on private copies of its globals (`prepared._privatize`), but the candidate can
 reach every module object through `sys.modules`, every class through `object.__subclasses__`,
 and a function's globals through `__globals__` (reading it raises no audit event). A private
 object that any of these lead to, or a class the harness relies on, could be bent into a pass.

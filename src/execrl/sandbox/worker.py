@@ -19,7 +19,8 @@ import signal
 import sys
 import time
 
-from execrl.sandbox import execunit, harness, isolation, memcg, protocol, syscalls
+from execrl.sandbox import execunit, isolation, memcg, protocol, syscalls
+from execrl.sandbox.prepared import Prepared
 from execrl.sandbox.scratch import SCRATCH, make_scratch, remove_scratch
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the worker 2 MB
@@ -122,7 +123,7 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
     if key_filter is not None:
         syscalls.join_fresh_session_keyring()
         syscalls.install_filter(key_filter)
-    prepared = harness.Prepared(PREIMPORT)
+    prepared = Prepared(PREIMPORT)
     ctx_cache = execunit.make_cache(config["bin_dir"], "filesystem" in layers, uid is not None)
     if memory is not None:
         memory.enter_worker()  # last: what the worker holds so far stays charged to the pool
