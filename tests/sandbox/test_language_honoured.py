@@ -89,3 +89,22 @@ def test_tasks_validate_grades_a_c_reference_as_c():
     failures = validate([c_task(PYTHON_ECHO)], workers=1, progress=False)
     assert [f.task_id for f in failures] == ["echo_c"]
     assert validate([c_task(C_ECHO)], workers=1, progress=False) == []
+
+
+def test_sandbox_bench_grades_a_c_reference_as_c(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from execrl.tasks.jsonl import write_tasks
+
+    path = tmp_path / "c.jsonl"
+    write_tasks(path, [c_task(PYTHON_ECHO)])
+    command = [sys.executable, "-m", "execrl.cli", "sandbox", "bench", "--json", "--repeat", "1",
+               "--workers", "1", "--benchmark", f"jsonl:{path}"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert done.returncode == 1 and out["all_passed"] is False, done.stdout + done.stderr
+    write_tasks(path, [c_task(C_ECHO)])
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and json.loads(done.stdout.strip().splitlines()[-1])["all_passed"]
