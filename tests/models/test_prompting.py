@@ -5,7 +5,7 @@ from execrl.models.loading import load_policy
 from execrl.models.prompting import signature_prompt, signature_split, with_signature_prompts
 from execrl.models.sft import SFTSettings
 from execrl.models.tiny import TinyLlamaShape, train_bpe_tokenizer
-from execrl.rl.rollout import build_sample
+from execrl.rewards.scorer import build_sample
 from execrl.tasks import CallTests, Task
 
 TESTS = CallTests(((2,),), (160,))
@@ -48,7 +48,7 @@ def test_sft_pair_is_the_body_and_the_program_is_prompt_plus_completion():
     ((prompt, completion),) = sft_pairs([TIMES])
     assert completion == "    return x * 80\n"
     (task,) = with_signature_prompts([TIMES])
-    sample = build_sample(task, completion, n_tokens=5)
+    sample = build_sample(task, completion)
     assert sample.program == prompt + completion
     namespace: dict = {}
     exec(sample.program, namespace)  # our own hand-written program
