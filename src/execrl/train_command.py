@@ -39,15 +39,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
+    overrides = list(args.set)
+    if args.allow_weaker_sandbox:
+        overrides.append("sandbox.allow_missing_layers=true")
+    # The data directory is read from the environment by the loaders and by the sandbox (which
+    # hides it from runs): set for this command only, so that a caller in the same process
+    # (a test, a notebook) does not keep it.
+    previous = os.environ.get("EXECRL_DATA_DIR")
+    if args.data_dir:
+        os.environ["EXECRL_DATA_DIR"] = args.data_dir
+    try:
+        return _train_with(args, overrides)
+    finally:
+        if previous is None:
+            os.environ.pop("EXECRL_DATA_DIR", None)
+        else:
+            os.environ["EXECRL_DATA_DIR"] = previous
+
+
+def _train_with(args: argparse.Namespace, overrides: list[str]) -> int:
     from execrl.report.trackers import TrackerUnavailable, tracker_names
     from execrl.rl.config import ConfigError, load_config, resume_config
     from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 
-    overrides = list(args.set)
-    if args.allow_weaker_sandbox:
-        overrides.append("sandbox.allow_missing_layers=true")
-    if args.data_dir:
-        os.environ["EXECRL_DATA_DIR"] = args.data_dir
     try:
         if args.resume:
             if args.config:

@@ -4,6 +4,7 @@ node and flag is logged, and reward errors stop the command before anything is b
 from __future__ import annotations
 
 import json
+import os
 import re
 import resource
 import subprocess
@@ -147,12 +148,15 @@ def test_missing_data_names_a_flag_execrl_train_accepts(tmp_path, capsys, monkey
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("EXECRL_CACHE_DIR", str(tmp_path / "cache"))
     runs = tmp_path / "runs"
+    before = os.environ.get("EXECRL_DATA_DIR")
     code = main(["train", "--data-dir", str(tmp_path / "nothing"), "--set", "data.train='mbpp'",
                  "--set", f"run.out_dir={str(runs)!r}"])  # fmt: skip
     err = capsys.readouterr().err
     assert code == 2 and "no data found" in err and "Traceback" not in err
     assert "--data-dir" in err  # and execrl train takes it (the command parsed it above)
     assert not runs.exists()
+    # --data-dir is this command's: every later test in this process lost the data before
+    assert os.environ.get("EXECRL_DATA_DIR") == before
 
 
 def test_allow_weaker_sandbox_reaches_the_sandbox_config(monkeypatch):
