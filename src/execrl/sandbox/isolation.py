@@ -15,7 +15,9 @@ user opts out (`SandboxConfig.allow_missing_layers`).
   hold the official answers) are hidden behind empty tmpfs mounts (the Python installation is
   bound back read-only, the benchmark data inside it covered again), /tmp is a size-limited
   tmpfs holding only the run's scratch directory, and /proc is remounted with hidepid=2 so that
-  the run cannot see any process but its own. With it (or with `network`) the worker also has an
+  the run cannot see any process but its own. What is bound back is the interpreter and execrl;
+  an import-path entry that is "/", /tmp or a hidden directory is never bound back whole
+  (`default_keep`: a script run from /tmp once gave every run the host's /tmp). With it (or with `network`) the worker also has an
   IPC namespace of its own, whose limits let nobody create SysV shared memory, semaphore sets or
   message queues, or POSIX message queues: no run leaves an object behind (a segment stays in
   memory until removed, past the pool) or reaches another run through one. A run that makes a
