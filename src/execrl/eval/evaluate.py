@@ -106,17 +106,7 @@ def _jobs_for(sample: Sample, task: Task, fmt: str, limits: Limits | None) -> li
         if group == "plus" and (tests is None or len(tests) == 0):
             continue
         try:
-            jobs.append(
-                Job(
-                    program=program,
-                    tests=tests,
-                    entry_point=task.entry_point,
-                    limits=_limits(task, group, limits),
-                    strict_returns=task.strict_returns,
-                    id=task.id,
-                    language=task.language,  # a C task's sample is compiled as C
-                )
-            )
+            jobs.append(Job.for_task(task, program, _limits(task, group, limits), tests))
         except ValueError as exc:  # empty tests, call tests without an entry point: never a pass
             raise TaskDataError(
                 f"task {task.id} (from {task.metadata.get('source', 'the benchmark')}): {exc}"

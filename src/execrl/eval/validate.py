@@ -21,17 +21,10 @@ def validate(tasks: Sequence[Task], workers: int = 2, progress: bool = True) -> 
     """Run each task's reference; the failures, with their verdicts. Tasks without a
     reference are not run (the caller says how many)."""
     runnable = [t for t in tasks if t.reference is not None]
+    # The task's own memory limit first, else 4 GiB.
+    limits = [Limits(**{"memory_mb": 4096, **job_limits(t)}) for t in runnable]
     jobs = [
-        Job(
-            program=t.reference or "",
-            tests=t.tests,
-            entry_point=t.entry_point,
-            limits=Limits(**{"memory_mb": 4096, **job_limits(t)}),  # the task's own memory first
-            strict_returns=t.strict_returns,
-            id=t.id,
-            language=t.language,  # a C task's reference is compiled as C
-        )
-        for t in runnable
+        Job.for_task(t, t.reference or "", lim) for t, lim in zip(runnable, limits, strict=True)
     ]
     failures: list[Failure] = []
     from tqdm import tqdm

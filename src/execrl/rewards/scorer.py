@@ -284,16 +284,8 @@ class RewardScorer:
         return out
 
     def _job(self, task: Task, program: str, tests: Any) -> Job:
-        return Job(
-            program=program,
-            tests=tests,
-            entry_point=task.entry_point,
-            limits=self.limits,
-            strict_returns=task.strict_returns,
-            id=task.id,
-            language=task.language,  # a C task's program is compiled as C, never run as Python
-            stop_at_first_failure=self.config.stop_at_first_failure,
-        )
+        return Job.for_task(task, program, self.limits, tests,
+                            stop_at_first_failure=self.config.stop_at_first_failure)  # fmt: skip
 
     def flakiness(
         self,

@@ -150,18 +150,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
     tasks = [t for t in load_benchmark(args.benchmark) if t.reference]
     limits = Limits(wall_s=args.timeout)
-    jobs = [
-        Job(
-            t.reference or "",
-            t.tests,
-            t.entry_point,
-            limits=limits,
-            strict_returns=t.strict_returns,
-            id=t.id,
-            language=t.language,  # a C task's reference is compiled as C
-        )
-        for t in tasks
-    ] * args.repeat
+    jobs = [Job.for_task(t, t.reference or "", limits) for t in tasks] * args.repeat
     try:
         with Sandbox(workers=args.workers, allow_missing_layers=args.allow_weaker_sandbox) as sb:
             sb.run_many(jobs[: args.workers * 4])  # warm-up: first forks fault in shared pages

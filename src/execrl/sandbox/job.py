@@ -11,7 +11,7 @@ from typing import Any
 
 from execrl.sandbox import plain
 from execrl.sandbox.limits import Limits
-from execrl.tasks.schema import AssertTests, CallTests, StdioTests, Tests
+from execrl.tasks.schema import AssertTests, CallTests, StdioTests, Task, Tests
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +38,24 @@ class Job:
     # way); the cases after it are not run, so the per-case outcomes stop there and
     # ExecutionResult.extra["skipped_after_failure"] counts the cases left out.
     stop_at_first_failure: bool = False
+
+    @classmethod
+    def for_task(
+        cls, task: Task, program: str, limits: Limits, tests: Tests | None = None, **options: Any
+    ) -> Job:
+        """A job of `program` graded as `task` is: its tests (or `tests`, one of its groups), entry
+        point, return rule, id and language (a C task's program is compiled as C, never run as
+        Python), whatever path builds it."""
+        return cls(
+            program=program,
+            tests=task.tests if tests is None else tests,
+            entry_point=task.entry_point,
+            limits=limits,
+            strict_returns=task.strict_returns,
+            id=task.id,
+            language=task.language,
+            **options,
+        )
 
     def __post_init__(self) -> None:
         name = self.id or "<unnamed>"
