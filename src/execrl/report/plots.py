@@ -135,12 +135,7 @@ def components(rows: Sequence[Row], path: Path) -> Path:
     """reward/<node> per step: which parts of the reward tree move (nulls are gaps)."""
     keys = sorted({k for r in rows for k in r if k.startswith("reward/") and k != "reward/masked"})
     plt, fig, ax = _figure("Reward components (mean over the step's valid samples)", "score")
-    for i, key in enumerate(keys):
-        steps, values = series(rows, key)
-        ax.plot(steps, values, label=key.split("/", 1)[1], color=f"C{i % 10}",
-                marker=_marker(len(steps)))  # fmt: skip
-    if keys:
-        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    _named_lines(ax, rows, keys)
     return _save(plt, fig, path)
 
 
@@ -150,15 +145,20 @@ def flags(rows: Sequence[Row], path: Path) -> Path:
     keys = sorted({k for r in rows for k in r if k.startswith("flag/") and r[k]})
     keys += ["reward/masked"] if any(r.get("reward/masked") for r in rows) else []
     plt, fig, ax = _figure("Flags and masked samples (count per step)", "samples")
+    _named_lines(ax, rows, keys)
+    if not keys:
+        ax.text(0.5, 0.5, "no flags raised", ha="center", va="center", transform=ax.transAxes)
+    return _save(plt, fig, path)
+
+
+def _named_lines(ax: Any, rows: Sequence[Row], keys: Sequence[str]) -> None:
+    """One line per `prefix/name` key, labelled by its name, with a legend beside the axes."""
     for i, key in enumerate(keys):
         steps, values = series(rows, key)
         ax.plot(steps, values, label=key.split("/", 1)[1], color=f"C{i % 10}",
                 marker=_marker(len(steps)))  # fmt: skip
     if keys:
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
-    else:
-        ax.text(0.5, 0.5, "no flags raised", ha="center", va="center", transform=ax.transAxes)
-    return _save(plt, fig, path)
 
 
 PLOTS = {"reward.png": reward, "pass_rate.png": pass_rate, "kl.png": kl, "verdicts.png": verdicts,

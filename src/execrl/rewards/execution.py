@@ -15,7 +15,7 @@ from execrl.sandbox.verdict import Verdict
 _TESTS = ("hidden", "visible")
 
 
-def _check_tests(tests: str) -> None:
+def check_tests(tests: str) -> None:
     if tests not in _TESTS:
         raise ValueError(f"tests must be one of {_TESTS}, not {tests!r}")
 
@@ -28,7 +28,7 @@ class PassAll:
     tests: str = HIDDEN  # "hidden" or "visible"
 
     def __post_init__(self) -> None:
-        _check_tests(self.tests)
+        check_tests(self.tests)
 
     @property
     def needs(self) -> frozenset[str]:
@@ -56,7 +56,7 @@ class PassFraction:
     tests: str = HIDDEN
 
     def __post_init__(self) -> None:
-        _check_tests(self.tests)
+        check_tests(self.tests)
 
     @property
     def needs(self) -> frozenset[str]:
@@ -88,7 +88,7 @@ class Runs:
     tests: str = HIDDEN
 
     def __post_init__(self) -> None:
-        _check_tests(self.tests)
+        check_tests(self.tests)
 
     @property
     def needs(self) -> frozenset[str]:
@@ -131,7 +131,7 @@ class VerdictCredit:
     values: dict[str, float] = field(default_factory=dict)  # e.g. {"TIMEOUT": -0.8}
 
     def __post_init__(self) -> None:
-        _check_tests(self.tests)
+        check_tests(self.tests)
         unknown = sorted(set(self.values) - set(CODERL_VALUES))
         if unknown:
             raise ValueError(

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from execrl.rewards.base import HIDDEN, leaf, masked_if_infra
+from execrl.rewards.execution import check_tests
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
 from execrl.sandbox.verifiers import load_verifier, verification_of
@@ -30,8 +31,7 @@ class VerifierScore:
     tests: str = HIDDEN  # "hidden" or "visible"
 
     def __post_init__(self) -> None:
-        if self.tests not in ("hidden", "visible"):
-            raise ValueError(f"tests must be 'hidden' or 'visible', not {self.tests!r}")
+        check_tests(self.tests)
 
     @property
     def needs(self) -> frozenset[str]:
