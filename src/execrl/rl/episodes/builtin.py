@@ -95,15 +95,7 @@ class SelfCorrect:
         assert self.visible is not None
         if program is None:
             return ExecutionResult(Verdict.SYNTAX_ERROR, n_tests=len(self.visible.tests))
-        job = Job(
-            program,
-            self.visible.tests,
-            task.entry_point,
-            self.scorer.limits,
-            strict_returns=task.strict_returns,
-            id=task.id,
-            language=task.language,
-        )
+        job = Job.for_task(task, program, self.scorer.limits, self.visible.tests)
         return self.scorer.sandbox.run(job)
 
 
