@@ -1,0 +1,226 @@
+"""Episodes run by an agent harness execrl did not write: any program that speaks the OpenAI API.
+
+The harness is a command (`env.harness`, e.g. "python my_agent.py"), run once per episode with:
+
+    OPENAI_BASE_URL     http://127.0.0.1:PORT/e/<episode id>/v1   (the policy; calls record)
+    OPENAI_API_KEY      "execrl-local" (the server needs none; OpenAI clients insist on one)
+    EXECRL_EPISODE_ID   the episode id (also accepted as the `X-Episode-Id` header or `user`)
+    EXECRL_MODEL        the model name to send ("policy"; any name is accepted)
+    EXECRL_TASK_FILE    a JSON file: {"id", "prompt", "entry_point", "language"} (never tests)
+    EXECRL_ANSWER_FILE  where to write the final answer
+
+Its final answer is what it wrote to EXECRL_ANSWER_FILE, or, when it wrote nothing there, its
+standard output; the answer is graded by the hidden tests in the sandbox through the one scoring
+path (`RewardScorer.score_samples`), like a one-turn completion. Every call it made is recorded
+token-exactly (`recorder.py`); the episode's `Trajectory` is those calls, its reward on the last
+call. A harness that fails (non-zero exit, past `harness_timeout_s`, no call made) gives a
+masked episode (left out of the advantage, never scored 0), said in the log; a run where every
+episode's harness failed stops with the harness's own error output.
+
+An episode whose calls do not all extend one conversation (the harness rewrote its history)
+has several segments; it is masked, with a note saying how many, since a trainer of one sequence
+per episode cannot learn from it exactly (docs/harness.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from execrl.models.chat import uses_chat_template
+from execrl.models.sampling import SamplingParams
+from execrl.rewards.scorer import RewardScorer
+from execrl.rl.episodes.env import StepInfo, StepResult
+from execrl.rl.episodes.policy_server import PolicyServer, ServeSettings
+from execrl.rl.episodes.recorder import EpisodeRecording, Recorder
+from execrl.rl.episodes.rollout import Episode
+from execrl.tasks.schema import Task
+
+_STDERR_TAIL = 800  # characters of a failed harness's error output kept in the note
+
+
+class HarnessError(RuntimeError):
+    """The harness failed on every episode of a batch: nothing could be learned."""
+
+
+@dataclass(frozen=True, slots=True)
+class HarnessConfig:
+    """How harness episodes run (the `env.harness*` fields of a run)."""
+
+    harness: str  # the command, split like a shell does (no shell features: pipes, `&&`)
+    harness_timeout_s: float = 300.0  # one episode's wall time; past it the harness is killed
+    harness_parallel: int = 8  # episodes (harness processes) running at once
+
+    def __post_init__(self) -> None:
+        try:
+            argv = shlex.split(self.harness)
+        except ValueError as exc:
+            raise ValueError(f"env.harness {self.harness!r}: cannot be split: {exc}") from None
+        if not argv:
+            raise ValueError('env.harness is empty: name a command, e.g. "python my_agent.py"')
+        if self.harness_timeout_s <= 0 or self.harness_parallel < 1:
+            raise ValueError("env.harness_timeout_s must be > 0 and env.harness_parallel >= 1")
+
+
+@dataclass(frozen=True, slots=True)
+class HarnessRun:
+    """What one harness process did."""
+
+    episode_id: str
+    answer: str  # the answer file's text, else its standard output
+    failure: str  # "" when it exited 0 in time; else why it failed, with its stderr's tail
+
+
+class HarnessRunner:
+    """A policy server for harness episodes, kept for a whole training run (`close` it)."""
+
+    def __init__(self, engine: Any, tokenizer: Any, params: SamplingParams,
+                 scorer: RewardScorer, config: Any, *, chat: bool | None = None,
+                 log: Callable[[str], None] | None = None) -> None:  # fmt: skip
+        self.config = HarnessConfig(
+            config.harness, config.harness_timeout_s, config.harness_parallel
+        )
+        self.scorer, self.log = scorer, log or (lambda message: None)
+        self.recorder = Recorder(tokenizer, strict=True)
+        settings = ServeSettings(chat=uses_chat_template(tokenizer, chat), sampling=params,
+                                 fixed_sampling=True, max_positions=context_length(engine))  # fmt: skip
+        self.server = PolicyServer(engine, tokenizer, settings, self.recorder)
+        self.url = self.server.start()
+        self.workdir = Path(tempfile.mkdtemp(prefix="execrl-harness-"))
+
+    def close(self) -> None:
+        self.server.close()
+        for path in sorted(self.workdir.rglob("*"), reverse=True):
+            path.rmdir() if path.is_dir() else path.unlink()
+        self.workdir.rmdir()
+
+    def run(self, tasks: Sequence[Task]) -> list[Episode]:
+        """One episode per task (repeat a task for a group), `harness_parallel` at a time."""
+        ids = [f"ep-{uuid.uuid4().hex}" for _ in tasks]  # unguessable: no harness writes another's
+        for episode_id in ids:
+            self.recorder.open(episode_id)
+        with ThreadPoolExecutor(self.config.harness_parallel) as pool:
+            runs = list(pool.map(self._run_one, tasks, ids))
+        # a killed harness may leave a call generating: the weights must not change under it
+        self.server.batcher.wait_idle(timeout_s=600)
+        recordings = [self.recorder.close(episode_id) for episode_id in ids]
+        ok = [i for i, r in enumerate(runs) if not r.failure]
+        if tasks and not ok:
+            raise HarnessError(
+                f"env.harness {self.config.harness!r} failed on all {len(tasks)} episodes; "
+                f"the first (task {tasks[0].id}): {runs[0].failure}"
+            )
+        scored = self.scorer.score_samples([tasks[i] for i in ok], [runs[i].answer for i in ok])
+        grades = dict(zip(ok, scored, strict=True))
+        episodes = [
+            _episode(task, run, recording, grades.get(i))
+            for i, (task, run, recording) in enumerate(zip(tasks, runs, recordings, strict=True))
+        ]
+        self._report(episodes)
+        return episodes
+
+    def _run_one(self, task: Task, episode_id: str) -> HarnessRun:
+        folder = self.workdir / episode_id
+        folder.mkdir()
+        task_file, answer_file = folder / "task.json", folder / "answer.txt"
+        task_file.write_text(json.dumps(
+            {"id": task.id, "prompt": task.prompt, "entry_point": task.entry_point,
+             "language": task.language}))  # fmt: skip
+        # the harness gets the caller's environment less execrl's own (the data directory, where
+        # hidden tests live, above all), plus where to find the policy and the task
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EXECRL_")}
+        env.update(
+            OPENAI_BASE_URL=f"{self.url}/e/{episode_id}/v1",
+            OPENAI_API_KEY="execrl-local",
+            EXECRL_EPISODE_ID=episode_id,
+            EXECRL_MODEL=self.server.settings.model_name,
+            EXECRL_TASK_FILE=str(task_file),
+            EXECRL_ANSWER_FILE=str(answer_file),
+        )
+        return _run_process(shlex.split(self.config.harness), env, self.config.harness_timeout_s,
+                            episode_id, answer_file)  # fmt: skip
+
+    def _report(self, episodes: list[Episode]) -> None:
+        failed = [e for e in episodes if e.masked]
+        if failed:
+            notes = sorted({e.steps[-1].info.note for e in failed})
+            self.log(f"harness: {len(failed)} of {len(episodes)} episodes masked: "
+                     + "; ".join(notes[:3]))  # fmt: skip
+
+
+def run_harness_episodes(tasks: Sequence[Task], engine: Any, tokenizer: Any,
+                         params: SamplingParams, scorer: RewardScorer, config: Any, *,
+                         chat: bool | None = None,
+                         log: Callable[[str], None] | None = None) -> list[Episode]:  # fmt: skip
+    """One harness episode per task, served by `engine` with the run's `params`; `config` has
+    `harness`, `harness_timeout_s` and `harness_parallel` (a `HarnessConfig` or the run's
+    [env]). A trainer that runs many batches keeps one `HarnessRunner` instead."""
+    runner = HarnessRunner(engine, tokenizer, params, scorer, config, chat=chat, log=log)
+    try:
+        return runner.run(tasks)
+    finally:
+        runner.close()
+
+
+def _run_process(argv: list[str], env: dict[str, str], timeout_s: float, episode_id: str,
+                 answer_file: Path) -> HarnessRun:  # fmt: skip
+    try:
+        process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   start_new_session=True, text=True, errors="replace")  # fmt: skip
+    except OSError as exc:
+        return HarnessRun(episode_id, "", f"cannot start {argv[0]!r}: {exc}")
+    try:
+        out, err = process.communicate(timeout=timeout_s)
+        failure = f"exit status {process.returncode}" if process.returncode else ""
+    except subprocess.TimeoutExpired:
+        # its own session: the harness and anything it started go together
+        os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+        failure = f"timed out after {timeout_s:g} s (env.harness_timeout_s)"
+    if failure:
+        tail = err.strip()[-_STDERR_TAIL:]
+        return HarnessRun(episode_id, "", f"{failure}; its stderr: {tail or '(empty)'}")
+    answer = answer_file.read_text(errors="replace") if answer_file.is_file() else ""
+    return HarnessRun(episode_id, answer if answer.strip() else out, "")
+
+
+def _episode(task: Task, run: HarnessRun, recording: EpisodeRecording, scored: Any) -> Episode:
+    """The episode the trainer sees: one model turn per call, the grade on the last."""
+    calls = sorted(recording.calls, key=lambda c: c.call)
+    reward, passed, masked = 0.0, None, True
+    note = f"harness failed: {run.failure}" if run.failure else ""
+    if scored is not None:
+        reward, masked = scored.reward.score, scored.reward.masked
+        passed = bool(scored.sample.result and scored.sample.result.passed)
+        if masked:
+            note = f"sandbox failure grading the answer: {scored.reward.reason}"
+    if not calls and not note:
+        masked, note = True, "the harness made no call to the policy"
+    trajectories = recording.trajectories(reward)
+    if len(trajectories) > 1 and not note:
+        masked = True
+        note = (f"the harness rewrote its history: {len(trajectories)} segments "
+                "(not trained; docs/harness.md)")  # fmt: skip
+    turns = max(1, len(calls))
+    steps = [StepResult(None, 0.0, False, StepInfo(t + 1)) for t in range(turns - 1)]
+    steps.append(StepResult(None, reward if not masked else 0.0, True,
+                            StepInfo(turns, hidden_passed=passed, note=note, masked=masked)))  # fmt: skip
+    trajectory = trajectories[0] if len(trajectories) == 1 else None
+    return Episode(task.id, tuple(c.text for c in calls), (), tuple(steps), trajectory)
+
+
+def context_length(engine: Any) -> int:
+    """The context of the engine's model (0 when it does not say): calls are cut to fit."""
+    config = getattr(getattr(engine, "model", None), "config", None)
+    return int(getattr(config, "max_position_embeddings", 0) or 0)

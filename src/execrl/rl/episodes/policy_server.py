@@ -1,0 +1,454 @@
+"""The policy behind an OpenAI-compatible HTTP endpoint, recording every call token-exactly.
+
+    server = PolicyServer(engine, tokenizer, ServeSettings(...), Recorder(tokenizer))
+    base = server.start()             # http://127.0.0.1:PORT
+    ... a harness posts to {base}/e/EPISODE/v1/chat/completions ...
+    recording = server.recorder.close("EPISODE")
+    server.close()
+
+Routes: `POST /v1/chat/completions`, `POST /v1/completions`, `GET /v1/models`, each also under
+`/e/<episode id>/v1/...`; `GET /episodes/<episode id>` (the recording so far, as JSON) and
+`GET /health`. A call's episode id is, first found: the `/e/<id>` prefix of its path (so a
+harness that only lets one set OPENAI_BASE_URL records), the `X-Episode-Id` header, the body's
+`user` field. A call without one is served and not recorded (refused by a strict recorder).
+
+Generation goes through the rollout engine (`models.engine.RolloutEngine`) from one worker
+thread: calls that arrive within `batch_wait_s` of each other with the same sampling
+parameters share one `generate` call, so parallel harness episodes batch like rollouts do.
+With `fixed_sampling` (training) the run's temperature and top-p are used whatever a call asks,
+because the loss needs behaviour log-probabilities at the trainer's temperature; a call's
+`max_tokens` is capped at the run's budget and its `stop` is honoured.
+
+Not served (an error says so): `n` > 1 (make n calls), `tools` / tool calls (write the tool
+syntax into the messages), non-text content parts. `stream: true` is answered as a stream of one
+content chunk (the whole completion), then the finish chunk and `[DONE]`.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from execrl.models.sampling import Completion, SamplingParams
+from execrl.rl.episodes.recorder import CallRecord, Recorder, Ticket, UnknownEpisode
+
+_EPISODE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_ROUTE = re.compile(r"^(?:/e/(?P<episode>[^/]+))?(?P<route>/v1/[a-z/]+|/episodes/.+|/health)$")
+MAX_BODY = 16 * 2**20  # bytes of one request
+
+
+@dataclass(frozen=True, slots=True)
+class ServeSettings:
+    """How the server samples and what it calls its model."""
+
+    model_name: str = "policy"  # what /v1/models lists (any name a call sends is accepted)
+    chat: bool = True  # render chat messages through the tokenizer's template (else concatenate)
+    sampling: SamplingParams = SamplingParams(temperature=1.0, max_new_tokens=256)
+    fixed_sampling: bool = False  # training: always the run's temperature and top-p
+    max_positions: int = 0  # the model's context; 0: unchecked
+    batch_wait_s: float = 0.01  # how long the worker waits for more calls to batch
+
+
+class BadRequest(ValueError):
+    """A call the server cannot serve as asked; the message goes back to the harness (400)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallRequest:
+    """One parsed call."""
+
+    chat: bool  # /v1/chat/completions (else /v1/completions)
+    text: str  # the conversation as the model reads it (rendered chat, or the raw prompt)
+    raw: bool  # `text` is raw text, not a chat template's rendering
+    params: SamplingParams
+    episode_id: str  # "" when the call named none
+    stream: bool
+
+
+class Batcher:
+    """One worker thread owns the engine; calls queue (prompt ids, params) and wait."""
+
+    def __init__(self, engine: Any, wait_s: float) -> None:
+        self.engine, self.wait_s = engine, wait_s
+        self._queue: queue.Queue = queue.Queue()
+        self._busy = 0  # calls queued or generating
+        self._idle = threading.Condition()
+        self._thread = threading.Thread(target=self._work, name="execrl-policy", daemon=True)
+        self._thread.start()
+
+    def generate(self, prompt_ids: tuple[int, ...], params: SamplingParams) -> Completion:
+        future: Future = Future()
+        with self._idle:
+            self._busy += 1
+        self._queue.put((prompt_ids, params, future))
+        return future.result()
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Until no call is queued or generating (the trainer may then change the weights)."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._busy == 0, timeout_s)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=30)
+
+    def _work(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            deadline = time.monotonic() + self.wait_s
+            while (left := deadline - time.monotonic()) > 0:
+                try:
+                    item = self._queue.get(timeout=left)
+                except queue.Empty:
+                    break
+                if item is None:
+                    self._queue.put(None)  # stop after this batch
+                    break
+                batch.append(item)
+            by_params: dict[SamplingParams, list] = {}
+            for item in batch:
+                by_params.setdefault(item[1], []).append(item)
+            for params, items in by_params.items():
+                self._run(params, items)
+
+    def _run(self, params: SamplingParams, items: list) -> None:
+        try:
+            completions = self.engine.generate([ids for ids, _, _ in items], params, n=1)
+        except Exception as exc:  # noqa: BLE001 - handed to each waiting call
+            for _, _, future in items:
+                future.set_exception(exc)
+        else:
+            for (_, _, future), completion in zip(items, completions, strict=True):
+                future.set_result(completion)
+        with self._idle:
+            self._busy -= len(items)
+            self._idle.notify_all()
+
+
+class PolicyServer:
+    """The HTTP server and its generation worker, on 127.0.0.1 unless told otherwise."""
+
+    def __init__(self, engine: Any, tokenizer: Any, settings: ServeSettings,
+                 recorder: Recorder, *, host: str = "127.0.0.1", port: int = 0,
+                 log: Any = None) -> None:  # fmt: skip
+        self.tokenizer, self.settings, self.recorder = tokenizer, settings, recorder
+        self.batcher = Batcher(engine, settings.batch_wait_s)
+        self.log = log or (lambda message: None)
+        self.httpd = ThreadingHTTPServer((host, port), _handler(self))
+        self.httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> str:
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True,
+                                        name="execrl-policy-http")  # fmt: skip
+        self._thread.start()
+        return self.url
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.batcher.close()
+
+    def __enter__(self) -> PolicyServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- one call --------------------------------------------------------------------------
+
+    def serve(self, request: CallRequest) -> tuple[Completion, CallRecord | None, Ticket | None]:
+        """Generate for one call, recording it when it names an episode."""
+        ticket = None
+        if request.episode_id:
+            ticket = self.recorder.admit(request.episode_id, request.text, raw=request.raw)
+            prompt = ticket.prompt_ids
+        elif self.recorder.strict:
+            raise UnknownEpisode("this server records episodes: a call must name its episode")
+        else:
+            prompt = tuple(
+                self.tokenizer(request.text, add_special_tokens=request.raw)["input_ids"]
+            )
+        try:
+            params = self._fit(request.params, len(prompt))
+            done = self.batcher.generate(prompt, params)
+        except BaseException:
+            if ticket is not None:
+                self.recorder.release(ticket)
+            raise
+        record = None
+        if ticket is not None:
+            record = self.recorder.land(ticket, done.token_ids.tolist(), done.logprobs.tolist(),
+                                        done.text, done.finish, params.temperature)  # fmt: skip
+        return done, record, ticket
+
+    def _fit(self, params: SamplingParams, prompt_tokens: int) -> SamplingParams:
+        """The budget cut to what the model's context leaves after the prompt."""
+        limit = self.settings.max_positions
+        if not limit:
+            return params
+        if prompt_tokens >= limit:
+            raise BadRequest(
+                f"the prompt has {prompt_tokens} tokens; the model's context is {limit} "
+                "(shorten the conversation)"
+            )
+        return replace(params, max_new_tokens=min(params.max_new_tokens, limit - prompt_tokens))
+
+    def parse(self, route: str, body: dict[str, Any], path_episode: str,
+              header_episode: str) -> CallRequest:  # fmt: skip
+        chat = route == "/v1/chat/completions"
+        if body.get("tools") or body.get("functions"):
+            raise BadRequest(
+                "tool calls are not served by execrl serve-policy: describe the tools and their "
+                "call syntax in the messages and parse the model's text"
+            )
+        if body.get("n", 1) != 1:
+            raise BadRequest("n must be 1 (each call is one sample of the episode): make n calls")
+        if chat:
+            text, raw = self._render(body.get("messages"))
+        else:
+            prompt = body.get("prompt")
+            if isinstance(prompt, list) and len(prompt) == 1:
+                prompt = prompt[0]
+            if not isinstance(prompt, str):
+                raise BadRequest("`prompt` must be one string")
+            text, raw = prompt, True
+        episode = path_episode or header_episode or _str(body.get("user"), "user")
+        if episode and not _EPISODE_ID.match(episode):
+            raise BadRequest(f"episode id {episode[:40]!r}: use 1-128 of A-Z a-z 0-9 . _ : -")
+        return CallRequest(chat, text, raw, self._params(body), episode, bool(body.get("stream")))
+
+    def _render(self, messages: Any) -> tuple[str, bool]:
+        if not isinstance(messages, list) or not messages:
+            raise BadRequest("`messages` must be a non-empty list of {role, content}")
+        clean = []
+        for i, m in enumerate(messages):
+            if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+                raise BadRequest(f"messages[{i}] must be an object with a string `role`")
+            if m.get("tool_calls") or m.get("function_call"):
+                raise BadRequest(f"messages[{i}]: tool calls are not served by execrl serve-policy")
+            clean.append({"role": m["role"], "content": _content(m.get("content"), i)})
+        if not self.settings.chat:
+            # no template: the conversation is its contents in order, as a base model reads it
+            return "".join(m["content"] for m in clean), True
+        try:
+            rendered = self.tokenizer.apply_chat_template(
+                clean, tokenize=False, add_generation_prompt=True
+            )
+        except Exception as exc:  # noqa: BLE001 - jinja raises anything a template raises
+            raise BadRequest(
+                f"the model's chat template cannot render these messages: {exc}"
+            ) from None
+        return rendered, False
+
+    def _params(self, body: dict[str, Any]) -> SamplingParams:
+        base = self.settings.sampling
+        stop = body.get("stop") or ()
+        stop = (stop,) if isinstance(stop, str) else stop
+        if not isinstance(stop, list | tuple) or not all(isinstance(s, str) for s in stop):
+            raise BadRequest("`stop` must be a string or a list of strings")
+        wanted = body.get("max_completion_tokens", body.get("max_tokens"))
+        if wanted is not None and (not isinstance(wanted, int) or wanted < 1):
+            raise BadRequest("`max_tokens` must be a positive integer")
+        budget = base.max_new_tokens if wanted is None else min(wanted, base.max_new_tokens)
+        temperature, top_p = base.temperature, base.top_p
+        if not self.settings.fixed_sampling:
+            temperature = _number(body.get("temperature", temperature), "temperature")
+            top_p = _number(body.get("top_p", top_p), "top_p")
+        try:
+            return replace(base, temperature=temperature, top_p=top_p, max_new_tokens=budget,
+                           stop=tuple(stop))  # fmt: skip
+        except ValueError as exc:
+            raise BadRequest(str(exc).replace("sampling.", "")) from None
+
+
+def _str(value: Any, name: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise BadRequest(f"`{name}` must be a string")
+    return value
+
+
+def _number(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BadRequest(f"`{name}` must be a number")
+    return float(value)
+
+
+def _content(content: Any, index: int) -> str:
+    if isinstance(content, str):
+        return content
+    if content is None:
+        return ""
+    if isinstance(content, list) and all(
+        isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+        for p in content
+    ):
+        return "".join(p["text"] for p in content)
+    raise BadRequest(f"messages[{index}].content must be a string or a list of text parts")
+
+
+_FINISH = {"eos": "stop", "stop": "stop", "length": "length"}
+
+
+def _handler(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+            server.log(f"serve-policy: {self.address_string()} {format % args}")
+
+        def do_GET(self) -> None:  # noqa: N802 - the base's name
+            match = _ROUTE.match(self.path.split("?")[0])
+            route = match["route"] if match else ""
+            if route == "/health":
+                return self._json(200, {"ok": True})
+            if route == "/v1/models":
+                model = {"id": server.settings.model_name, "object": "model", "owned_by": "execrl"}
+                return self._json(200, {"object": "list", "data": [model]})
+            if route.startswith("/episodes/"):
+                recording = server.recorder.get(route.removeprefix("/episodes/"))
+                if recording is None:
+                    return self._error(404, "no such episode on this server")
+                return self._json(200, recording_json(recording))
+            return self._error(404, f"no route GET {self.path}")
+
+        def do_POST(self) -> None:  # noqa: N802 - the base's name
+            match = _ROUTE.match(self.path.split("?")[0])
+            route = match["route"] if match else ""
+            if route not in ("/v1/chat/completions", "/v1/completions"):
+                return self._error(404, f"no route POST {self.path}")
+            try:
+                body = self._body()
+                request = server.parse(route, body, match["episode"] or "",
+                                       self.headers.get("X-Episode-Id", ""))  # fmt: skip
+                done, record, ticket = server.serve(request)
+            except BadRequest as exc:
+                return self._error(400, str(exc))
+            except UnknownEpisode as exc:
+                return self._error(404, str(exc))
+            except Exception as exc:  # noqa: BLE001 - the engine failed: say so to the harness
+                server.log(f"serve-policy: generation failed: {type(exc).__name__}: {exc}")
+                return self._error(500, f"generation failed: {type(exc).__name__}: {exc}")
+            answer = _answer(server, request, done, record, ticket)
+            if request.stream:
+                return self._stream(request, answer)
+            return self._json(200, answer)
+
+        def _body(self) -> dict[str, Any]:
+            length = int(self.headers.get("Content-Length") or 0)
+            if not 0 < length <= MAX_BODY:
+                raise BadRequest(f"a request body of 1 to {MAX_BODY} bytes is needed")
+            try:
+                body = json.loads(self.rfile.read(length))
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                raise BadRequest("the request body is not JSON") from None
+            if not isinstance(body, dict):
+                raise BadRequest("the request body must be a JSON object")
+            return body
+
+        def _stream(self, request: CallRequest, answer: dict[str, Any]) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.end_headers()
+            for chunk in _chunks(request, answer):
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.write(b"data: [DONE]\n\n")
+
+        def _json(self, status: int, payload: dict[str, Any]) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _error(self, status: int, message: str) -> None:
+            kind = "invalid_request_error" if status < 500 else "server_error"
+            self._json(status, {"error": {"message": message, "type": kind, "code": status}})
+
+    return Handler
+
+
+def _answer(server: PolicyServer, request: CallRequest, done: Completion,
+            record: CallRecord | None, ticket: Ticket | None) -> dict[str, Any]:  # fmt: skip
+    prompt_tokens = len(done.prompt_ids)
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": done.n_tokens,
+             "total_tokens": prompt_tokens + done.n_tokens}  # fmt: skip
+    finish = _FINISH.get(done.finish, "stop")
+    if request.chat:
+        message = {"role": "assistant", "content": done.text}
+        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
+        kind, prefix = "chat.completion", "chatcmpl"
+    else:
+        choice = {"index": 0, "text": done.text, "finish_reason": finish}
+        kind, prefix = "text_completion", "cmpl"
+    choice["logprobs"] = None
+    answer: dict[str, Any] = {
+        "id": f"{prefix}-{uuid.uuid4().hex}", "object": kind, "created": int(time.time()),
+        "model": server.settings.model_name, "choices": [choice], "usage": usage,
+    }  # fmt: skip
+    if record is not None and ticket is not None:
+        answer["execrl"] = {"episode_id": ticket.episode_id, "call": record.call,
+                            "segment": record.segment, "new_segment": ticket.new_segment}  # fmt: skip
+    return answer
+
+
+def _chunks(request: CallRequest, answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The answer as OpenAI stream chunks: the whole content, then the finish reason."""
+    choice = answer["choices"][0]
+    head = {k: answer[k] for k in ("id", "created", "model")}
+    if request.chat:
+        head["object"] = "chat.completion.chunk"
+        content = {"role": "assistant", "content": choice["message"]["content"]}
+        return [
+            {**head, "choices": [{"index": 0, "delta": content, "finish_reason": None}]},
+            {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]},
+        ]  # fmt: skip
+    head["object"] = "text_completion"
+    return [
+        {**head, "choices": [{"index": 0, "text": choice["text"], "finish_reason": None}]},
+        {**head, "choices": [{"index": 0, "text": "", "finish_reason": choice["finish_reason"]}]},
+    ]
+
+
+def recording_json(recording: Any) -> dict[str, Any]:
+    """An episode's recording as JSON: every segment's ids, mask, log-probs and call spans."""
+    return {
+        "episode_id": recording.episode_id,
+        "calls": len(recording.calls),
+        "segments": [
+            {
+                "token_ids": s.ids,
+                "loss_mask": s.mask,
+                "logprobs": s.logprobs,
+                "turn_spans": s.spans,
+                "calls": s.calls,
+                "prompt_length": s.prompt_length,
+            }
+            for s in recording.segments
+            if s.calls
+        ],  # fmt: skip
+    }
+
+
+def stderr_log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

@@ -1,0 +1,220 @@
+"""Recording an agent harness's calls as token-exact trajectories, per episode.
+
+A harness (any program that speaks the OpenAI API) sends the whole conversation as text on
+every call. Re-tokenising that text would give ids the model did not produce (the field's most
+reported multi-turn bug), so the recorder keeps, per episode, the ids so far and the text they
+stand for, and gives the model `ids so far + encode(new text)` whenever the call's text starts
+with the text so far: the policy's earlier tokens stay exactly as sampled.
+
+When a call's text does not extend any conversation of its episode (the harness cut or rewrote
+its history, a sub-agent started its own conversation, a chat template that re-renders past
+turns, a stop sequence the harness dropped from its history), the call starts a new *segment*:
+its text is encoded from scratch, and that segment is its own token-exact sequence. Nothing is
+silently re-tokenised: a policy token is only ever an id the engine sampled, and every segment
+beyond the first is counted (`EpisodeRecording.segments`) and said in the log.
+
+What each call extends is "the text so far": with a chat template, the rendered conversation
+plus the completion decoded with its special tokens (templates write the end-of-turn token
+after an assistant message); as raw text (`/v1/completions`, or chat without a template), the
+prompt plus the completion decoded without them, as the harness saw it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from execrl.rl.episodes.trajectory import Trajectory
+
+
+class UnknownEpisode(LookupError):
+    """A call named an episode the recorder was not told to open (strict recorders only)."""
+
+
+@dataclass
+class Segment:
+    """One token-exact conversation of an episode, built call by call."""
+
+    text: str  # what the harness sends for the ids so far (the prefix a next call must extend)
+    raw: bool  # raw text (no chat template): completions are decoded without special tokens
+    ids: list[int] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)  # 1 on the policy's tokens
+    logprobs: list[float] = field(default_factory=list)  # behaviour log pi, 0.0 elsewhere
+    spans: list[tuple[int, int]] = field(default_factory=list)  # [start, end) of each call
+    calls: list[int] = field(default_factory=list)  # the episode's call numbers, in order
+    prompt_length: int = 0
+    busy: bool = False  # a call is generating on it: it cannot be extended until it lands
+
+    def trajectory(self, rewards: Sequence[float]) -> Trajectory:
+        return Trajectory(tuple(self.ids), tuple(self.mask), tuple(self.logprobs),
+                          tuple(self.spans), tuple(rewards), self.prompt_length)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One call as served: what the model was given and what it produced."""
+
+    call: int  # 0-based, in the order calls were admitted
+    segment: int  # index into the episode's segments
+    prompt_ids: tuple[int, ...]  # exactly the ids the engine was given
+    token_ids: tuple[int, ...]  # exactly the ids it sampled
+    logprobs: tuple[float, ...]  # their behaviour log-probabilities
+    text: str  # the completion's text as returned to the harness
+    finish: str  # "eos", "stop" or "length"
+    temperature: float  # the temperature the log-probabilities are taken at
+
+
+@dataclass
+class EpisodeRecording:
+    """Every call and segment of one episode."""
+
+    episode_id: str
+    segments: list[Segment] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+    admitted: int = 0  # calls admitted (some may still be generating or have failed)
+
+    def trajectories(self, final_reward: float) -> list[Trajectory]:
+        """One trajectory per segment; `final_reward` on the episode's last call, 0 elsewhere."""
+        last = max((c.call for c in self.calls), default=-1)
+        return [
+            s.trajectory([final_reward if call == last else 0.0 for call in s.calls])
+            for s in self.segments
+            if s.calls  # a segment whose only call failed holds no policy tokens
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    """A call admitted to an episode: the ids to generate from, and where they will land."""
+
+    episode_id: str
+    call: int
+    segment: int
+    env_ids: tuple[int, ...]  # the ids this call adds before the completion (masked 0)
+    env_text: str  # the text they stand for (a new segment: its whole prompt)
+    prompt_ids: tuple[int, ...]  # what the engine is given
+    new_segment: bool  # the call did not extend an existing conversation
+
+
+class Recorder:
+    """Episode id -> recording. Thread-safe: the HTTP server admits calls from many threads.
+
+    `strict`: only episodes opened with `open` are recorded; a call naming any other id is
+    refused (`UnknownEpisode`), so one episode's harness cannot write into another's
+    trajectory. Without it, an id is opened on first use (`execrl serve-policy`)."""
+
+    def __init__(self, tokenizer: Any, *, strict: bool = False) -> None:
+        self.tokenizer, self.strict = tokenizer, strict
+        self._episodes: dict[str, EpisodeRecording] = {}
+        self._lock = threading.Lock()
+
+    def open(self, episode_id: str) -> None:
+        with self._lock:
+            self._episodes[episode_id] = EpisodeRecording(episode_id)
+
+    def close(self, episode_id: str) -> EpisodeRecording:
+        """The episode's recording, forgotten by the recorder (later calls are refused when
+        strict). Waits for nothing: the caller ends an episode once its harness has exited."""
+        with self._lock:
+            recording = self._episodes.pop(episode_id, None)
+        if recording is None:
+            raise UnknownEpisode(f"episode {episode_id!r} was never opened")
+        return recording
+
+    def get(self, episode_id: str) -> EpisodeRecording | None:
+        with self._lock:
+            return self._episodes.get(episode_id)
+
+    def episode_ids(self) -> list[str]:
+        with self._lock:
+            return list(self._episodes)
+
+    def admit(self, episode_id: str, text: str, *, raw: bool) -> Ticket:
+        """The ids the model is given for a call whose conversation is `text`: the longest idle
+        segment whose text `text` extends, plus the new text's ids; else a new segment."""
+        with self._lock:
+            recording = self._episodes.get(episode_id)
+            if recording is None:
+                if self.strict:
+                    raise UnknownEpisode(
+                        f"episode {episode_id!r} is not open on this server (a harness must use "
+                        "the OPENAI_BASE_URL or EXECRL_EPISODE_ID it was given)"
+                    )
+                recording = self._episodes[episode_id] = EpisodeRecording(episode_id)
+            call = recording.admitted
+            recording.admitted += 1
+            index, env_ids = self._extend(recording, text, raw)
+            env_text = text[len(recording.segments[index].text) :] if index is not None else text
+            if index is None:
+                # a fresh conversation: bos and all, as a prompt is encoded for a first turn
+                env_ids = self.tokenizer(text, add_special_tokens=raw)["input_ids"]
+                recording.segments.append(Segment(text, raw))
+                index = len(recording.segments) - 1
+                new = True
+            else:
+                new = False
+            segment = recording.segments[index]
+            segment.busy = True
+            prompt = tuple(segment.ids) + tuple(env_ids)
+            return Ticket(episode_id, call, index, tuple(env_ids), env_text, prompt, new)
+
+    def _extend(self, recording: EpisodeRecording, text: str, raw: bool):
+        """(segment index, ids of the new text) for the longest idle segment `text` extends,
+        or (None, ()) when none does or the new text does not encode reversibly."""
+        candidates = [
+            (len(s.text), i)
+            for i, s in enumerate(recording.segments)
+            if not s.busy and s.raw == raw and s.ids and text.startswith(s.text)
+        ]
+        if not candidates:
+            return None, ()
+        _, index = max(candidates)
+        suffix = text[len(recording.segments[index].text) :]
+        ids = self.tokenizer.encode(suffix, add_special_tokens=False) if suffix else []
+        if self.tokenizer.decode(ids, skip_special_tokens=False) != suffix:
+            return None, ()  # the ids would not be the text the harness sent
+        return index, ids
+
+    def land(self, ticket: Ticket, token_ids: Sequence[int], logprobs: Sequence[float],
+             text: str, finish: str, temperature: float) -> CallRecord:  # fmt: skip
+        """The call's completion, appended to its segment verbatim."""
+        if len(token_ids) != len(logprobs):
+            raise ValueError(f"{len(token_ids)} sampled tokens but {len(logprobs)} log-probs")
+        with self._lock:
+            recording = self._episodes.get(ticket.episode_id)
+            if recording is None:  # closed while generating: the harness outlived its episode
+                raise UnknownEpisode(f"episode {ticket.episode_id!r} ended during the call")
+            segment = recording.segments[ticket.segment]
+            if ticket.new_segment:
+                segment.prompt_length = len(ticket.env_ids)
+            _append(segment, list(ticket.env_ids), None)
+            start = len(segment.ids)
+            _append(segment, list(token_ids), list(logprobs))
+            segment.spans.append((start, len(segment.ids)))
+            segment.calls.append(ticket.call)
+            # a new segment's `text` is its prompt already; an extension's new text decodes
+            # from its ids exactly (`_extend` checked)
+            if not ticket.new_segment:
+                segment.text += ticket.env_text
+            segment.text += self.tokenizer.decode(list(token_ids), skip_special_tokens=segment.raw)
+            segment.busy = False
+            record = CallRecord(ticket.call, ticket.segment, ticket.prompt_ids, tuple(token_ids),
+                                tuple(logprobs), text, finish, temperature)  # fmt: skip
+            recording.calls.append(record)
+            return record
+
+    def release(self, ticket: Ticket) -> None:
+        """A call that failed before its completion landed: its segment is free again, and a
+        segment it would have started is left empty (never extended, never trained)."""
+        with self._lock:
+            recording = self._episodes.get(ticket.episode_id)
+            if recording is not None:
+                recording.segments[ticket.segment].busy = False
+
+
+def _append(segment: Segment, ids: list[int], logprobs: list[float] | None) -> None:
+    segment.ids.extend(ids)
+    segment.mask.extend([0 if logprobs is None else 1] * len(ids))
+    segment.logprobs.extend([0.0] * len(ids) if logprobs is None else logprobs)

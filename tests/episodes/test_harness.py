@@ -1,0 +1,107 @@
+"""Harness episodes: a user's agent program (tests/episodes/fixtures/two_call_agent.py) runs each
+episode against the policy server; its calls become the trajectory, its answer is graded in
+the sandbox."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from execrl.rl.episodes.harness import HarnessConfig, HarnessError, run_harness_episodes
+
+from .conftest import LOGPROB, PARAMS, ScriptedPolicy
+from .test_environments import ADD, RIGHT, WRONG
+
+AGENT = Path(__file__).parent / "fixtures" / "two_call_agent.py"
+CHECK = "\nCheck it and answer again.\n"  # what the agent adds before its second call
+
+
+def harness(*flags: str, **options) -> HarnessConfig:
+    return HarnessConfig(" ".join([sys.executable, str(AGENT), *flags]), **options)
+
+
+def test_a_two_call_harness_episode_is_recorded_and_graded(scorer, tokenizer):
+    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT])
+    [episode] = run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer, harness())
+    # by hand: no chat template, so the conversation is its contents; the second call's ids
+    # are the first call's ids + its sampled ids (eos included) + the agent's new text alone
+    prompt = tokenizer(ADD.prompt)["input_ids"]
+    wrong, right = policy.ids(WRONG), policy.ids(RIGHT)
+    added = tokenizer.encode(CHECK, add_special_tokens=False)
+    assert policy.seen == [[prompt], [prompt + wrong + added]]
+    traj = episode.trajectory
+    assert traj.token_ids == tuple(prompt + wrong + added + right)
+    assert traj.loss_mask == tuple([0] * len(prompt) + [1] * len(wrong) + [0] * len(added)
+                                   + [1] * len(right))  # fmt: skip
+    assert traj.logprobs == tuple([0.0] * len(prompt) + [LOGPROB] * len(wrong)
+                                  + [0.0] * len(added) + [LOGPROB] * len(right))  # fmt: skip
+    # the answer file held the second answer: the hidden tests pass, the reward is on call 2
+    assert traj.turn_rewards == (0.0, 1.0) and not episode.masked
+    assert episode.outputs == (WRONG, RIGHT) and episode.steps[-1].info.hidden_passed is True
+
+
+def test_the_answer_is_stdout_when_the_harness_writes_no_answer_file(scorer, tokenizer):
+    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT])
+    [episode] = run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer,
+                                     harness("--stdout"))  # fmt: skip
+    assert episode.steps[-1].info.hidden_passed is True and episode.trajectory.turn_rewards[-1] == 1
+
+
+def test_a_harness_never_sees_the_hidden_tests_or_the_data_directory(
+    scorer, tokenizer, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("EXECRL_DATA_DIR", "/where/hidden/tests/live")
+    dump = tmp_path / "seen.json"
+    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT])
+    run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer, harness("--dump", str(dump)))
+    seen = json.loads(dump.read_text())
+    assert seen["task"] == {"id": "t/add", "prompt": ADD.prompt, "entry_point": "add",
+                            "language": "python"}  # fmt: skip
+    assert "EXECRL_DATA_DIR" not in seen["env"]
+    text = json.dumps(seen)
+    assert "30" not in text.replace(str(AGENT), "") and "(7, -3)" not in text  # hidden cases
+    assert seen["env"]["OPENAI_BASE_URL"].endswith(f"/e/{seen['env']['EXECRL_EPISODE_ID']}/v1")
+
+
+def test_a_failing_harness_masks_its_episode_and_says_why(scorer, tokenizer):
+    other = replace(ADD, id="t/add2")
+    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT, WRONG, RIGHT])
+    config = harness("--fail-task", "t/add", harness_parallel=1)  # one at a time: calls in order
+    failed, passed = run_harness_episodes([ADD, other], policy, tokenizer, PARAMS, scorer, config)
+    assert failed.masked and failed.steps[-1].info.hidden_passed is None
+    note = failed.steps[-1].info.note
+    assert "exit status 3" in note and "the tool I wanted is missing" in note
+    assert not passed.masked and passed.trajectory.turn_rewards == (0.0, 1.0)
+
+
+def test_a_harness_that_fails_every_episode_stops_the_run(scorer, tokenizer):
+    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT] * 2)
+    with pytest.raises(HarnessError, match="failed on all 1 episodes.*exit status 3"):
+        run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer,
+                             harness("--fail-task", "t/add"))  # fmt: skip
+
+
+def test_a_hung_harness_is_killed_at_its_timeout(scorer, tokenizer):
+    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT])
+    with pytest.raises(HarnessError, match="timed out after 0.5 s"):
+        run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer,
+                             harness("--sleep", "60", harness_timeout_s=0.5))  # fmt: skip
+
+
+def test_a_rewritten_history_is_masked_with_its_segments_named(scorer, tokenizer):
+    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT])
+    [episode] = run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer,
+                                     harness("--rewrite"))  # fmt: skip
+    assert episode.masked and episode.trajectory is None
+    assert "rewrote its history: 2 segments" in episode.steps[-1].info.note
+
+
+def test_a_bad_harness_command_is_refused_naming_the_field():
+    with pytest.raises(ValueError, match="env.harness is empty"):
+        HarnessConfig("  ")
+    with pytest.raises(ValueError, match="env.harness 'python \"x': cannot be split"):
+        HarnessConfig('python "x')

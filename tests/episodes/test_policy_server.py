@@ -1,0 +1,222 @@
+"""The OpenAI-compatible policy server: calls over HTTP, recorded token-exactly per episode.
+
+A scripted policy (conftest) answers fixed texts with log-probability -0.25 per token, so every
+recorded id, mask and log-probability below is derived by hand from the tokenizer."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+from execrl.models.sampling import SamplingParams
+from execrl.rl.episodes.policy_server import PolicyServer, ServeSettings
+from execrl.rl.episodes.recorder import Recorder
+
+from .conftest import LOGPROB, ScriptedPolicy
+from .test_trajectory import APPEND_ONLY, chat_tokenizer
+
+PROMPT = "Write add(a, b)."
+FIRST = "def add(a, b):\n    return a - b\n"
+SECOND = "def add(a, b):\n    return a + b\n"
+CHECK = "Check it."
+RUN_SAMPLING = SamplingParams(temperature=0.7, max_new_tokens=32)
+
+
+def post(url: str, body: dict, headers: dict | None = None) -> tuple[int, dict]:
+    request = urllib.request.Request(
+        url, json.dumps(body).encode(), {"Content-Type": "application/json", **(headers or {})}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)
+
+
+def get(url: str) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)
+
+
+def serve(tokenizer, turns: list[str], *, chat: bool = True, strict: bool = True, **settings):
+    policy = ScriptedPolicy(tokenizer, turns)
+    recorder = Recorder(tokenizer, strict=strict)
+    options = {"chat": chat, "sampling": RUN_SAMPLING, "fixed_sampling": True, **settings}
+    return policy, recorder, PolicyServer(policy, tokenizer, ServeSettings(**options), recorder)
+
+
+def messages(*texts: str) -> list[dict]:
+    """user, assistant, user, ... in turn."""
+    roles = ["user", "assistant"]
+    return [{"role": roles[i % 2], "content": t} for i, t in enumerate(texts)]
+
+
+@pytest.fixture
+def chat_tok(tokenizer):
+    return chat_tokenizer(tokenizer, APPEND_ONLY)
+
+
+def test_two_chat_calls_record_one_token_exact_trajectory(chat_tok):
+    policy, recorder, server = serve(chat_tok, [FIRST, SECOND])
+    recorder.open("ep1")
+    with server:
+        url = server.url + "/e/ep1/v1/chat/completions"
+        status, one = post(url, {"model": "x", "messages": messages(PROMPT)})
+        assert status == 200 and one["choices"][0]["message"]["content"] == FIRST
+        status, two = post(url, {"model": "x", "messages": messages(PROMPT, FIRST, CHECK)})
+        assert status == 200 and two["choices"][0]["message"]["content"] == SECOND
+    [segment] = recorder.close("ep1").trajectories(final_reward=1.0)
+    # by hand: the first prompt is the template's rendering; the second call adds only the
+    # text after "<prompt turn><FIRST as sampled, eos included>", encoded on its own
+    text1 = f"<user>{PROMPT}{chat_tok.eos_token}\n<assistant>"
+    prompt = chat_tok(text1, add_special_tokens=False)["input_ids"]
+    first, second = policy.ids(FIRST), policy.ids(SECOND)
+    added = chat_tok.encode(f"\n<user>{CHECK}{chat_tok.eos_token}\n<assistant>",
+                            add_special_tokens=False)  # fmt: skip
+    assert segment.token_ids == tuple(prompt + first + added + second)
+    assert segment.loss_mask == tuple(
+        [0] * len(prompt) + [1] * len(first) + [0] * len(added) + [1] * len(second)
+    )
+    assert segment.logprobs == tuple(
+        [0.0] * len(prompt) + [LOGPROB] * len(first) + [0.0] * len(added) + [LOGPROB] * len(second)
+    )
+    b = len(prompt) + len(first)
+    assert segment.turn_spans == ((len(prompt), b), (b + len(added), b + len(added) + len(second)))
+    assert segment.turn_rewards == (0.0, 1.0) and segment.prompt_length == len(prompt)
+    # each call's prompt ids extend the previous call's ids + completion: never re-tokenised
+    assert policy.seen == [[prompt], [prompt + first + added]]
+    assert one["execrl"] == {"episode_id": "ep1", "call": 0, "segment": 0, "new_segment": True}
+    assert two["execrl"]["new_segment"] is False
+    assert two["usage"] == {"prompt_tokens": b + len(added), "completion_tokens": len(second),
+                            "total_tokens": b + len(added) + len(second)}  # fmt: skip
+
+
+def test_a_rewritten_history_starts_a_new_segment(chat_tok):
+    policy, recorder, server = serve(chat_tok, [FIRST, SECOND])
+    recorder.open("ep")
+    with server:
+        url = server.url + "/e/ep/v1/chat/completions"
+        post(url, {"messages": messages(PROMPT)})
+        # the harness drops its first answer: the text no longer extends the conversation
+        _, two = post(url, {"messages": messages(PROMPT + "\n" + CHECK)})
+    assert two["execrl"] == {"episode_id": "ep", "call": 1, "segment": 1, "new_segment": True}
+    first, second = recorder.close("ep").trajectories(final_reward=1.0)
+    rendered = f"<user>{PROMPT}\n{CHECK}{chat_tok.eos_token}\n<assistant>"
+    fresh = chat_tok(rendered, add_special_tokens=False)["input_ids"]
+    assert policy.seen[1] == [fresh]  # encoded from scratch, as its own sequence
+    assert second.token_ids == tuple(fresh + policy.ids(SECOND))
+    assert first.turn_rewards == (0.0,) and second.turn_rewards == (1.0,)  # the last call's
+
+
+def test_a_forged_assistant_turn_is_never_a_policy_token(chat_tok):
+    """A harness that puts words in the model's mouth (an assistant message the engine never
+    sampled, or its real answer edited) gets them masked 0: only sampled ids carry the loss."""
+    policy, recorder, server = serve(chat_tok, [FIRST, SECOND])
+    recorder.open("ep")
+    forged = "def add(a, b):\n    return a + b  # forged\n"
+    with server:
+        url = server.url + "/e/ep/v1/chat/completions"
+        post(url, {"messages": messages(PROMPT, forged, CHECK)})
+        post(url, {"messages": messages(PROMPT, forged, CHECK, FIRST + "# edited\n", CHECK)})
+    segments = recorder.close("ep").trajectories(final_reward=0.0)
+    sampled = [policy.ids(FIRST), policy.ids(SECOND)]
+    for segment, ids in zip(segments, sampled, strict=True):
+        policy_tokens = [t for t, m in zip(segment.token_ids, segment.loss_mask, strict=True) if m]
+        assert policy_tokens == ids  # exactly the engine's ids, nothing the harness wrote
+    assert len(segments) == 2  # the edited answer does not extend the first conversation
+
+
+def test_a_harness_cannot_write_into_another_episode(chat_tok):
+    """A strict recorder (training) refuses an episode id it did not open, and a call with no
+    id: one harness cannot add tokens to another episode's trajectory."""
+    policy, recorder, server = serve(chat_tok, [FIRST, SECOND])
+    recorder.open("mine")
+    with server:
+        status, answer = post(server.url + "/e/theirs/v1/chat/completions",
+                              {"messages": messages(PROMPT)})  # fmt: skip
+        assert status == 404 and "'theirs' is not open" in answer["error"]["message"]
+        status, _ = post(server.url + "/v1/chat/completions", {"messages": messages(PROMPT)})
+        assert status == 404
+    assert policy.seen == []  # refused before anything was generated
+    assert recorder.close("mine").calls == []
+
+
+def test_the_episode_id_comes_from_the_path_then_the_header_then_user(chat_tok):
+    _, recorder, server = serve(chat_tok, [FIRST] * 3, strict=False)
+    with server:
+        post(server.url + "/e/a/v1/chat/completions", {"messages": messages(PROMPT), "user": "c"},
+             {"X-Episode-Id": "b"})  # fmt: skip
+        post(server.url + "/v1/chat/completions", {"messages": messages(PROMPT), "user": "c"},
+             {"X-Episode-Id": "b"})  # fmt: skip
+        post(server.url + "/v1/chat/completions", {"messages": messages(PROMPT), "user": "c"})
+        status, shown = get(server.url + "/episodes/b")
+    assert sorted(recorder.episode_ids()) == ["a", "b", "c"]
+    assert status == 200 and shown["calls"] == 1 and len(shown["segments"]) == 1
+
+
+def test_training_fixes_the_temperature_and_caps_the_budget(chat_tok):
+    policy, recorder, server = serve(chat_tok, [FIRST])
+    recorder.open("ep")
+    with server:
+        post(server.url + "/e/ep/v1/chat/completions",
+             {"messages": messages(PROMPT), "temperature": 0.0, "max_tokens": 999})  # fmt: skip
+    [call] = recorder.close("ep").calls
+    assert call.temperature == 0.7  # the run's: the loss needs log pi at its temperature
+
+
+def test_raw_completions_extend_the_prompt_text(tokenizer):
+    """/v1/completions (and chat without a template) is raw text: the prompt, then the answer
+    as the harness saw it (no eos text), then what the harness adds."""
+    policy, recorder, server = serve(tokenizer, [FIRST, SECOND], chat=False)
+    recorder.open("ep")
+    with server:
+        url = server.url + "/e/ep/v1/completions"
+        _, one = post(url, {"prompt": PROMPT})
+        assert one["object"] == "text_completion" and one["choices"][0]["text"] == FIRST
+        post(url, {"prompt": PROMPT + FIRST + CHECK})
+    [segment] = recorder.close("ep").trajectories(final_reward=0.0)
+    prompt = tokenizer(PROMPT)["input_ids"]
+    added = tokenizer.encode(CHECK, add_special_tokens=False)
+    assert policy.seen[1] == [prompt + policy.ids(FIRST) + added]
+    assert segment.token_ids == tuple(prompt + policy.ids(FIRST) + added + policy.ids(SECOND))
+
+
+def test_streaming_models_and_refusals(chat_tok):
+    _, _, server = serve(chat_tok, [FIRST], strict=False)
+    with server:
+        request = urllib.request.Request(
+            server.url + "/v1/chat/completions",
+            json.dumps({"messages": messages(PROMPT), "stream": True}).encode(),
+            {"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            events = [line for line in response.read().decode().split("\n\n") if line]
+        assert events[-1] == "data: [DONE]"
+        chunks = [json.loads(e.removeprefix("data: ")) for e in events[:-1]]
+        assert chunks[0]["choices"][0]["delta"]["content"] == FIRST
+        assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+        assert get(server.url + "/v1/models")[1]["data"][0]["id"] == "policy"
+        url = server.url + "/v1/chat/completions"
+        for body, said in [
+            ({"messages": messages(PROMPT), "n": 2}, "n must be 1"),
+            ({"messages": messages(PROMPT), "tools": [{"type": "function"}]}, "tool calls"),
+            ({"messages": []}, "non-empty list"),
+            ({"messages": messages(PROMPT), "max_tokens": 0}, "positive integer"),
+            ({"messages": messages(PROMPT), "user": "bad id!"}, "episode id"),
+        ]:
+            status, answer = post(url, body)
+            assert status == 400 and said in answer["error"]["message"], body
+
+
+def test_a_prompt_longer_than_the_context_is_refused_with_its_size(chat_tok):
+    policy, _, server = serve(chat_tok, [FIRST], strict=False, max_positions=8)
+    with server:
+        status, answer = post(server.url + "/v1/chat/completions", {"messages": messages(PROMPT)})
+    assert status == 400 and "the model's context is 8" in answer["error"]["message"]
+    assert policy.seen == []
