@@ -4,6 +4,14 @@ Pass-rate control: each task keeps an exponential average of its recent pass rat
 drawn without replacement with weight 1 - |p - target| / max(target, 1 - target) (floored), so
 groups near the target pass rate (0.5: the most informative for group baselines) dominate.
 Unseen tasks count as being at the target, so every task gets tried.
+
+With several sources (`data.train` with `data.weights`, a `TaskMix`) each draw first picks a
+source by its weight among those with an open task left, then a task of it as above, so each
+source's share of draws is its weight's share whatever its tasks' pass rates. A `Curriculum`
+limits the draws of a step to the tasks whose difficulty level is open (`rl.curriculum`).
+
+Everything here is a function of the seed and of what `update` was told, so every process draws
+the same tasks, and `state_dict` holds all of it for `--resume`.
 """
 
 from __future__ import annotations
@@ -12,6 +20,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from execrl.rl.curriculum import Curriculum, TaskMix
 
 _FLOOR = 0.05  # even solved or hopeless tasks come back now and then: pass rates drift
 
@@ -23,12 +33,22 @@ class PromptSampler:
     mode: str = "pass_rate"  # pass_rate | uniform
     target: float = 0.5
     decay: float = 0.5
+    mix: TaskMix | None = None  # sources and levels of the tasks; None: one source
+    curriculum: Curriculum | None = None  # None: every level open
     pass_rate: dict[int, float] = field(default_factory=dict)  # task index -> running pass rate
+    # Steps begun. A draw that excludes nothing opens a step: `groups.gather` excludes the tasks
+    # already drawn in every refill round of a step, and nothing in its first
+    steps: int = 0
+    open_level: int | None = None  # the curriculum's hardest open level for this step
     rng: random.Random = field(init=False)
 
     def __post_init__(self) -> None:
         if self.n_tasks < 1:
             raise ValueError("the task set is empty: no tasks to train on")
+        if self.mix is not None and len(self.mix.source_of) != self.n_tasks:
+            raise ValueError(
+                f"the task mix has {len(self.mix.source_of)} tasks, not {self.n_tasks}"
+            )
         self.rng = random.Random(self.seed)
 
     def weight(self, task: int) -> float:
@@ -40,7 +60,31 @@ class PromptSampler:
 
     def draw(self, k: int, exclude: Sequence[int] = ()) -> list[int]:
         """k distinct task indices (fewer if the set is smaller), weighted, without replacement."""
-        pool = [i for i in range(self.n_tasks) if i not in set(exclude)]
+        excluded = set(exclude)
+        if not excluded:
+            self.steps += 1
+            if self.curriculum is not None:
+                self.open_level = self.curriculum.open_level(self.steps - 1)
+        pool = [i for i in range(self.n_tasks) if i not in excluded and self._is_open(i)]
+        if self.mix is None or len(self.mix.names) == 1:
+            return self._draw_from(pool, k)
+        by_source: dict[int, list[int]] = {}
+        for i in pool:
+            by_source.setdefault(self.mix.source_of[i], []).append(i)
+        weights = {i: self.weight(i) for i in pool}
+        chosen: list[int] = []
+        while len(chosen) < k and by_source:
+            live = sorted(by_source)
+            source = live[0] if len(live) == 1 else self.rng.choices(
+                live, weights=[self.mix.weights[s] for s in live])[0]  # fmt: skip
+            tasks = by_source[source]
+            j = self.rng.choices(range(len(tasks)), weights=[weights[i] for i in tasks])[0]
+            chosen.append(tasks.pop(j))
+            if not tasks:
+                del by_source[source]
+        return chosen
+
+    def _draw_from(self, pool: list[int], k: int) -> list[int]:
         chosen: list[int] = []
         weights = [self.weight(i) for i in pool]
         for _ in range(min(k, len(pool))):
@@ -49,18 +93,32 @@ class PromptSampler:
             weights.pop(j)
         return chosen
 
+    def _is_open(self, task: int) -> bool:
+        if self.open_level is None or self.mix is None:
+            return True
+        return self.mix.level_of[task] <= self.open_level  # unknown (0) is always open
+
     def update(self, task: int, pass_rate: float) -> None:
         old = self.pass_rate.get(task)
         self.pass_rate[task] = (
             pass_rate if old is None else self.decay * old + (1 - self.decay) * pass_rate
         )
+        if self.curriculum is not None and self.mix is not None:
+            self.curriculum.observe(self.mix.level_of[task], pass_rate)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"pass_rate": dict(self.pass_rate), "rng": self.rng.getstate()}
+        state = {"pass_rate": dict(self.pass_rate), "rng": self.rng.getstate(),
+                 "steps": self.steps}  # fmt: skip
+        if self.curriculum is not None:
+            state["curriculum"] = self.curriculum.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.pass_rate = {int(k): float(v) for k, v in state["pass_rate"].items()}
         self.rng.setstate(state["rng"])
+        self.steps = int(state.get("steps", 0))  # checkpoints before curricula had no count
+        if self.curriculum is not None:
+            self.curriculum.load_state_dict(state.get("curriculum", {"recent": {}}))
 
 
 def informative(rewards: Sequence[float], valid: Sequence[bool]) -> bool:
