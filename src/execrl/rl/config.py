@@ -18,6 +18,7 @@ from typing import Any
 
 from execrl.models.engine import ENGINES
 from execrl.rewards.config import RewardConfig, RewardConfigError
+from execrl.rl.episodes.env import EnvConfig
 from execrl.sandbox.pool import SandboxConfig  # [sandbox]: the pool's own config, one home
 
 
@@ -139,6 +140,10 @@ class TrainConfig:
     # The reward formula and scoring options, exactly as docs/rewards.md documents [reward]; its
     # runs use [sandbox]
     reward: RewardConfig = field(default_factory=lambda: RewardConfig(tree=dict(DEFAULT_TREE)))
+    # What a rollout is: one completion ("single"), or an episode of several turns
+    # ("self_correct", "tool", "package.module:Class"); the fields are documented once, on
+    # `EnvConfig` (rl/episodes/env.py), and in docs/episodes.md
+    env: EnvConfig = field(default_factory=EnvConfig)
 
 
 DEFAULT_TREE = {"type": "pass_fraction"}
@@ -263,9 +268,13 @@ def from_dict(data: dict[str, Any], where: str = "config") -> TrainConfig:
                 hint = _suggest(name) if "did you mean" in _suggest(name) else ""
                 raise ConfigError(f"{where}: unknown key {section}.{name}; known: {known}{hint}")
             checked[name] = _check_type(f"{section}.{name}", value, hints[name], where)
-        setattr(config, section, dataclasses.replace(target, **checked))  # [sandbox] is frozen
+        try:  # [sandbox] and [env] are frozen and check themselves
+            setattr(config, section, dataclasses.replace(target, **checked))
+        except ValueError as e:
+            raise ConfigError(f"{where}: [{section}]: {e}") from None
     validate(config, where)
     config.reward = _reward(config, dict(data.get("reward", {})), where)
+    _check_env(config, where)
     if config.reward.token_credit.enabled and config.rl.algorithm not in PER_TOKEN_ALGORITHMS:
         raise ConfigError(
             f"{where}: reward.token_credit.enabled needs an algorithm that uses per-token "
@@ -273,6 +282,29 @@ def from_dict(data: dict[str, Any], where: str = "config") -> TrainConfig:
             f"{config.rl.algorithm!r} would only use the sequence score"
         )
     return config
+
+
+def _check_env(config: TrainConfig, where: str) -> None:
+    """[env]: a user's environment must import, and token credit (per completion token) has no
+    meaning over an episode's turns."""
+    env = config.env
+    if env.name == "single":
+        return
+    if config.reward.token_credit.enabled:
+        raise ConfigError(
+            f"{where}: reward.token_credit.enabled works on one-turn rollouts; env.name = "
+            f"{env.name!r} rewards turns (env.turn_reward), not tokens"
+        )
+    if ":" in env.name:
+        module, _, name = env.name.partition(":")
+        try:
+            found = hasattr(importlib.import_module(module), name)
+        except ImportError as e:
+            raise ConfigError(
+                f"{where}: env.name = {env.name!r}: cannot import {module} ({e})"
+            ) from None
+        if not found:
+            raise ConfigError(f"{where}: env.name = {env.name!r}: {module} has no {name}")
 
 
 def _reward(config: TrainConfig, table: dict[str, Any], where: str) -> RewardConfig:

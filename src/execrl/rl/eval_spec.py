@@ -24,10 +24,11 @@ from typing import Any
 
 from execrl.models.engine import RolloutEngine
 from execrl.models.prompting import with_signature_prompts
-from execrl.models.sampling import SamplingParams, encode_prompts
+from execrl.models.sampling import SamplingParams, encode_prompts, uses_chat_template
 from execrl.rewards.config import RewardConfig
 from execrl.rewards.scorer import RewardScorer
 from execrl.rl.config import TrainConfig
+from execrl.rl.episodes.env import EnvConfig
 from execrl.rl.rollout import Rollouts, RolloutTimes, Scored
 from execrl.sandbox.limits import Limits
 from execrl.tasks.schema import Task
@@ -130,10 +131,12 @@ def run_heldout(
     tasks: Sequence[Task],
     sandbox: Any,
     chunks: Sequence[int] | None = None,
+    env: EnvConfig | None = None,
 ) -> list[Scored]:
     """`spec.samples_per_task` completions of each task in the given rollout chunks (of
     `groups_per_generate` tasks; all by default), sampled and scored as training's held-out
-    evaluation does; task-major. `x.passed` is the verdict pass@1 averages."""
+    evaluation does; task-major. `x.passed` is the verdict pass@1 averages. With a multi-turn
+    `env`, each is an episode (`x.turns.passed_by_turn`)."""
     tasks = prompted(tasks, spec.prompt_format)
     chat = {"auto": None, "on": True, "off": False}[spec.chat]
     prompt_ids = encode_prompts(tokenizer, [t.prompt for t in tasks], chat=chat)
@@ -143,6 +146,11 @@ def run_heldout(
     scorer = RewardScorer(reward, sandbox=sandbox, limits=limits)
     rollouts = Rollouts(engine, tokenizer, tasks, prompt_ids, scorer, params,
                         spec.seed + HELDOUT_SEED_OFFSET, spec.groups_per_generate)  # fmt: skip
+    if env is not None and env.name != "single":
+        from execrl.rl.episode_rollouts import EpisodeGroups
+
+        rollouts.episodes = EpisodeGroups(env, scorer, engine, tokenizer, tasks, params,
+                                          uses_chat_template(tokenizer, chat))  # fmt: skip
     try:
         every = rollouts.chunks(list(range(len(tasks))))
         mine = range(len(every)) if chunks is None else chunks

@@ -48,6 +48,25 @@ class FlaggedCompletion:
 
 
 @dataclass(frozen=True, slots=True)
+class EpisodeSummary:
+    """What the log tells of one episode."""
+
+    turns: int  # the policy's turns
+    tool_calls: int
+    environment_tokens: int  # feedback and tool output (the prompt excluded)
+    policy_tokens: int
+    passed_by_turn: tuple[bool, ...]  # the hidden tests on the answer standing after each turn
+
+    @classmethod
+    def of(cls, s: Scored) -> EpisodeSummary:
+        turns = s.turns
+        assert turns is not None
+        policy = s.policy_tokens
+        return cls(len(turns.ends), turns.tool_calls, s.completion.n_tokens - policy, policy,
+                   turns.passed_by_turn)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
 class GroupSummary:
     """What every process learns of one group (prompt-major, one entry per completion)."""
 
@@ -62,6 +81,7 @@ class GroupSummary:
     components: tuple[Mapping[str, float], ...]  # reward tree node name -> score
     sandbox_causes: tuple[str, ...]  # why a run was SANDBOX_ERROR ("" otherwise)
     flagged: tuple[FlaggedCompletion, ...]  # the samples flagged as hacks or machinery failures
+    episodes: tuple[EpisodeSummary, ...] = ()  # multi-turn episodes (empty for one turn)
 
     @classmethod
     def of(cls, group: list[Scored]) -> GroupSummary:
@@ -70,7 +90,7 @@ class GroupSummary:
             scores=tuple(s.score for s in group),
             valid=tuple(s.valid for s in group),
             passed=tuple(s.passed for s in group),
-            n_tokens=tuple(s.completion.n_tokens for s in group),
+            n_tokens=tuple(s.policy_tokens for s in group),
             truncated=tuple(s.completion.truncated for s in group),
             verdicts=tuple(s.verdict for s in group),
             flags=tuple(tuple(sorted(str(f) for f in s.reward.flags)) for s in group),
@@ -80,6 +100,7 @@ class GroupSummary:
                 for s in group
             ),
             flagged=tuple(f for f in map(FlaggedCompletion.of, group) if f is not None),
+            episodes=tuple(EpisodeSummary.of(s) for s in group if s.turns is not None),
         )
 
     def pass_rate(self) -> float | None:

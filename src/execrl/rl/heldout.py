@@ -24,3 +24,23 @@ def heldout_pass_at_1(config: TrainConfig, engine: Any, tokenizer: Any, heldout:
     passed = [float(x.passed) for x in done]
     totals = dist.all_reduce_sum(torch.tensor([sum(passed), len(passed)], dtype=torch.float64))
     return float(totals[0] / totals[1].clamp(min=1))
+
+
+def heldout_pass_at_1_by_turn(config: TrainConfig, engine: Any, tokenizer: Any,
+                              heldout: list[Task], sandbox: Any) -> list[float]:  # fmt: skip
+    """Held-out pass@1 after each of `env.max_turns` turns of the run's environment: for turn t,
+    the mean over episodes of whether the answer standing after t turns passes the hidden tests
+    (an episode that ended early keeps its answer), sampled as `heldout_pass_at_1` samples."""
+    turns = config.env.max_turns
+    n_chunks = math.ceil(len(heldout) / config.sampling.groups_per_generate)
+    mine = gather_chunks(n_chunks, dist.rank(), dist.world_size())
+    done = run_heldout(heldout_spec(config), engine, tokenizer, heldout, sandbox, chunks=mine,
+                       env=config.env)  # fmt: skip
+    sums = torch.zeros(turns + 1, dtype=torch.float64)  # passes after each turn, then episodes
+    for x in done:
+        by_turn = x.turns.passed_by_turn if x.turns is not None else (x.passed,)
+        for t in range(turns):
+            sums[t] += float(by_turn[min(t, len(by_turn) - 1)]) if by_turn else 0.0
+        sums[turns] += 1
+    totals = dist.all_reduce_sum(sums)
+    return [round(float(totals[t] / totals[turns].clamp(min=1)), 4) for t in range(turns)]

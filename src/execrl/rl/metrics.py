@@ -73,6 +73,7 @@ def step_metrics(step: int, got: Gathered, update: UpdateMetrics, collect_s: flo
         "hack_flags": sum(c for f, c in flags.items() if f in {str(h) for h in HACK_FLAGS}),
     }
     row.update(_components(groups, nodes))
+    row.update(_episodes(groups))
     row.update({f"verdict/{k}": v / n for k, v in sorted(verdicts.items())})
     row.update({f"flag/{f.value}": flags.get(f.value, 0) for f in Flag})
     causes = Counter(c for g in groups for c in g.sandbox_causes if c)
@@ -106,3 +107,26 @@ def _components(groups: list[GroupSummary], nodes: Sequence[str]) -> dict[str, f
                 counts[name] += 1
     names = list(nodes) + sorted(set(sums) - set(nodes))
     return {f"reward/{k}": sums[k] / counts[k] if counts[k] else None for k in names}
+
+
+def _episodes(groups: list[GroupSummary]) -> dict[str, float]:
+    """episode/...: turns per episode, tool calls, environment (feedback, tool output) tokens,
+    the fraction of trajectory tokens masked out of the loss, and pass@1 after each turn (the
+    answer standing then, on the hidden tests); nothing for one-turn rollouts."""
+    episodes = [e for g in groups for e in g.episodes]
+    if not episodes:
+        return {}
+    env_tokens = sum(e.environment_tokens for e in episodes)
+    tokens = env_tokens + sum(e.policy_tokens for e in episodes)
+    turns = max(len(e.passed_by_turn) for e in episodes)
+    row = {
+        "episode/turns_mean": statistics.fmean(e.turns for e in episodes),
+        "episode/tool_calls_mean": statistics.fmean(e.tool_calls for e in episodes),
+        "episode/feedback_tokens_mean": env_tokens / len(episodes),
+        "episode/masked_token_frac": env_tokens / tokens if tokens else 0.0,
+    }
+    for t in range(turns):  # an episode that ended early keeps its last answer
+        passed = [e.passed_by_turn[min(t, len(e.passed_by_turn) - 1)] for e in episodes
+                  if e.passed_by_turn]  # fmt: skip
+        row[f"episode/pass@turn{t + 1}"] = statistics.fmean(passed) if passed else 0.0
+    return row

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,13 +28,41 @@ from execrl.tasks.schema import Task
 
 
 @dataclass(frozen=True, slots=True)
+class Turns:
+    """A multi-turn episode laid over its completion: every token after the first prompt, the
+    policy's turns and the environment's (feedback, tool output) interleaved."""
+
+    policy_mask: torch.Tensor  # (T,) 1 on the policy's tokens, 0 on the environment's
+    ends: tuple[int, ...]  # each policy turn's last token, an index into the T tokens
+    rewards: tuple[float, ...]  # each policy turn's reward, undiscounted
+    discount: float  # env.turn_discount
+    passed_by_turn: tuple[bool, ...]  # the hidden tests on the answer standing after each turn
+    tool_calls: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Scored:
-    """One completion with its program, execution result and reward."""
+    """One completion (or one episode: `turns`) with its program, execution result and reward.
+    For an episode, `reward.score` is its discounted return and `sample` its final answer."""
 
     task_index: int
     completion: Completion
     reward: RewardResult
     sample: Sample  # the program built from the completion and what its run said
+    turns: Turns | None = None  # None: one turn, every completion token the policy's
+
+    @property
+    def policy_tokens(self) -> int:
+        """The tokens the policy wrote (the loss's tokens before masking)."""
+        if self.turns is None:
+            return self.completion.n_tokens
+        return int(self.turns.policy_mask.sum())
+
+    def policy_mask(self) -> torch.Tensor:
+        """(T,) 1 where the policy wrote the token."""
+        if self.turns is None:
+            return torch.ones(self.completion.n_tokens)
+        return self.turns.policy_mask.float()
 
     @property
     def score(self) -> float:
@@ -93,6 +122,8 @@ class Rollouts:
         self.seed, self.chunk = seed, groups_per_generate
         self.offsets = scorer.config.token_credit.enabled  # token credit maps lines to tokens
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="execrl-sandbox")
+        # Multi-turn episodes (`[env]` other than "single"): chunk -> groups of episodes
+        self.episodes: Callable[[list[int], int], list[list[Scored]]] | None = None
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
@@ -110,6 +141,12 @@ class Rollouts:
                 torch.manual_seed(_chunk_seed(self.seed, step, round_, chunk_id))
                 if torch.cuda.is_available():
                     torch.cuda.manual_seed_all(_chunk_seed(self.seed, step, round_, chunk_id))
+                if self.episodes is not None:  # the environment grades as the episode runs
+                    done: Future = Future()
+                    done.set_result(self.episodes(tasks, group_size))
+                    pending.append((chunk_id, done))
+                    times.generate_s += time.perf_counter() - start
+                    continue
                 completions = self.engine.generate(
                     [self.prompt_ids[t] for t in tasks], self.params, n=group_size
                 )

@@ -21,14 +21,16 @@ from typing import Any, Protocol
 
 from execrl.models import SamplingParams, encode_prompts
 from execrl.models.engine import RolloutEngine, make_engine
+from execrl.models.sampling import uses_chat_template
 from execrl.rewards.config import node_names
 from execrl.rewards.scorer import RewardScorer
 from execrl.rl import dist, setup
 from execrl.rl.checkpoint import load_checkpoint, save_checkpoint
 from execrl.rl.config import TrainConfig, to_toml
+from execrl.rl.episode_rollouts import EpisodeGroups
 from execrl.rl.eval_spec import heldout_spec
 from execrl.rl.groups import Gathered, gather
-from execrl.rl.heldout import heldout_pass_at_1
+from execrl.rl.heldout import heldout_pass_at_1, heldout_pass_at_1_by_turn
 from execrl.rl.metrics import MetricsLog, step_metrics
 from execrl.rl.progress import IdleWatch, Progress, StopRequest, setup_warnings
 from execrl.rl.rollout import Rollouts
@@ -112,6 +114,9 @@ def train(config: TrainConfig, *, tasks: list[Task] | None = None, heldout: list
         train_ids = encode_prompts(tok, [t.prompt for t in built.tasks], chat=chat)
         rollouts = Rollouts(engine, tok, built.tasks, train_ids, scorer, params, c.run.seed,
                             c.sampling.groups_per_generate)  # fmt: skip
+        if c.env.name != "single":  # a rollout is an episode of several turns
+            rollouts.episodes = EpisodeGroups(c.env, scorer, engine, tok, built.tasks, params,
+                                              uses_chat_template(tok, chat))  # fmt: skip
         run_dir = setup.run_directory(c)  # set-up succeeded: from here the run has a directory
         run = Run(c, run_dir, built, engine, rollouts, node_names(scorer.reward))
         try:
@@ -142,6 +147,9 @@ def _loop(run: Run, sandbox: Any, log: Callable[[str], None], quiet: bool,
     if built.heldout and first_step == 0:
         summary["heldout_pass@1_before"] = _heldout(run, sandbox)
         log(f"held-out pass@1 before: {summary['heldout_pass@1_before']:.3f}")
+        if c.env.name != "single":
+            summary["heldout_pass@1_by_turn_before"] = _heldout_by_turn(run, sandbox)
+            log(f"held-out pass@1 by turn before: {summary['heldout_pass@1_by_turn_before']}")
     progress = Progress(c.run.steps, first_step, quiet or dist.rank() != 0, log)
     idle = IdleWatch(log, c.rl.dynamic_sampling)
     step = first_step
@@ -165,6 +173,9 @@ def _loop(run: Run, sandbox: Any, log: Callable[[str], None], quiet: bool,
     elif built.heldout:
         summary["heldout_pass@1_after"] = _heldout(run, sandbox)
         log(f"held-out pass@1 after: {summary['heldout_pass@1_after']:.3f}")
+        if c.env.name != "single":
+            summary["heldout_pass@1_by_turn_after"] = _heldout_by_turn(run, sandbox)
+            log(f"held-out pass@1 by turn after: {summary['heldout_pass@1_by_turn_after']}")
     summary.update(steps=step, reward_first=metrics.first("reward_mean"),
                    reward_last=metrics.last("reward_mean"))  # fmt: skip
     telemetry.end(summary)
@@ -182,6 +193,12 @@ def _heldout(run: Run, sandbox: Any) -> float:
     built = run.built
     return heldout_pass_at_1(run.config, run.engine, built.policy.tokenizer, built.heldout,
                              sandbox)  # fmt: skip
+
+
+def _heldout_by_turn(run: Run, sandbox: Any) -> list[float]:
+    built = run.built
+    return heldout_pass_at_1_by_turn(run.config, run.engine, built.policy.tokenizer,
+                                     built.heldout, sandbox)  # fmt: skip
 
 
 def _save_final(run: Run) -> None:

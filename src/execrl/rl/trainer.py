@@ -11,11 +11,11 @@ batch. Which samples count is `groups.counts_in_loss`, written once.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
-from execrl.rl import algorithms, dist, kl
+from execrl.rl import algorithms, credit, dist, kl
 from execrl.rl.config import TrainConfig
 from execrl.rl.groups import GroupSummary, counts_in_loss
 from execrl.rl.logprobs import collate, token_stats
@@ -91,7 +91,7 @@ class Learner:
 
     def counts(self, s: Scored) -> bool:
         return counts_in_loss(
-            s.valid, s.completion.truncated, s.completion.n_tokens, self.c.rl.overlong_filter
+            s.valid, s.completion.truncated, s.policy_tokens, self.c.rl.overlong_filter
         )
 
     def denominator(self, kept: list[GroupSummary]) -> float:
@@ -124,7 +124,14 @@ class Learner:
                 stats = token_stats(self.model, batch, self.c.sampling.temperature, hidden=True)
                 values = self.value_head(stats.hidden.float()).squeeze(-1)  # (B, T)
                 old_values += [values[i, :n].cpu() for i, n in enumerate(lengths)]
-        adv, targets = self.advantage(self._advantage_inputs(samples, ref_logp, old_values))
+        inputs = self._advantage_inputs(samples, ref_logp, old_values)
+        if any(s.turns is not None for s in samples):
+            # episodes: the estimators run over the policy's tokens, the environment's skipped
+            adv, targets = self.advantage(_compacted(inputs))
+            adv = credit.expand(adv, inputs.mask)
+            targets = None if targets is None else credit.expand(targets, inputs.mask)
+        else:
+            adv, targets = self.advantage(inputs)
         out, lo = [], 0
         for part in parts:
             rows = range(lo, lo + len(part))
@@ -146,19 +153,27 @@ class Learner:
             n = s.completion.n_tokens
             if not self.counts(s):
                 continue
-            mask[i, :n] = 1
+            mask[i, :n] = s.policy_mask()  # an episode's environment tokens are 0
             token_rewards[i, :n] = self._token_rewards(s)
             if ref_logp and c.rl.kl_in == "reward":
-                token_rewards[i, :n] -= c.rl.kl_coef * self.kl(s.completion.logprobs, ref_logp[i])
+                kl_term = self.kl(s.completion.logprobs, ref_logp[i]) * mask[i, :n]
+                token_rewards[i, :n] -= c.rl.kl_coef * kl_term
             if values is not None:
                 values[i, :n] = old_values[i]
         stats = None
         if c.rl.algorithm == "reinforce_pp":
             from execrl.rl.advantages import return_to_go
 
-            returns = return_to_go(token_rewards, mask)  # (B, T)
+            episodes = any(s.turns is not None for s in samples)
+            returns = (
+                return_to_go(credit.compact(token_rewards, mask), credit.compact(mask, mask))
+                if episodes
+                else return_to_go(token_rewards, mask)
+            )  # (B, T) or, for episodes, (B, T') over the policy's tokens
+            mask_for_stats = credit.compact(mask, mask) if episodes else mask
+            m = mask_for_stats
             moments = dist.all_reduce_sum(
-                torch.stack([(returns * mask).sum(), (returns**2 * mask).sum(), mask.sum()])
+                torch.stack([(returns * m).sum(), (returns**2 * m).sum(), m.sum()])
             )
             n = moments[2].clamp(min=1)
             mean = moments[0] / n
@@ -173,19 +188,23 @@ class Learner:
     @staticmethod
     def _token_rewards(s: Scored) -> torch.Tensor:
         """(T_i,) the reward on each token: the scorer's token credit when it gave one, else
-        the score on the last token (a sparse outcome reward)."""
+        the score on the last token (a sparse outcome reward); for an episode, each turn's
+        reward (discounted to the episode's start) on that turn's last token."""
         n = s.completion.n_tokens
-        credit = s.reward.token_credit
-        if credit is None:
+        if s.turns is not None:
+            turns = s.turns
+            return credit.turn_token_rewards(n, turns.ends, turns.rewards, turns.discount)
+        token_credit = s.reward.token_credit
+        if token_credit is None:
             out = torch.zeros(n)
             out[n - 1] = s.score
             return out
-        if len(credit) != n:
+        if len(token_credit) != n:
             raise ValueError(
-                f"task {s.sample.task.id}: token credit has {len(credit)} values for a "
+                f"task {s.sample.task.id}: token credit has {len(token_credit)} values for a "
                 f"completion of {n} tokens; the scorer's offsets must come from the same tokens"
             )
-        return torch.tensor(credit, dtype=torch.float32)
+        return torch.tensor(token_credit, dtype=torch.float32)
 
     def _sequences(self, samples: list[Scored]):
         return collate([s.completion.prompt_ids for s in samples],
@@ -196,6 +215,9 @@ class Learner:
         shape = sequences.token_mask.shape  # (B, T)
         counts = torch.tensor([float(self.counts(s)) for s in samples], device=self.device)
         lengths = [s.completion.n_tokens for s in samples]
+        policy = torch.zeros(shape)  # (B, T) 1 on the policy's tokens
+        for i, s in enumerate(samples):
+            policy[i, : lengths[i]] = s.policy_mask()
 
         def pad(rows: list[torch.Tensor] | None) -> torch.Tensor | None:
             if rows is None:
@@ -211,7 +233,7 @@ class Learner:
             old_logp=behaviour if trainer_logp is None else pad(trainer_logp),
             engine_logp=None if trainer_logp is None else behaviour,
             advantages=pad([adv[i, :n] for i, n in enumerate(lengths)]),
-            mask=sequences.token_mask * counts[:, None],
+            mask=sequences.token_mask * counts[:, None] * policy.to(self.device),
             ref_logp=pad(ref),
             old_values=pad(old_values),
             value_targets=pad(
@@ -274,6 +296,16 @@ class Learner:
         sums.kl += parts.kl[m].sum().item()
         sums.entropy += stats.entropy.detach()[m].sum().item()
         sums.tokens += m.sum().item()
+
+
+def _compacted(x: algorithms.AdvantageInputs) -> algorithms.AdvantageInputs:
+    """The inputs with each row's policy tokens packed to the front (`credit.compact`)."""
+    return replace(
+        x,
+        token_rewards=credit.compact(x.token_rewards, x.mask),
+        values=None if x.values is None else credit.compact(x.values, x.mask),
+        mask=credit.compact(x.mask, x.mask),
+    )
 
 
 def _engine_gap(batches: list[Batch], cap: float) -> LogprobGap | None:

@@ -43,16 +43,18 @@ class Single:
     def step(self, model_output: str) -> StepResult:
         assert self.task is not None, "reset(task) before step()"
         graded = grade(self.scorer, self.task, model_output)
-        info = StepInfo(1, hidden_passed=graded.passed, masked=graded.masked)
+        info = StepInfo(1, hidden_passed=graded.passed, masked=graded.masked, graded=graded.scored)
         return StepResult(None, graded.reward, True, info)
 
 
 class SelfCorrect:
     """Up to `max_turns` attempts. After each, the program runs on the visible tests only; a
     failure gives a feedback turn; the episode ends when they pass or the turns run out, and
-    the hidden tests grade the final answer (the reward of the last turn; earlier turns get 0).
-    Every attempt is graded on the hidden tests too, for `StepInfo.hidden_passed` (evaluation by
-    turn); that grade never reaches the model."""
+    the hidden tests grade the final answer. With `turn_reward = "final"` the last turn gets
+    that reward and earlier turns 0; with "improvement" each turn gets its grade minus the
+    previous turn's (the same return, credited to the turn that fixed the program). Every
+    attempt is graded on the hidden tests, for `StepInfo.hidden_passed` (evaluation by turn) and
+    the improvement reward; that grade never reaches the model."""
 
     name = "self_correct"
 
@@ -62,13 +64,14 @@ class SelfCorrect:
         self.task: Task | None = None
         self.visible: VisibleTests | None = None
         self.turn = 0
+        self.previous = 0.0  # the last attempt's grade (turn_reward = "improvement")
 
     def reset(self, task: Task) -> Observation:
         self.task = task
         visible = visible_tests(task, self.config.visible_split)
         sandbox = self.scorer.sandbox
         self.visible = checked_against_reference(task, visible, sandbox) if visible else None
-        self.turn = 0
+        self.turn, self.previous = 0, 0.0
         return first_observation(task)
 
     def step(self, model_output: str) -> StepResult:
@@ -76,20 +79,23 @@ class SelfCorrect:
         assert task is not None, "reset(task) before step()"
         self.turn += 1
         graded = grade(self.scorer, task, model_output)
-        info = StepInfo(self.turn, graded.passed, masked=graded.masked)
+        info = StepInfo(self.turn, graded.passed, masked=graded.masked, graded=graded.scored)
+        final = graded.reward - (self.previous if self.config.turn_reward == "improvement" else 0)
         if self.visible is None:
             note = "no visible tests: one attempt"
-            return StepResult(None, graded.reward, True, replace(info, note=note))
+            return StepResult(None, final, True, replace(info, note=note))
         sample = build_sample(task, model_output, self.scorer.config.program)
         result = self._run_visible(task, sample.program)
         info = replace(info, visible_passed=result.passed)
         if result.passed or self.turn >= self.config.max_turns:
-            return StepResult(None, graded.reward, True, info)
+            return StepResult(None, final, True, info)
         if result.verdict is Verdict.SANDBOX_ERROR:  # never the program's fault: no feedback
             masked = replace(info, masked=True, note="sandbox error on the visible tests")
-            return StepResult(None, graded.reward, True, masked)
+            return StepResult(None, final, True, masked)
         feedback = feedback_text(self.visible, result, sample.program)
-        return StepResult(_feedback_turn(task, feedback), 0.0, False, info)
+        reward = final if self.config.turn_reward == "improvement" else 0.0
+        self.previous = graded.reward
+        return StepResult(_feedback_turn(task, feedback), reward, False, info)
 
     def _run_visible(self, task: Task, program: str | None) -> ExecutionResult:
         assert self.visible is not None

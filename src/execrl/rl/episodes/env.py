@@ -20,7 +20,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from execrl.rewards.scorer import RewardScorer
+from execrl.rewards.scorer import RewardScorer, ScoredSample
 from execrl.tasks.schema import Task
 
 
@@ -46,6 +46,9 @@ class StepInfo:
     # the hidden grade was a sandbox failure (never the program's fault): leave the episode out
     # of the advantage, as the scorer masks a one-turn sample
     masked: bool = False
+    # the hidden grade as the one scoring path returned it (its reward components and flags
+    # reach the training log); None for a turn that was not graded
+    graded: ScoredSample | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +68,28 @@ class EnvConfig:
     visible_split: int = 0  # tasks with nothing visible: show their first N tests (0: none)
     tool_calls: int = 4  # tool: the most code executions in one episode
     tool_output_chars: int = 1000  # tool: a run's output is cut to this many characters
+    # Training (`execrl train`): an episode's whole trajectory is cut at this many tokens (0:
+    # no cap beyond max_turns turns of sampling.max_new_tokens); a cut episode's last turn
+    # gets reward 0
+    max_tokens: int = 0
+    # The objective is the discounted episode return sum_k turn_discount^k r_k: each turn's
+    # reward enters discounted to the episode's start (1.0: a fix at turn 2 is worth a pass at
+    # turn 1; lower values prefer answers right the first time)
+    turn_discount: float = 1.0
+    # self_correct: "final" gives the last turn the hidden tests' reward, earlier turns 0;
+    # "improvement" gives each turn its grade minus the previous turn's (the return is the same,
+    # but the turn that fixed the program holds the credit)
+    turn_reward: str = "final"
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
             raise ValueError(f"env.max_turns must be >= 1, got {self.max_turns}")
+        if self.max_tokens < 0 or not 0 < self.turn_discount <= 1:
+            raise ValueError("env.max_tokens must be >= 0 and env.turn_discount in (0, 1]")
+        if self.turn_reward not in TURN_REWARDS:
+            raise ValueError(
+                f"env.turn_reward {self.turn_reward!r}: choose one of {', '.join(TURN_REWARDS)}"
+            )
         if self.visible_split < 0 or self.tool_calls < 0 or self.tool_output_chars < 1:
             raise ValueError(
                 "env.visible_split and env.tool_calls must be >= 0, env.tool_output_chars >= 1"
@@ -94,6 +115,7 @@ class Environment(Protocol):
 
 
 BUILTIN = ("single", "self_correct", "tool")
+TURN_REWARDS = ("final", "improvement")
 
 
 def make_env(config: EnvConfig, scorer: RewardScorer) -> Environment:
@@ -133,6 +155,7 @@ class Grade:
     reward: float  # the reward tree's score (hack penalties applied)
     passed: bool  # the hidden tests all pass
     masked: bool  # a sandbox failure: the reward means nothing
+    scored: ScoredSample | None = None  # what the scorer returned
 
 
 def grade(scorer: RewardScorer, task: Task, answer: str) -> Grade:
@@ -140,7 +163,7 @@ def grade(scorer: RewardScorer, task: Task, answer: str) -> Grade:
     (`RewardScorer.score_samples`)."""
     scored = scorer.score_samples([task], [answer])[0]
     result = scored.sample.result
-    return Grade(scored.reward.score, bool(result and result.passed), scored.reward.masked)
+    return Grade(scored.reward.score, bool(result and result.passed), scored.reward.masked, scored)
 
 
 def grade_hidden(scorer: RewardScorer, task: Task, answer: str) -> tuple[float, bool]:

@@ -9,6 +9,7 @@ policies) and returns token-exact trajectories; `run_text_episodes` drives a tex
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ class Episode:
     steps: tuple[StepResult, ...]  # one per model turn
     trajectory: Trajectory | None  # None for a text-only generator
     truncated: bool = False  # stopped by the token budget, not by the environment
+    finishes: tuple[str, ...] = ()  # each model turn's finish reason ("eos", "stop", "length")
 
     @property
     def masked(self) -> bool:
@@ -52,9 +54,12 @@ def run_episodes(
     *,
     chat: bool,
     max_tokens: int = 0,
+    parallel: int = 8,
 ) -> list[Episode]:
     """One episode per task (repeat a task for a group). `max_tokens` > 0 caps each episode's
-    whole trajectory; an episode past it stops, truncated, with reward 0 for its last turn."""
+    whole trajectory; an episode past it stops, truncated, with reward 0 for its last turn.
+    The environments of a turn step concurrently, `parallel` at a time (each is its own object;
+    their sandbox runs go to the pool's workers)."""
     envs = [make() for _ in tasks]
     convs = [Conversation(tokenizer, chat) for _ in tasks]
     prompts = [c.start(e.reset(t)) for c, e, t in zip(convs, envs, tasks, strict=True)]
@@ -62,15 +67,18 @@ def run_episodes(
     seen: list[list[str]] = [[] for _ in tasks]
     steps: list[list[StepResult]] = [[] for _ in tasks]
     truncated = [False] * len(tasks)
+    finishes: list[list[str]] = [[] for _ in tasks]
     active = list(range(len(tasks)))
     while active:
         completions = engine.generate([prompts[i] for i in active], params, n=1)
+        with ThreadPoolExecutor(max(1, min(parallel, len(active)))) as pool:
+            results = list(pool.map(lambda i, d: envs[i].step(d.text), active, completions))
         still = []
-        for i, done in zip(active, completions, strict=True):
+        for i, done, result in zip(active, completions, results, strict=True):
             ids, logprobs = done.token_ids.tolist(), done.logprobs.tolist()
             convs[i].add_policy(ids, logprobs, done.text)
             outputs[i].append(done.text)
-            result = envs[i].step(done.text)
+            finishes[i].append(done.finish)
             steps[i].append(result)
             over = max_tokens > 0 and len(convs[i].ids) >= max_tokens
             convs[i].add_reward(0.0 if over and not result.done else result.reward)
@@ -84,8 +92,10 @@ def run_episodes(
             still.append(i)
         active = still
     return [
-        Episode(t.id, tuple(o), tuple(s), tuple(st), c.trajectory(), tr)
-        for t, o, s, st, c, tr in zip(tasks, outputs, seen, steps, convs, truncated, strict=True)
+        Episode(t.id, tuple(o), tuple(s), tuple(st), c.trajectory(), tr, tuple(f))
+        for t, o, s, st, c, tr, f in zip(
+            tasks, outputs, seen, steps, convs, truncated, finishes, strict=True
+        )
     ]
 
 

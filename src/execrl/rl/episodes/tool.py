@@ -62,7 +62,8 @@ class ToolUse:
         if code is None or not budget_left:
             graded = grade(self.scorer, task, model_output)
             note = "" if code is None else "tool budget spent: this turn is the answer"
-            info = StepInfo(self.turn, graded.passed, None, self.calls, note, graded.masked)
+            info = StepInfo(self.turn, graded.passed, None, self.calls, note, graded.masked,
+                            graded.scored)  # fmt: skip
             return StepResult(None, graded.reward, True, info)
         self.calls += 1
         output = self.run_code(code)
