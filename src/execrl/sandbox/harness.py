@@ -90,6 +90,15 @@ def run_unit(unit: dict[str, Any], channel_fd: int, key: bytes, prepared: Prepar
 
     Called as `prepared.run_unit`, the private copy. Its state is a dict, never an instance of
     a Python class, for the reason given on `Prepared`."""
+    prepare_unit(unit, prepared)(channel_fd, key)
+
+
+def prepare_unit(unit: dict[str, Any], prepared: Prepared) -> Any:
+    """Everything `run_unit` does before the candidate's code first runs (its state, the audit
+    hook, the program compiled); returns `start(channel_fd, key)`, which runs the rest and
+    never returns. A stdin/stdout sample's case server (`cases`) calls this once and `start`
+    in a fresh fork per case: the candidate's code never runs in the process that prepared it.
+    Nothing here may be bound to the process (a descriptor, its pid): `start` opens those."""
     parts = prepared.parts
     state: dict[str, Any] = {
         "p": parts,
@@ -104,8 +113,10 @@ def run_unit(unit: dict[str, Any], channel_fd: int, key: bytes, prepared: Prepar
         "keep": [],  # what crossed between the tests and the candidate: never freed (`guard`)
         "gc_enabled": parts["gc_isenabled"](),
         "stray": None,  # why the run must end now: a thread of the candidate's outlived a call
-        "tasks": _open_tasks(parts),
+        "tasks": None,  # `_open_tasks`, in `start`: /proc/self is the process that runs
     }
+    # This run's channel and key, set by `start` (one process may prepare and another run).
+    run: dict[str, Any] = {}
     write, dumps, fstat, blake2b = (
         parts["write"],
         parts["encode_json"],
@@ -119,8 +130,6 @@ def run_unit(unit: dict[str, Any], channel_fd: int, key: bytes, prepared: Prepar
     sys.pycache_prefix = "/proc/execrl-no-bytecode"
     restore = state["restore"] = guard.make_restore(unit, state)
     exit_ = parts["exit"]
-    channel = fstat(channel_fd)
-    channel_id = (channel.st_dev, channel.st_ino)
 
     tampered = state["tampered"]
     # One sequence for every line, whichever thread writes it (the audit hook may, in a thread
@@ -131,8 +140,8 @@ def run_unit(unit: dict[str, Any], channel_fd: int, key: bytes, prepared: Prepar
         with lock:
             rest = b"%d " % sequence[0] + body
             sequence[0] += 1
-            tag = blake2b(rest, key=key, digest_size=16).hexdigest().encode()
-            write(channel_fd, tag + rest + b"\n")
+            tag = blake2b(rest, key=run["key"], digest_size=16).hexdigest().encode()
+            write(run["fd"], tag + rest + b"\n")
 
     def send(**msg: Any) -> None:
         # Only where candidate code may have run since `guard` last put the tests' world back:
@@ -146,8 +155,8 @@ def run_unit(unit: dict[str, Any], channel_fd: int, key: bytes, prepared: Prepar
         # the harness's lines (which it cannot change: they are sealed). Then nothing more is
         # written, and a run without "done" never passes.
         try:
-            now = fstat(channel_fd)
-            same = (now.st_dev, now.st_ino) == channel_id
+            now = fstat(run["fd"])
+            same = (now.st_dev, now.st_ino) == run["id"]
         except OSError:
             same = False
         if not same:
@@ -156,16 +165,32 @@ def run_unit(unit: dict[str, Any], channel_fd: int, key: bytes, prepared: Prepar
             put(dumps({"t": "denied", "event": tampered.pop()}).encode())
         put(dumps(msg).encode())
 
-    kind = unit["kind"]
     state["reap"] = bool(unit.get("reap"))
     state["stdout"] = parts["streams"][1]
     inputs = [plain.decode(a) for a in unit.get("inputs", ())]  # decoded before the candidate runs
     _install_audit_hook(state, send, bool(unit.get("allow_threads")))
     try:
         code = compile(unit["program"], CANDIDATE_FILE, "exec", dont_inherit=True, optimize=0)
+        syntax = None
     except (SyntaxError, ValueError) as exc:  # ValueError: source with NUL bytes
-        send(t="syntax", msg=guard.describe(exc), line=getattr(exc, "lineno", None))
-        _finish(state)
+        code, syntax = None, exc
+
+    def start(channel_fd: int, key: bytes) -> None:
+        channel = fstat(channel_fd)
+        run.update(fd=channel_fd, key=key, id=(channel.st_dev, channel.st_ino))
+        state["tasks"] = _open_tasks(parts)
+        if syntax is not None:
+            send(t="syntax", msg=guard.describe(syntax), line=getattr(syntax, "lineno", None))
+            _finish(state)
+        _run_candidate(unit, code, inputs, state, send)
+
+    return start
+
+
+def _run_candidate(
+    unit: dict[str, Any], code: types.CodeType, inputs: list[Any], state: dict[str, Any], send: Any
+) -> None:
+    kind = unit["kind"]
     module_name = "__main__" if kind == "stdio" else "__candidate__"
     cand_ns: dict[str, Any] = {"__name__": module_name, "__builtins__": builtins}
     state["privileged"] = False  # from here on the candidate's code may run

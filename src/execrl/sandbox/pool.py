@@ -42,6 +42,9 @@ class SandboxConfig:
     # How long past a job's own time limits (wall clock per unit, compile) its worker may take
     # to answer before it is killed as hung (`_deadline_s`): never a pool that waits forever.
     hang_s: float = 60.0
+    # The cases of a stdin/stdout sample forked by a case server that prepared the program once
+    # (`cases`), not each by the worker; False: every case forked by the worker, as before.
+    case_server: bool = True
     # The one home of every sandbox setting the layers above share (`execrl train`'s [sandbox],
     # the reward scorer's, `execrl eval`): the limits of each run of a job they build, and
     # where runs go: "local" (this pool) or "ray" (`ray_backend.RaySandbox`, `ray_actors`
@@ -165,6 +168,7 @@ class Sandbox:
             "userns": os.geteuid() != 0 and bool({"network", "filesystem"} & set(self.layers)),
             "bin_dir": self._bin_dir,
             "memcg": list(cgroup) if cgroup else None,
+            "case_server": self.config.case_server,
         }
         worker = _Worker(proc, sock, rfile, wfile, lease.uid if lease else None, lease)
         worker.memcg = cgroup[0] if cgroup else None

@@ -110,6 +110,7 @@ class Prepared:
         }
         private = _privatize()
         self.run_unit = private[harness.__name__]["run_unit"]
+        self.prepare_unit = private[harness.__name__]["prepare_unit"]  # for `cases`
         self.parts["protected_globals"].update(id(g) for g in private.values())
 
     def precompile(self, unit: dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 
-from execrl.sandbox import execunit, isolation, memcg, protocol, syscalls
+from execrl.sandbox import cases, execunit, isolation, memcg, protocol, syscalls
 from execrl.sandbox.prepared import Prepared
 from execrl.sandbox.scratch import SCRATCH, make_scratch, remove_scratch
 
@@ -54,10 +54,14 @@ def main() -> None:
     while (request := protocol.read_message(inp)) is not None:
         limits = request["limits"]
         results = []
-        for unit in request["units"]:
-            results.append(_run_unit_safely(unit, limits, ctx))
-            if ctx["retire"] or (unit.get("stop") and _failed(results[-1])):
-                break
+        _start_case_server(request["units"], limits, ctx)
+        try:
+            for unit in request["units"]:
+                results.append(_run_unit_safely(unit, limits, ctx))
+                if ctx["retire"] or (unit.get("stop") and _failed(results[-1])):
+                    break
+        finally:
+            _drop_case_server(ctx)
         reply: dict[str, Any] = {"t": "result", "units": results}
         if ctx["retire"]:
             reply["retire"] = ctx["retire"]
@@ -66,6 +70,19 @@ def main() -> None:
             # Not fit for another run (its scratch could not be emptied, or it failed): the
             # pool starts a fresh worker and sends the requests queued here to it.
             return
+
+
+def _start_case_server(units: list[dict[str, Any]], limits: dict[str, Any], ctx: dict[str, Any]):  # noqa: ANN202
+    """The request's case server (`cases`), where its cases can share one; else none."""
+    if cases.usable(units, ctx):
+        run_limits = dict(limits, rlimits=_rlimits(limits, ctx["vm_kb"], limits["processes"]))
+        ctx["server"] = cases.CaseServer.start(units[0], run_limits, ctx, _child)
+
+
+def _drop_case_server(ctx: dict[str, Any]) -> None:
+    server, ctx["server"] = ctx["server"], None
+    if server is not None:
+        server.close()
 
 
 def _failed(raw: dict[str, Any]) -> bool:
@@ -139,6 +156,8 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
         "cache": ctx_cache,
         "memory": memory,
         "retire": "",  # why this worker must take no further run ("" while it is fit)
+        "case_server": bool(config.get("case_server", True)),  # `SandboxConfig.case_server`
+        "server": None,  # this request's `cases.CaseServer`, if it has one
     }
 
 
@@ -167,12 +186,28 @@ def _run_unit_safely(
             isolation.reap_uid(ctx["uid"])
         elif ctx["userns"]:
             isolation.reap_namespace()
+        _drop_case_server(ctx)
         _reap_orphans(block_s=2.0)
         ctx["retire"] = f"the worker failed: {type(exc).__name__}: {exc}"
         return execunit.not_run(events=[{"t": "setup_error", "msg": ctx["retire"]}])
 
 
 def _spawn(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return _spawn_once(unit, limits, ctx)
+    except cases.Lost:
+        # The case server failed: whatever it started is killed, and this case and the rest
+        # run forked by the worker, as they would have without it.
+        _drop_case_server(ctx)
+        if ctx["uid"] is not None:
+            isolation.reap_uid(ctx["uid"])
+        _reap_orphans(block_s=2.0)
+        return _spawn_once(unit, limits, ctx)
+
+
+def _spawn_once(
+    unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]
+) -> dict[str, Any]:
     if ctx["retire"]:  # a compile step left the scratch unusable: no run on top of it
         raise RuntimeError(ctx["retire"])
     uid = ctx["uid"]
@@ -199,15 +234,29 @@ def _spawn(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) ->
         # the run's processes together.
         memory.before_run(ctx["vm_kb"] * 1024 + limits["memory_mb"] * (1 << 20))
     t0 = time.monotonic()
-    pid = os.fork()
-    if pid == 0:
-        os.close(ch_r), os.close(out_r), os.close(err_r)
-        _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, key)
-    for fd in (ch_w, out_w, err_w, stdin_fd):
-        os.close(fd)
+    server = ctx["server"]
+    try:
+        pid = _launch(
+            unit, limits, ctx, scratch, (stdin_fd, ch_w, out_w, err_w), (ch_r, out_r, err_r), key
+        )
+    except cases.Lost:
+        for fd in (ch_r, out_r, err_r):
+            os.close(fd)
+        remove_scratch(scratch)
+        raise
     reader = protocol.ChannelReader(key)
     watch = _watch(pid, ch_r, out_r, err_r, limits, t0, reader)
-    _, status, usage = os.wait4(pid, 0)
+    if server is not None:
+        try:
+            status, cpu_s, maxrss_kb = server.reap()
+        except cases.Lost:
+            for fd in (ch_r, out_r, err_r):
+                os.close(fd)
+            remove_scratch(scratch)
+            raise
+    else:
+        _, status, usage = os.wait4(pid, 0)
+        cpu_s, maxrss_kb = usage.ru_utime + usage.ru_stime, usage.ru_maxrss
     wall = time.monotonic() - t0
     if memory is not None:
         # Reading what the run wrote (kept in this worker, which lives in the run's cgroup)
@@ -225,7 +274,7 @@ def _spawn(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) ->
         isolation.reap_namespace()
     # Killed orphans are our children now (we are their subreaper): wait, bounded, until every
     # one is collected. With none, waitpid says so at once.
-    _reap_orphans(block_s=2.0)
+    _reap_orphans(block_s=2.0, server=server)
     for fd in (ch_r, out_r, err_r):
         os.close(fd)
     # Every process of the run is gone now, so nothing can swap a path while it is read.
@@ -254,14 +303,33 @@ def _spawn(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) ->
         if unit["kind"] == "stdio"
         else "",
         "stderr": bytes(watch_end["stderr"][:KEEP_OUTPUT]).decode("utf-8", "replace"),
-        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "cpu_s": cpu_s,
         "wall_s": wall,
-        "maxrss_kb": usage.ru_maxrss,
+        "maxrss_kb": maxrss_kb,
     }
 
 
-def _reap_orphans(block_s: float) -> None:
-    """Collect exited orphans; with block_s, wait (bounded) until every one of them is gone."""
+def _launch(unit, limits, ctx, scratch, child_fds, parent_fds, key) -> int:  # noqa: ANN001
+    """Start the run on `child_fds` (stdin, channel, stdout, stderr): forked here, or by the
+    request's case server; its pid. The worker's copies of `child_fds` are closed."""
+    server = ctx["server"]
+    try:
+        if server is not None:
+            return server.launch(scratch, child_fds, key)
+        pid = os.fork()
+        if pid == 0:
+            for fd in parent_fds:
+                os.close(fd)
+            _child(unit, limits, ctx, scratch, *child_fds, key)
+        return pid
+    finally:
+        for fd in child_fds:
+            os.close(fd)
+
+
+def _reap_orphans(block_s: float, server: cases.CaseServer | None = None) -> None:
+    """Collect exited orphans; with block_s, wait (bounded) until every one of them is gone
+    (every child but the case server, which is not an orphan)."""
     deadline = time.monotonic() + block_s
     while True:
         try:
@@ -269,9 +337,21 @@ def _reap_orphans(block_s: float) -> None:
         except ChildProcessError:
             return
         if pid == 0:
+            if server is not None and _children() == [server.pid]:
+                return
             if time.monotonic() >= deadline:
                 return
             time.sleep(0.001)
+
+
+def _children() -> list[int] | None:
+    """This process's children (Linux 3.5+ with CONFIG_PROC_CHILDREN); None if unknown."""
+    pid = os.getpid()
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", "rb") as fh:
+            return [int(p) for p in fh.read().split()]
+    except (OSError, ValueError):
+        return None
 
 
 def _stdin_for(unit: dict[str, Any], scratch: str) -> int:
@@ -285,10 +365,11 @@ def _stdin_for(unit: dict[str, Any], scratch: str) -> int:
     return fd
 
 
-def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, key) -> None:  # noqa: ANN001
+def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, key, start=None) -> None:  # noqa: ANN001
     """In the forked child: confine, then hand over to the harness. Never returns.
 
-    No-new-privileges, non-dumpable and the environment come from the worker (`_setup`)."""
+    No-new-privileges, non-dumpable and the environment come from the worker (`_setup`).
+    `start`: the harness already prepared by a case server (`cases`), which forked this run."""
     try:
         if ctx["memory"] is not None:  # the OOM killer's first choice again, not the worker
             memcg.reset_oom_score()
@@ -325,6 +406,8 @@ def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, key) -> Non
             except OSError:
                 continue
         os._exit(1)
+    if start is not None:
+        start(3, key)
     ctx["prepared"].run_unit(unit, 3, key, ctx["prepared"])
     os._exit(0)
 

@@ -1,0 +1,125 @@
+"""The case server (`sandbox/cases.py`): a stdin/stdout sample's cases forked from a process
+that prepared the program once, each still a fresh run, with the verdicts of the cases forked
+by the worker (`SandboxConfig.case_server=False`, the code before it)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+from tests.sandbox.test_stdio_scale import echo_unless
+
+from execrl.sandbox import Job, Limits, Sandbox, Verdict
+from execrl.tasks.schema import StdioCase, StdioTests
+
+N = 12
+ECHO = StdioTests(tuple(StdioCase(f"{i}\n", f"{i}\n") for i in range(N)))
+LIMITS = Limits(wall_s=5, test_wall_s=1.0)
+
+PROGRAMS = {
+    "right": "print(input())",
+    "wrong": "print(int(input()) + 1)",
+    "crash": echo_unless(7, "raise ValueError('seven')"),
+    "exit_status": echo_unless(4, "raise SystemExit(3)"),
+    "timeout": echo_unless(9, "while True: pass"),
+    "syntax": "print(input()",
+    "memory": echo_unless(3, "x = bytearray(3 << 30)"),
+    "output": echo_unless(5, "print('y' * (1 << 20))"),
+    "forges": echo_unless(2, "__import__('os').write(3, b'0' * 32 + b' 7 {}\\n')"),
+    "kills_everything": echo_unless(6, "import os, signal; os.kill(-1, signal.SIGKILL)"),
+}
+
+
+@pytest.fixture(scope="module")
+def pools():
+    with Sandbox(workers=1) as served, Sandbox(workers=1, case_server=False) as forked:
+        yield served, forked
+
+
+def _grade(result):
+    return (
+        result.verdict,
+        result.message,
+        result.line,
+        result.tampering,
+        [(o.index, o.verdict, o.exception, o.message, o.line) for o in result.tests],
+    )
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_the_case_server_gives_the_verdicts_of_cases_forked_by_the_worker(pools, name):
+    served, forked = pools
+    job = Job(PROGRAMS[name], ECHO, limits=LIMITS)
+    assert _grade(served.run(job)) == _grade(forked.run(job))
+
+
+def test_a_case_cannot_remember_an_earlier_case_of_its_sample(pools):
+    # Whatever case k leaves where case k+1 could look (a file in its directory or in /tmp, the
+    # environment, an attribute on a module, a module of its own in sys.modules, a builtin, a
+    # limit it raised), case k+1 prints "remembered" and fails: each case starts from the
+    # state the program was prepared in, never from the state an earlier case left.
+    program = (
+        "import builtins, json, os, sys\n"
+        "seen = [os.path.exists('mark'), os.path.exists('/tmp/mark'), 'MARK' in os.environ,\n"
+        "        hasattr(json, 'mark'), 'execrl_mark' in sys.modules,\n"
+        "        hasattr(builtins, 'execrl_mark'), sys.getrecursionlimit() == 4321]\n"
+        "open('mark', 'w').write('x')\n"
+        "try:\n    open('/tmp/mark', 'w').write('x')\nexcept OSError:\n    pass\n"
+        "os.environ['MARK'] = '1'\njson.mark = 1\nsys.modules['execrl_mark'] = json\n"
+        "sys.setrecursionlimit(4321)\n"
+        "try:\n    builtins.execrl_mark = 1\nexcept Exception:\n    pass\n"
+        "print('remembered %s' % seen if any(seen) else input())\n"
+    )
+    served, _ = pools
+    result = served.run(Job(program, ECHO, limits=LIMITS))
+    assert result.verdict is Verdict.PASSED, result.message
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            return [int(p) for p in fh.read().split()]
+    except OSError:
+        return []
+
+
+def _during_a_slow_sample(sandbox: Sandbox, then) -> object:
+    """Run a sample whose cases each sleep; call `then(worker pid)` while it runs."""
+    tests = StdioTests(tuple(StdioCase(f"{i}\n", f"{i}\n") for i in range(6)))
+    job = Job("import time\ntime.sleep(0.3)\nprint(input())", tests, limits=LIMITS)
+    box: dict[str, object] = {}
+    thread = threading.Thread(target=lambda: box.update(result=sandbox.run(job)))
+    thread.start()
+    time.sleep(0.45)  # inside the second case
+    seen = then(sandbox.worker_pids()[0])
+    thread.join(60)
+    return box["result"], seen
+
+
+def test_the_cases_of_a_sample_are_forked_by_its_case_server(pools):
+    served, forked = pools
+
+    def tree(worker: int) -> list[int]:
+        return [len(_children(child)) for child in _children(worker)]
+
+    result, seen = _during_a_slow_sample(served, tree)
+    assert result.verdict is Verdict.PASSED, result.message
+    assert seen == [1]  # the worker's one child is the server, whose one child is the case
+    result, seen = _during_a_slow_sample(forked, tree)
+    assert result.verdict is Verdict.PASSED, result.message
+    assert seen == [0]  # the worker forked the case itself
+
+
+def test_a_sample_whose_case_server_dies_is_graded_without_it():
+    with Sandbox(workers=1) as sandbox:
+
+        def kill_server(worker: int) -> None:
+            for child in _children(worker):
+                os.kill(child, signal.SIGKILL)
+
+        result, _ = _during_a_slow_sample(sandbox, kill_server)
+        assert result.verdict is Verdict.PASSED, result.message
+        assert sandbox.run(Job("print(input())", ECHO, limits=LIMITS)).passed  # still fit
