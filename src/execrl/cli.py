@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "execrl.sft_command",
     "execrl.report.commands",
     "execrl.eval.tasks_command",
+    "execrl.serve_policy_command",
 )
 
 

@@ -33,6 +33,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -142,8 +143,10 @@ class PolicyServer:
 
     def __init__(self, engine: Any, tokenizer: Any, settings: ServeSettings,
                  recorder: Recorder, *, host: str = "127.0.0.1", port: int = 0,
-                 log: Any = None) -> None:  # fmt: skip
+                 log: Callable[[str], None] | None = None,
+                 on_record: Callable[[str, CallRecord], None] | None = None) -> None:  # fmt: skip
         self.tokenizer, self.settings, self.recorder = tokenizer, settings, recorder
+        self.on_record = on_record  # told of each recorded call (episode id, record)
         self.batcher = Batcher(engine, settings.batch_wait_s)
         self.log = log or (lambda message: None)
         self.httpd = ThreadingHTTPServer((host, port), _handler(self))
@@ -198,6 +201,8 @@ class PolicyServer:
         if ticket is not None:
             record = self.recorder.land(ticket, done.token_ids.tolist(), done.logprobs.tolist(),
                                         done.text, done.finish, params.temperature)  # fmt: skip
+            if self.on_record is not None:
+                self.on_record(ticket.episode_id, record)
         return done, record, ticket
 
     def _fit(self, params: SamplingParams, prompt_tokens: int) -> SamplingParams:
