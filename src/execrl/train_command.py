@@ -76,6 +76,8 @@ def _train_with(args: argparse.Namespace, overrides: list[str]) -> int:
         summary = train_with_telemetry(config)
     except (DataNotFound, TaskDataError, UnknownBenchmark, ImportError, FileNotFoundError) as e:
         return _error(e)  # no data, no model there, no checkpoint, a missing package
+    except ConfigError as e:  # what the config asks of the tasks (a curriculum's levels)
+        return _error(e)
     except KeyboardInterrupt:
         print("execrl train: interrupted twice: the step was abandoned; resume from the last "
               "checkpoint with --resume RUN_DIR, if one was saved", file=sys.stderr)  # fmt: skip

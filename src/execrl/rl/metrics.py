@@ -16,6 +16,7 @@ from typing import Any
 
 from execrl.rewards.result import HACK_FLAGS, Flag
 from execrl.rl.groups import Gathered, GroupSummary
+from execrl.rl.prompts import PromptSampler
 from execrl.rl.trainer import UpdateMetrics
 
 
@@ -129,4 +130,30 @@ def _episodes(groups: list[GroupSummary]) -> dict[str, float]:
         passed = [e.passed_by_turn[min(t, len(e.passed_by_turn) - 1)] for e in episodes
                   if e.passed_by_turn]  # fmt: skip
         row[f"episode/pass@turn{t + 1}"] = statistics.fmean(passed) if passed else 0.0
+    return row
+
+
+def mix_metrics(groups: list[GroupSummary], sampler: PromptSampler) -> dict[str, Any]:
+    """source/<name>/{groups,pass_rate,reward} for each source of a mix of several, over the
+    step's groups as pass_rate and reward_mean are (null when the step drew none of it), and
+    with a curriculum curriculum/level, the hardest level open this step, and for pass_rate
+    curricula each level's running pass rate (curriculum/level<k>_pass_rate)."""
+    row: dict[str, Any] = {}
+    mix = sampler.mix
+    if mix is not None and len(mix.names) > 1:
+        for s, name in enumerate(mix.names):
+            mine = [g for g in groups if mix.source_of[g.task] == s]
+            n = sum(len(g.scores) for g in mine)
+            scores = [x for g in mine for x, v in zip(g.scores, g.valid, strict=True) if v]
+            row[f"source/{name}/groups"] = len(mine)
+            row[f"source/{name}/pass_rate"] = (
+                sum(p for g in mine for p in g.passed) / n if n else None
+            )
+            row[f"source/{name}/reward"] = statistics.fmean(scores) if scores else None
+    curriculum = sampler.curriculum
+    if curriculum is not None:
+        row["curriculum/level"] = sampler.open_level
+        if curriculum.mode == "pass_rate":
+            for level in curriculum.levels:
+                row[f"curriculum/level{level}_pass_rate"] = curriculum.running_pass_rate(level)
     return row

@@ -31,7 +31,7 @@ from execrl.rl.episode_rollouts import EpisodeGroups
 from execrl.rl.eval_spec import heldout_spec
 from execrl.rl.groups import Gathered, gather
 from execrl.rl.heldout import heldout_pass_at_1, heldout_pass_at_1_by_turn
-from execrl.rl.metrics import MetricsLog, step_metrics
+from execrl.rl.metrics import MetricsLog, mix_metrics, step_metrics
 from execrl.rl.progress import IdleWatch, Progress, StopRequest, setup_warnings
 from execrl.rl.rollout import Rollouts
 from execrl.tasks.schema import Task
@@ -83,6 +83,7 @@ def train_step(run: Run, step: int) -> tuple[dict[str, Any], Gathered]:
     run.engine.sync_weights(run.built.policy.model)  # the next rollouts sample the new policy
     row = step_metrics(step, got, update, gathered - start, time.perf_counter() - gathered,
                        run.nodes)  # fmt: skip
+    row.update(mix_metrics(got.every, run.built.sampler))  # per source, curriculum level
     return row, got
 
 

@@ -6,6 +6,7 @@ to disk, so a failed start leaves no run directory (`rl.run` makes it once set-u
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import time
@@ -18,9 +19,11 @@ import torch
 from execrl.models import LoraSpec, load_policy, reference_from
 from execrl.models.prompting import with_signature_prompts
 from execrl.rl import dist
-from execrl.rl.config import TrainConfig
+from execrl.rl.config import ConfigError, TrainConfig
+from execrl.rl.curriculum import Curriculum, TaskMix
 from execrl.rl.prompts import PromptSampler
 from execrl.rl.trainer import Learner
+from execrl.tasks.difficulty import difficulty_level
 from execrl.tasks.schema import Task
 
 
@@ -38,11 +41,15 @@ def build(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | N
     c = config
     random.seed(c.run.seed)
     torch.manual_seed(c.run.seed)
-    tasks = tasks if tasks is not None else load_tasks(c.data.train, "train", c.data.n_train, c)
+    if tasks is None:
+        tasks, mix = load_mix(c)
+    else:
+        mix = TaskMix.single(len(tasks), "tasks", levels_of(tasks, c))
+    curriculum = curriculum_for(c, mix)  # before the model loads: its errors are the config's
     heldout = heldout if heldout is not None else (
         load_tasks(c.data.heldout, "test", c.data.n_heldout, c) if c.data.heldout else [])  # fmt: skip
     if not tasks:
-        raise ValueError(f"data.train = {c.data.train!r} gave no tasks: nothing to train on")
+        raise ValueError("the training set is empty: nothing to train on")
     if c.data.signature_prompt:
         tasks, heldout = with_signature_prompts(tasks), with_signature_prompts(heldout)
     device = c.model.device
@@ -74,7 +81,7 @@ def build(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | N
     learner = Learner(c, policy.model, reference, value_head, optimizer, scheduler,
                       policy.tokenizer.pad_token_id)  # fmt: skip
     sampler = PromptSampler(len(tasks), c.run.seed, c.rl.prompt_sampler, c.rl.pass_rate_target,
-                            c.rl.pass_rate_decay)  # fmt: skip
+                            c.rl.pass_rate_decay, mix, curriculum)  # fmt: skip
     return Setup(c, policy, learner, sampler, tasks, heldout)
 
 
@@ -116,3 +123,78 @@ def load_tasks(source: str, split: str, n: int, c: TrainConfig) -> list[Task]:
     from execrl.tasks.registry import load_benchmark
 
     return load_benchmark(source, reference_runner=sandbox_runner())[:n]
+
+
+def load_mix(c: TrainConfig) -> tuple[list[Task], TaskMix]:
+    """The tasks of every source in data.train, in its order (at most data.n_train each), and
+    where each came from. An id two sources share gets its source's name as a prefix."""
+    names = source_names(c.data.train)
+    parts = []
+    for spec in c.data.train:
+        part = load_tasks(spec, "train", c.data.n_train, c)
+        if not part:
+            raise ValueError(f"data.train: {spec!r} gave no tasks: nothing to train on")
+        parts.append(part)
+    seen: dict[str, int] = {}
+    for s, part in enumerate(parts):
+        for task in part:
+            seen[task.id] = seen.get(task.id, 0) | 1 << s  # the sources that have this id
+    shared = {i for i, mask in seen.items() if mask & (mask - 1)}  # more than one bit
+    parts = [[dataclasses.replace(t, id=f"{name}/{t.id}") if t.id in shared else t for t in part]
+             for name, part in zip(names, parts, strict=True)]  # fmt: skip
+    tasks = [t for part in parts for t in part]
+    source_of = tuple(s for s, part in enumerate(parts) for _ in part)
+    weights = tuple(c.data.weights) or (1.0,) * len(names)
+    return tasks, TaskMix(names, weights, source_of, levels_of(tasks, c))
+
+
+def source_names(specs: list[str]) -> tuple[str, ...]:
+    """Each source's name in the log: its spec, a file path cut to the file's name
+    (codecontests:/data/cc.jsonl -> codecontests:cc.jsonl) unless two would then be the same."""
+    from execrl.tasks.registry import is_path_benchmark
+
+    def short(spec: str) -> str:
+        if spec.startswith("jsonl:") or is_path_benchmark(spec):
+            kind, _, path = spec.partition(":")
+            return f"{kind}:{Path(path).name}"
+        return spec
+
+    names = [short(s) for s in specs]
+    return tuple(n if names.count(n) == 1 else s for n, s in zip(names, specs, strict=True))
+
+
+def levels_of(tasks: list[Task], c: TrainConfig) -> tuple[int, ...]:
+    """Each task's difficulty level (`tasks.difficulty`) when a curriculum needs them, else 0."""
+    if c.data.curriculum == "none":
+        return (0,) * len(tasks)
+    levels = []
+    for task in tasks:
+        try:
+            levels.append(difficulty_level(task.metadata.get("difficulty")))
+        except ValueError as e:
+            raise ConfigError(
+                f"data.curriculum = {c.data.curriculum!r}: task {task.id}: {e}; give the task a "
+                "known difficulty, or train without a curriculum"
+            ) from None
+    return tuple(levels)
+
+
+def curriculum_for(c: TrainConfig, mix: TaskMix) -> Curriculum | None:
+    d = c.data
+    if d.curriculum == "none":
+        return None
+    levels = mix.levels()
+    if not levels:
+        raise ConfigError(
+            f"data.curriculum = {d.curriculum!r}, but no training task has a difficulty level "
+            f"(sources: {', '.join(mix.names)}); train on sources with levels, e.g. "
+            "synthetic:difficulty=mixed or apps:PATH, or set data.curriculum = 'none'"
+        )
+    if d.curriculum_opens and len(d.curriculum_opens) != len(levels):
+        raise ConfigError(
+            f"data.curriculum_opens has {len(d.curriculum_opens)} entries, but the training "
+            f"tasks have {len(levels)} difficulty levels ({', '.join(map(str, levels))}); give "
+            "one fraction of run.steps per level, easiest first"
+        )
+    return Curriculum(d.curriculum, levels, c.run.steps, tuple(d.curriculum_opens),
+                      d.curriculum_target, d.curriculum_window)  # fmt: skip
