@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
+from typing import Any, TypeVar
 
 from execrl.sandbox import isolation, languages, memcg, syscalls
 from execrl.sandbox.job import Job
 from execrl.sandbox.limits import Limits
-from execrl.sandbox.pool import Sandbox, SandboxUnavailable
+from execrl.sandbox.pool import Sandbox, SandboxConfig, SandboxUnavailable
+from execrl.sandbox.server_config import ServerConfig
+
+T = TypeVar("T")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,21 +42,40 @@ def _register_serve(ssub: argparse._SubParsersAction) -> None:
         help="serve the sandbox over HTTP (SandboxFusion's /run_code and graded runs)",
         description="Needs the server extra: pip install 'execrl[server]'.",
     )
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8080, help="0: any free port (printed on stderr)")
-    s.add_argument("--workers", type=int, default=2, help="fork-server workers (per Ray actor)")
-    s.add_argument("--max-queue", type=int, default=256, help="queued runs before 503")
-    s.add_argument("--max-retries", type=int, default=2, help="retries of SANDBOX_ERROR runs")
+    # The defaults are ServerConfig's and its SandboxConfig's (one default per field): None
+    # here means "not given".
+    server, box = ServerConfig(), SandboxConfig()
+    s.add_argument("--host", default=None, help=f"default {server.host}")
     s.add_argument(
-        "--max-timeout", type=float, default=120.0, help="largest timeout a request may set"
-    )
+        "--port", type=int, default=None,
+        help=f"0: any free port, printed on stderr (default {server.port})",
+    )  # fmt: skip
+    s.add_argument(
+        "--workers", type=int, default=None,
+        help=f"fork-server workers, per Ray actor (default {box.workers})",
+    )  # fmt: skip
+    s.add_argument(
+        "--max-queue", type=int, default=None,
+        help=f"queued runs before 503 (default {server.max_queue})",
+    )  # fmt: skip
+    s.add_argument(
+        "--max-retries", type=int, default=None,
+        help=f"retries of SANDBOX_ERROR runs (default {box.max_retries})",
+    )  # fmt: skip
+    s.add_argument(
+        "--max-timeout", type=float, default=None,
+        help=f"largest timeout a request may set (default {server.max_timeout_s:g})",
+    )  # fmt: skip
     s.add_argument(
         "--token-env",
         default="EXECRL_SANDBOX_TOKEN",
         help="environment variable holding the bearer token (unset or empty: no authentication)",
     )
     s.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster ('local': start one)")
-    s.add_argument("--ray-actors", type=int, default=2, help="sandbox actors on the Ray cluster")
+    s.add_argument(
+        "--ray-actors", type=int, default=None,
+        help=f"sandbox actors on the Ray cluster (default {box.ray_actors})",
+    )  # fmt: skip
     s.add_argument("--allow-weaker-sandbox", action="store_true")
     s.set_defaults(handler=run_serve)
 
@@ -60,7 +84,7 @@ def run_serve(args: argparse.Namespace) -> int:
     import os
 
     try:
-        from execrl.sandbox.server import ServerConfig, serve
+        from execrl.sandbox.server import serve
     except ImportError as exc:
         print(
             f"execrl sandbox serve: error: {exc.name or exc} is not installed; "
@@ -70,26 +94,36 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
     for name, value, low in (("--workers", args.workers, 1), ("--max-queue", args.max_queue, 1),
                              ("--max-retries", args.max_retries, 0), ("--ray-actors", args.ray_actors, 1)):  # fmt: skip
-        if value < low:
+        if value is not None and value < low:
             print(f"execrl sandbox serve: error: {name} must be at least {low}", file=sys.stderr)
             return 2
-    config = ServerConfig(
+    ray = {"backend": "ray", "ray_address": args.ray} if args.ray is not None else {}
+    sandbox = _given(
+        SandboxConfig(),
+        workers=args.workers,
+        max_retries=args.max_retries,
+        ray_actors=args.ray_actors,
+        allow_missing_layers=args.allow_weaker_sandbox or None,
+        **ray,
+    )
+    config = _given(
+        ServerConfig(sandbox=sandbox),
         host=args.host,
         port=args.port,
-        workers=args.workers,
         max_queue=args.max_queue,
-        max_retries=args.max_retries,
         max_timeout_s=args.max_timeout,
         token=os.environ.get(args.token_env) or None,
-        allow_weaker_sandbox=args.allow_weaker_sandbox,
-        ray_address=args.ray,
-        ray_actors=args.ray_actors,
     )
     try:
         return serve(config)
     except (SandboxUnavailable, OSError) as exc:
         print(f"execrl sandbox serve: error: {exc}", file=sys.stderr)
         return 2
+
+
+def _given(config: T, **flags: Any) -> T:
+    """`config` with the flags that were given (not None) in place of its defaults."""
+    return dataclasses.replace(config, **{k: v for k, v in flags.items() if v is not None})
 
 
 def run_doctor(args: argparse.Namespace) -> int:

@@ -337,25 +337,15 @@ def _request_job(build: Any, *args: Any) -> Job:
 
 
 def make_backend(config: ServerConfig) -> Backend:
-    if config.ray_address is not None:
-        from execrl.sandbox.ray_backend import RaySandbox
+    """The sandbox `config.sandbox` names, as `execrl train` and `execrl eval` open it; Ray
+    actors queue the runs themselves, the local pool behind a dispatcher that does."""
+    from execrl.sandbox.backend import open_sandbox
 
-        return RaySandbox(
-            address=config.ray_address,
-            actors=config.ray_actors,
-            workers_per_actor=config.workers,
-            max_queue=config.max_queue,
-            allow_missing_layers=config.allow_weaker_sandbox,
-        )
+    if config.sandbox.backend == "ray":
+        return open_sandbox(config.sandbox, max_queue=config.max_queue)
     from execrl.sandbox.dispatch import Dispatcher
-    from execrl.sandbox.pool import Sandbox
 
-    sb = Sandbox(
-        workers=config.workers,
-        allow_missing_layers=config.allow_weaker_sandbox,
-        max_retries=config.max_retries,
-    )
-    return Dispatcher(sb, max_queue=config.max_queue)
+    return Dispatcher(open_sandbox(config.sandbox), max_queue=config.max_queue)
 
 
 def serve(config: ServerConfig) -> int:

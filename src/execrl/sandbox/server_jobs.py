@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from fastapi import HTTPException
@@ -15,31 +14,9 @@ from pydantic import BaseModel, ConfigDict
 from execrl.sandbox import languages, wire
 from execrl.sandbox.job import Job
 from execrl.sandbox.limits import Limits
+from execrl.sandbox.server_config import ServerConfig
 from execrl.sandbox.verdict import ExecutionResult, Verdict
 from execrl.tasks.schema import Compare, StdioCase, StdioTests
-
-
-@dataclass(frozen=True, slots=True)
-class ServerConfig:
-    host: str = "127.0.0.1"
-    port: int = 8080  # 0: any free port (printed on stderr)
-    workers: int = 2  # fork-server workers (per Ray actor with --ray)
-    max_queue: int = 256  # runs waiting for a worker; beyond it 503 + Retry-After
-    max_batch: int = 256  # runs in one /v1/run_batch request
-    max_body_bytes: int = 16 << 20  # request body
-    max_code_bytes: int = 1 << 20  # one program
-    max_stdin_bytes: int = 8 << 20  # stdin of one run (or one test case)
-    max_files_bytes: int = 16 << 20  # decoded `files` of one run
-    max_timeout_s: float = 120.0  # largest run or compile timeout a request may ask for
-    max_memory_mb: int = 8192
-    retry_after_s: int = 1
-    token: str | None = None  # bearer token; None: no authentication
-    max_retries: int = 2  # extra attempts for a run that ended in SANDBOX_ERROR
-    allow_weaker_sandbox: bool = False
-    ray_address: str | None = None  # run on a Ray cluster instead of local workers
-    ray_actors: int = 2
-    graceful_timeout_s: float = 30.0  # time given to requests in flight at shutdown
-
 
 # -- request models ------------------------------------------------------------------------
 
