@@ -114,10 +114,17 @@ class RLConfig:
     lam: float = 0.95  # PPO: GAE lambda
     vf_coef: float = 0.5  # PPO: value loss weight
     value_clip: float = 0.2  # PPO: value clip range
-    # sampling.engine = "vllm": each token's loss weighted by min(pi_old / mu, tis_cap), the
-    # trainer's over the engine's probability (truncated importance sampling, `rl.tis`)
+    # sampling.engine = "vllm" or rl.max_staleness > 0: each token's loss weighted by
+    # min(pi_old / mu, tis_cap), the trainer's over the behaviour policy's probability
+    # (truncated importance sampling, `rl.tis`)
     tis_cap: float = 2.0
 
+    # Asynchronous training: k > 0 generates the next steps' rollouts on a background thread
+    # (on a copy of the policy; vLLM: in the engine) while the update runs; step t trains on
+    # rollouts of the policy after update t - k (exactly min(t, k) versions old), pi_old
+    # recomputed with the current weights, the stale behaviour corrected by tis_cap
+    # (`rl.async_rollouts`). 0: synchronous, the same run bit for bit. One process only
+    max_staleness: int = 0
 
 @dataclass
 class OptimConfig:
@@ -373,6 +380,8 @@ def validate(config: TrainConfig, where: str = "config") -> None:
     if config.rl.tis_cap < 1:
         raise ConfigError(f"{where}: rl.tis_cap must be at least 1")
     if config.sampling.engine == "vllm" and importlib.util.find_spec("vllm") is None:
+    if config.rl.max_staleness < 0:
+        raise ConfigError(f"{where}: rl.max_staleness must be at least 0 (0: synchronous)")
         from execrl.models.vllm_engine import INSTALL_HINT
 
         raise ConfigError(f"{where}: {INSTALL_HINT}")

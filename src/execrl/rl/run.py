@@ -1,17 +1,21 @@
 """A whole training run: set-up, the step loop, held-out pass@1 before and after, checkpoints.
 
 One step reads top to bottom in `train_step`: draw prompts -> sample -> score -> filter groups
-(`groups.gather`, with DAPO's bounded refills) -> advantages -> update -> log.
+(`groups.gather`, with DAPO's bounded refills) -> advantages -> update -> log. With
+`rl.max_staleness` = k > 0 the first stages run ahead on a rollout thread, from a policy k
+updates old (`rl.async_rollouts`), while the update runs.
 
 The run directory holds `config.toml` (resolved), `metrics.jsonl` (one line per step),
 `flagged.jsonl` (samples the reward flagged), `checkpoint/state.pt` (everything `--resume`
-needs), `final/` (the policy in Hugging Face format: with LoRA the adapter, and with
-`run.merge_lora` the merged model) and `summary.json`. It is made only once set-up succeeded.
+needs; an asynchronous run adds `prefetched-<step>.pt`, the batches gathered ahead), `final/`
+(the policy in Hugging Face format: with LoRA the adapter, and with `run.merge_lora` the merged
+model) and `summary.json`. It is made only once set-up succeeded.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -25,8 +29,16 @@ from execrl.models.sampling import uses_chat_template
 from execrl.rewards.config import node_names
 from execrl.rewards.scorer import RewardScorer
 from execrl.rl import dist, setup
+from execrl.rl.async_rollouts import (
+    Prefetcher,
+    load_prefetched,
+    policy_copy,
+    prune_prefetched,
+    save_prefetched,
+    staleness_summary,
+)
 from execrl.rl.checkpoint import load_checkpoint, save_checkpoint
-from execrl.rl.config import TrainConfig, to_toml
+from execrl.rl.config import ConfigError, TrainConfig, to_toml
 from execrl.rl.episode_rollouts import EpisodeGroups
 from execrl.rl.eval_spec import heldout_spec
 from execrl.rl.groups import Gathered, gather
@@ -67,24 +79,41 @@ class Run:
     engine: RolloutEngine
     rollouts: Rollouts
     nodes: list[str]  # the reward tree's node names: each is logged as reward/<name>
+    rollouts_on: Callable[[RolloutEngine], Rollouts]  # the rollout stage on another engine
+    prefetch: Prefetcher | None = None  # rl.max_staleness > 0: the rollout thread
 
 
 def train_step(run: Run, step: int) -> tuple[dict[str, Any], Gathered]:
     """One step, top to bottom; returns its metrics row and what it gathered."""
-    c, learner = run.config, run.built.learner
+    learner = run.built.learner
     start = time.perf_counter()
-    # draw prompts -> sample -> score -> filter groups (refilled while too few are informative)
-    got = gather(run.built.sampler, run.rollouts, c.rl.group_size, c.rl.groups_per_step,
-                 c.rl.dynamic_sampling, c.rl.max_sample_rounds, step)  # fmt: skip
+    if run.prefetch is None:  # draw prompts -> sample -> score -> filter groups (refills)
+        got, sampled = _gather(run, run.rollouts, step)
+    else:  # gathered ahead by the rollout thread, from a policy at most rl.max_staleness old
+        ahead = run.prefetch.take(step)
+        got, sampled = ahead.gathered, {**ahead.sampled, "async/staleness": ahead.staleness}
     gathered = time.perf_counter()
     denominator = learner.denominator(got.kept)  # the global batch's tokens or sequences
     batches = learner.advantages(got.local) if denominator else []  # (B, T) records
     update = learner.update(batches, denominator)
-    run.engine.sync_weights(run.built.policy.model)  # the next rollouts sample the new policy
+    if run.prefetch is None:
+        run.engine.sync_weights(run.built.policy.model)  # the next rollouts sample the new policy
+    else:  # version step + 1; the rollout thread loads it when a step's batch needs it
+        run.prefetch.publish(step + 1, run.built.policy.model)
     row = step_metrics(step, got, update, gathered - start, time.perf_counter() - gathered,
                        run.nodes)  # fmt: skip
-    row.update(mix_metrics(got.every, run.built.sampler))  # per source, curriculum level
+    row.update(sampled)
     return row, got
+
+
+def _gather(run: Run, rollouts: Rollouts, step: int) -> tuple[Gathered, dict[str, Any]]:
+    """Draw prompts, sample and score their groups, keep the informative ones (refilled while
+    too few are), with what the prompt sampler says of the step (per source, curriculum level),
+    read right after its draws: a rollout thread may be drawing the next step's by the update."""
+    c = run.config
+    got = gather(run.built.sampler, rollouts, c.rl.group_size, c.rl.groups_per_step,
+                 c.rl.dynamic_sampling, c.rl.max_sample_rounds, step)  # fmt: skip
+    return got, mix_metrics(got.every, run.built.sampler)
 
 
 def train(config: TrainConfig, *, tasks: list[Task] | None = None, heldout: list[Task] | None = None,
@@ -96,6 +125,13 @@ def train(config: TrainConfig, *, tasks: list[Task] | None = None, heldout: list
     from execrl.sandbox.backend import open_sandbox
 
     start = time.time()
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if config.rl.max_staleness and world > 1:  # the thread's all-gathers would cross the update's
+        raise ConfigError(
+            f"rl.max_staleness = {config.rl.max_staleness} with {world} processes (WORLD_SIZE): "
+            "asynchronous training runs in one process; set rl.max_staleness = 0 to train on "
+            "several, or run one process"
+        )
     dist.init_from_env()
     talk = not quiet and dist.rank() == 0
     log = (lambda msg: print(msg, file=sys.stderr, flush=True)) if talk else (lambda msg: None)
@@ -113,16 +149,23 @@ def train(config: TrainConfig, *, tasks: list[Task] | None = None, heldout: list
         params = SamplingParams(c.sampling.temperature, c.sampling.top_p,
                                 c.sampling.max_new_tokens, tuple(c.sampling.stop))  # fmt: skip
         train_ids = encode_prompts(tok, [t.prompt for t in built.tasks], chat=chat)
-        rollouts = Rollouts(engine, tok, built.tasks, train_ids, scorer, params, c.run.seed,
-                            c.sampling.groups_per_generate)  # fmt: skip
-        if c.env.name != "single":  # a rollout is an episode of several turns
-            rollouts.episodes = EpisodeGroups(c.env, scorer, engine, tok, built.tasks, params,
-                                              uses_chat_template(tok, chat))  # fmt: skip
+
+        def rollouts_on(engine: RolloutEngine) -> Rollouts:
+            out = Rollouts(engine, tok, built.tasks, train_ids, scorer, params, c.run.seed,
+                           c.sampling.groups_per_generate)  # fmt: skip
+            if c.env.name != "single":  # a rollout is an episode of several turns
+                out.episodes = EpisodeGroups(c.env, scorer, engine, tok, built.tasks, params,
+                                             uses_chat_template(tok, chat))  # fmt: skip
+            return out
+
+        rollouts = rollouts_on(engine)
         run_dir = setup.run_directory(c)  # set-up succeeded: from here the run has a directory
-        run = Run(c, run_dir, built, engine, rollouts, node_names(scorer.reward))
+        run = Run(c, run_dir, built, engine, rollouts, node_names(scorer.reward), rollouts_on)
         try:
             summary = _loop(run, sandbox, log, quiet, observer)
         finally:
+            if run.prefetch is not None:
+                run.prefetch.close()
             rollouts.close()
             engine.close()
     summary.update(seconds=round(time.time() - start, 1), run_dir=str(run_dir))
@@ -155,6 +198,8 @@ def _loop(run: Run, sandbox: Any, log: Callable[[str], None], quiet: bool,
     idle = IdleWatch(log, c.rl.dynamic_sampling)
     step = first_step
     with StopRequest() as stop:
+        if c.rl.max_staleness:  # after the held-out evaluation: the thread seeds torch's RNG
+            run.prefetch = _prefetcher(run, first_step)
         while step < c.run.steps and not _stopping(stop):
             row, got = train_step(run, step)
             idle.step(row)
@@ -164,9 +209,13 @@ def _loop(run: Run, sandbox: Any, log: Callable[[str], None], quiet: bool,
             progress.step(row)
             step += 1
             if c.run.checkpoint_every and step % c.run.checkpoint_every == 0:
-                save_checkpoint(run.run_dir, step, built.learner, built.sampler, summary)
+                _checkpoint(run, step, summary)
     progress.close()
-    save_checkpoint(run.run_dir, step, built.learner, built.sampler, summary)
+    _checkpoint(run, step, summary)
+    if run.prefetch is not None:  # the thread is done; the engine takes the final policy
+        run.prefetch.close()
+        run.engine.sync_weights(built.policy.model)
+        summary.update(staleness_summary(metrics.rows))
     if step < c.run.steps:
         log(f"stopped at step {step} of {c.run.steps}; checkpoint saved. Resume with:\n"
             f"    execrl train --resume {run.run_dir}")  # fmt: skip
@@ -181,6 +230,37 @@ def _loop(run: Run, sandbox: Any, log: Callable[[str], None], quiet: bool,
                    reward_last=metrics.last("reward_mean"))  # fmt: skip
     telemetry.end(summary)
     return summary
+
+
+def _prefetcher(run: Run, first_step: int) -> Prefetcher:
+    """The rollout thread (`rl.async_rollouts`), on its own copy of the policy; a vLLM engine
+    holds its own weights, which only the thread pushes to and samples while the steps run."""
+    c, policy = run.config, run.built.policy
+    shadow = policy_copy(policy.model)
+    own = run.engine.name != "vllm"
+    engine = make_engine(run.engine.name, shadow, policy.tokenizer) if own else run.engine
+    rollouts = run.rollouts_on(engine)
+    queued = load_prefetched(run.run_dir, first_step) if c.run.resume else []
+
+    def close() -> None:
+        rollouts.close()
+        if own:
+            engine.close()
+
+    return Prefetcher(lambda step: _gather(run, rollouts, step), shadow, engine,
+                      c.rl.max_staleness, first_step, c.run.steps, queued,
+                      close).start(policy.model)  # fmt: skip
+
+
+def _checkpoint(run: Run, step: int, summary: dict[str, Any]) -> None:
+    """checkpoint/state.pt; an asynchronous run first lets its thread gather what it may (it
+    then waits, the sampler at rest) and saves the batches gathered ahead beside it."""
+    built = run.built
+    if run.prefetch is not None and dist.rank() == 0:
+        save_prefetched(run.run_dir, step, run.prefetch.drain())
+    save_checkpoint(run.run_dir, step, built.learner, built.sampler, summary)
+    if run.prefetch is not None and dist.rank() == 0:
+        prune_prefetched(run.run_dir, step)
 
 
 def _stopping(stop: StopRequest) -> bool:

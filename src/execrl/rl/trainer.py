@@ -84,9 +84,10 @@ class Learner:
             rl.clip_low, rl.clip_high, rl.kl_coef if rl.kl_in == "loss" else 0.0,
             rl.entropy_coef, rl.vf_coef, rl.value_clip, rl.tis_cap,
         )  # fmt: skip
-        # An engine with its own kernels (vLLM) samples from mu != pi_old: the loss takes the
-        # trainer's own log-probs and truncated importance weights (`rl.tis`)
-        self.recompute_old = config.sampling.engine == "vllm"
+        # An engine with its own kernels (vLLM), or an older policy (rl.max_staleness), samples
+        # from mu != pi_old: the loss takes the trainer's own log-probs and truncated importance
+        # weights (`rl.tis`)
+        self.recompute_old = config.sampling.engine == "vllm" or config.rl.max_staleness > 0
         self.device = next(model.parameters()).device
 
     def counts(self, s: Scored) -> bool:
