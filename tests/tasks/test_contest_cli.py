@@ -84,11 +84,10 @@ def test_a_completion_for_a_prose_prompt_is_its_fenced_code(tmp_path):
 
 def test_per_problem_limits_reach_the_job():
     """CodeContests' 1.5 s and 256 MB, scaled (x2 time; memory floor 256 MiB), are the job's."""
-    from execrl.eval.evaluate import _jobs_for
-    from execrl.eval.samples import Sample
+    from execrl.rewards.grading import grading_jobs
 
     task = load_benchmark(spec("codecontests"))[0]
-    (job,) = _jobs_for(Sample(task.id, "print(1)", "-", {}), task, "solution", None)
+    (job,) = grading_jobs(task, "print(1)", None)
     assert job.limits.test_wall_s == 3.0
     assert job.limits.memory_mb == 256
     assert job.limits.wall_s == 3.0 * 4 + 1

@@ -11,6 +11,7 @@ from execrl.eval.evaluate import (
     evaluate,
     match_samples,
     result_record,
+    runs_needed,
     summarize,
     write_jsonl_atomic,
 )
@@ -87,9 +88,9 @@ def run_eval_samples(args: argparse.Namespace) -> int:
         with Sandbox(
             workers=args.workers, allow_missing_layers=args.allow_weaker_sandbox
         ) as sandbox:
-            with progress_bar(len(samples), "eval-samples") as advance:
+            with progress_bar(runs_needed(samples, tasks), "eval-samples") as advance:
                 results = evaluate(samples, tasks, fmt, sandbox, limits, progress=advance)
-    except SandboxUnavailable as exc:
+    except (SandboxUnavailable, TaskDataError) as exc:
         print(f"execrl eval-samples: error: {exc}", file=sys.stderr)
         return 2
     summary = summarize(args.benchmark, results, unknown)

@@ -22,10 +22,11 @@ from typing import Any
 
 from execrl.eval.as_trained import benchmark_for
 from execrl.eval.commands import print_summary
-from execrl.eval.evaluate import DEFAULT_LIMITS, write_jsonl_atomic
+from execrl.eval.evaluate import write_jsonl_atomic
 from execrl.eval.generation import stops_for
 from execrl.models.backends import ServerError
 from execrl.rewards.config import RewardConfig
+from execrl.rewards.grading import DEFAULT_LIMITS
 from execrl.rewards.scorer import RewardScorer
 from execrl.rl.episodes import EnvConfig, Episode, make_env, run_episodes, run_text_episodes
 from execrl.rl.episodes.visible import visible_tests

@@ -21,7 +21,13 @@ from pathlib import Path
 
 from execrl.eval.as_trained import benchmark_for, evaluate_as_trained, spec_for
 from execrl.eval.commands import print_summary
-from execrl.eval.evaluate import evaluate, result_record, summarize, write_jsonl_atomic
+from execrl.eval.evaluate import (
+    evaluate,
+    result_record,
+    runs_needed,
+    summarize,
+    write_jsonl_atomic,
+)
 from execrl.eval.generation import GenerationMeta, SamplesFile, first_n, generate_missing
 from execrl.progress import progress_bar
 from execrl.rl.eval_spec import HeldoutSpec
@@ -165,7 +171,7 @@ def run_eval(args: argparse.Namespace) -> int:
     limits = None if args.timeout is None else Limits(wall_s=args.timeout)
     try:
         with Sandbox(workers=args.workers, allow_missing_layers=args.allow_weaker_sandbox) as sb:
-            with progress_bar(len(samples), "evaluate") as advance:
+            with progress_bar(runs_needed(samples, tasks), "evaluate") as advance:
                 results = evaluate(samples, tasks, "solution", sb, limits, progress=advance)
     except (SandboxUnavailable, TaskDataError) as exc:
         return _fail(str(exc))

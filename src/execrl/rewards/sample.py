@@ -34,6 +34,9 @@ class Sample:
     noise_flipped: bool = False  # injected label noise reversed `result`
     # raw results of execution-free analyses the scorer ran ahead (analysis.py); None: none
     analyses: Mapping[Analysis, Any] | None = None
+    # EvalPlus tasks: the base and the plus runs that `result` combines (`grading.py`)
+    base_result: ExecutionResult | None = None
+    plus_result: ExecutionResult | None = None
 
     def execution(self, tests: str = "hidden") -> ExecutionResult:
         """The result of `tests` ("hidden" or "visible"); tasks without visible tests fall back

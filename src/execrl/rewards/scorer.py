@@ -1,8 +1,9 @@
 """Scoring batches: build programs, run them in the sandbox, reward, flag, penalise, credit.
 
-The one scoring path of execrl: `execrl train`'s rollouts, `execrl eval`, the TRL and verl
-adapters all score completions through `RewardScorer.score_samples` (or `score`, which adds the
-monitor's per-step counts):
+The one scoring path of execrl: `execrl train`'s rollouts, `execrl eval` and `eval-samples`,
+the TRL and verl adapters all score completions through `RewardScorer.score_samples` (or `score`,
+which adds the monitor's per-step counts; or `score_programs` for programs the caller built, as
+a benchmark's official harness builds them):
 
     with RewardScorer(RewardConfig.load("run.toml")) as scorer:
         results = scorer.score(tasks, completions, offsets=offsets, step=step)
@@ -11,6 +12,9 @@ monitor's per-step counts):
 
 Here, and only here: no code in a completion is a SYNTAX_ERROR run flagged `no_code`; a
 SANDBOX_ERROR (infrastructure, never the program's fault) masks the sample whatever the tree.
+Every program is graded on its task's test groups as the official harness grades it
+(`grading.py`: EvalPlus's base and plus as two runs), with one limit for every run or, with
+`task_limits=True`, each task's own.
 
 Samples are executed `chunk_size` at a time, two chunks in flight, the next running in the
 sandbox while the current one is scored: memory stays bounded and scoring hides behind execution.
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -32,6 +36,7 @@ from execrl.rewards.analyser import Analyser, Pending, analyses_of
 from execrl.rewards.base import TOKENS, VISIBLE, Reward
 from execrl.rewards.config import RewardConfig, check_names
 from execrl.rewards.extract import defines, extract_code
+from execrl.rewards.grading import graded, graded_alike, grading_jobs
 from execrl.rewards.monitor import RewardMonitor
 from execrl.rewards.noise import FlakinessReport, NoiseInjector, measure_flakiness
 from execrl.rewards.result import Flag, RewardResult, masked_result
@@ -90,10 +95,12 @@ class RewardScorer:
         reward: Reward | None = None,
         monitor: RewardMonitor | None = None,
         limits: Limits | None = None,
+        task_limits: bool = False,
     ) -> None:
         """`reward` overrides `config.tree` with a Python object; `sandbox` (a Sandbox) is used
         as is and not closed; without one the scorer starts its own on first use. `limits`
-        (each run's) default to the config's."""
+        (each run's) default to the config's; `task_limits` grades the hidden tests with each
+        task's own limits instead (`grading.task_limits`: what its benchmark's harness gives)."""
         self.config = config or RewardConfig()
         self.reward = reward if reward is not None else self.config.reward()
         check_names(self.reward)
@@ -109,6 +116,7 @@ class RewardScorer:
         self.last_metrics: dict[str, float] = {}
         box = self.config.sandbox
         self.limits = limits or Limits(wall_s=box.wall_s, memory_mb=box.memory_mb)
+        self.task_limits = task_limits
         self._noise = NoiseInjector(self.config.noise)
         self._sandbox = sandbox
         self._own_sandbox = sandbox is None
@@ -170,10 +178,16 @@ class RewardScorer:
     ) -> list[ScoredSample]:
         """The scoring path: build each program, execute it (the analyses run meanwhile in the
         analysis workers), reward it. Keeps no state: the trainer calls it from a thread."""
-        samples = self.samples(tasks, completions, offsets, n_tokens)
+        return self.score_programs(self.samples(tasks, completions, offsets, n_tokens))
+
+    def score_programs(
+        self, samples: Sequence[Sample], progress: Callable[[int], None] | None = None
+    ) -> list[ScoredSample]:
+        """`score_samples` from its second stage: samples whose program is built (`samples`, or
+        a benchmark's harness: `execrl eval`). `progress(n)` is told of each run that ends."""
         return [
             ScoredSample(_light(sample, keep_offsets=True), self.score_sample(sample))
-            for executed in self._executed_chunks(samples)
+            for executed in self._executed_chunks(list(samples), progress)
             for sample in executed
         ]
 
@@ -223,7 +237,9 @@ class RewardScorer:
 
     # -- execution ---------------------------------------------------------------------------
 
-    def _executed_chunks(self, samples: list[Sample]) -> Iterator[list[Sample]]:
+    def _executed_chunks(
+        self, samples: list[Sample], progress: Callable[[int], None] | None = None
+    ) -> Iterator[list[Sample]]:
         """Chunks in order, two executing at a time: the sandbox's pool is shared safely, so the
         next chunk fills workers the current one's stragglers leave idle (no barrier). Each
         chunk's analyses start with its execution; once a chunk has executed, the next one
@@ -237,7 +253,7 @@ class RewardScorer:
             def start() -> None:
                 chunk = next(chunks, None)
                 if chunk is not None:
-                    running = pool.submit(self.execute, chunk)  # first: the long pole
+                    running = pool.submit(self.execute, chunk, progress)  # the long pole
                     ahead = self._analyser.submit(chunk) if self._analyser is not None else None
                     pending.append((running, ahead))
 
@@ -251,41 +267,61 @@ class RewardScorer:
                     executed = self._analyser.attach(ahead, executed)
                 yield executed
 
-    def execute(self, samples: Sequence[Sample]) -> list[Sample]:
-        """Run the tests the reward needs; programs that could not be extracted are not run."""
-        # the hidden tests always run: pass rates are reported and hack flags read the run, even
-        # when the tree scores the text alone
-        run_hidden = True
+    def execute(
+        self, samples: Sequence[Sample], progress: Callable[[int], None] | None = None
+    ) -> list[Sample]:
+        """Run the tests the reward needs; programs that could not be extracted are not run.
+        The hidden tests always run, graded as the task's harness grades them (`grading.py`):
+        pass rates are reported and hack flags read the run, even when the tree scores the
+        text alone."""
         run_visible = VISIBLE in self.needs or self.config.run_visible
         jobs: list[Job] = []
         where: list[tuple[int, str]] = []
         for i, s in enumerate(samples):
             if s.program is None:
                 continue
-            if run_hidden:
-                jobs.append(self._job(s.task, s.program, s.task.tests))
+            limits = None if self.task_limits else self.limits
+            for job in grading_jobs(s.task, s.program, limits, **self._options):
+                jobs.append(job)
                 where.append((i, "hidden"))
             if run_visible and s.task.visible_tests is not None and len(s.task.visible_tests):
                 jobs.append(self._job(s.task, s.program, s.task.visible_tests))
                 where.append((i, "visible"))
-        ran = self.sandbox.run_many(jobs) if jobs else []
-        hidden: dict[int, ExecutionResult] = {}
+        ran = self._run(jobs, progress)
+        hidden: dict[int, list[ExecutionResult]] = {}
         visible: dict[int, ExecutionResult] = {}
         for (i, kind), r in zip(where, ran, strict=True):
-            (hidden if kind == "hidden" else visible)[i] = r
+            if kind == "hidden":
+                hidden.setdefault(i, []).append(r)
+            else:
+                visible[i] = r
         out = []
         for i, s in enumerate(samples):
-            h, flip = hidden.get(i), False
             if s.program is None:
-                h = no_code_result(s.task)
-            elif h is not None:
-                h, flip = self._noise(h)
-            out.append(replace(s, result=h, visible_result=visible.get(i), noise_flipped=flip))
+                runs = graded_alike(s.task, no_code_result(s.task))
+                out.append(replace(s, result=runs.result, base_result=runs.base,
+                                   plus_result=runs.plus))  # fmt: skip
+                continue
+            runs = graded(s.task, hidden[i])
+            result, flip = self._noise(runs.result)
+            out.append(replace(s, result=result, visible_result=visible.get(i),
+                               noise_flipped=flip, base_result=runs.base,
+                               plus_result=runs.plus))  # fmt: skip
         return out
 
+    def _run(self, jobs: list[Job], progress: Callable[[int], None] | None) -> list[Any]:
+        if not jobs:
+            return []
+        if progress is None:  # sandboxes of other kinds (the server's client) take no progress
+            return self.sandbox.run_many(jobs)
+        return self.sandbox.run_many(jobs, progress=progress)
+
+    @property
+    def _options(self) -> dict[str, Any]:
+        return {"stop_at_first_failure": self.config.stop_at_first_failure}
+
     def _job(self, task: Task, program: str, tests: Any) -> Job:
-        return Job.for_task(task, program, self.limits, tests,
-                            stop_at_first_failure=self.config.stop_at_first_failure)  # fmt: skip
+        return Job.for_task(task, program, self.limits, tests, **self._options)
 
     def flakiness(
         self,

