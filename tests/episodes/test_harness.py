@@ -96,8 +96,11 @@ def test_a_rewritten_history_is_masked_with_its_segments_named(scorer, tokenizer
     policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT])
     [episode] = run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer,
                                      harness("--rewrite"))  # fmt: skip
-    assert episode.masked and episode.trajectory is None
-    assert "rewrote its history: 2 segments" in episode.steps[-1].info.note
+    assert episode.masked and "rewrote its history: 2 segments" in episode.steps[-1].info.note
+    # the segment with the last call stands for the episode (masked: it is not trained on)
+    fresh = tokenizer(ADD.prompt + CHECK)["input_ids"]
+    assert policy.seen[1] == [fresh]
+    assert episode.trajectory.token_ids == tuple(fresh + policy.ids(RIGHT))
 
 
 def test_a_bad_harness_command_is_refused_naming_the_field():

@@ -10,8 +10,9 @@ import urllib.error
 import urllib.request
 
 import pytest
+import torch
 
-from execrl.models.sampling import SamplingParams
+from execrl.models.sampling import Completion, SamplingParams
 from execrl.rl.episodes.policy_server import PolicyServer, ServeSettings
 from execrl.rl.episodes.recorder import Recorder
 
@@ -91,8 +92,8 @@ def test_two_chat_calls_record_one_token_exact_trajectory(chat_tok):
     assert segment.turn_rewards == (0.0, 1.0) and segment.prompt_length == len(prompt)
     # each call's prompt ids extend the previous call's ids + completion: never re-tokenised
     assert policy.seen == [[prompt], [prompt + first + added]]
-    assert one["execrl"] == {"episode_id": "ep1", "call": 0, "segment": 0, "new_segment": True}
-    assert two["execrl"]["new_segment"] is False
+    assert one["execrl"] == {"episode_id": "ep1", "call": 0, "segment": 0, "extends": "new"}
+    assert two["execrl"]["extends"] == "exact"
     assert two["usage"] == {"prompt_tokens": b + len(added), "completion_tokens": len(second),
                             "total_tokens": b + len(added) + len(second)}  # fmt: skip
 
@@ -105,7 +106,7 @@ def test_a_rewritten_history_starts_a_new_segment(chat_tok):
         post(url, {"messages": messages(PROMPT)})
         # the harness drops its first answer: the text no longer extends the conversation
         _, two = post(url, {"messages": messages(PROMPT + "\n" + CHECK)})
-    assert two["execrl"] == {"episode_id": "ep", "call": 1, "segment": 1, "new_segment": True}
+    assert two["execrl"] == {"episode_id": "ep", "call": 1, "segment": 1, "extends": "new"}
     first, second = recorder.close("ep").trajectories(final_reward=1.0)
     rendered = f"<user>{PROMPT}\n{CHECK}{chat_tok.eos_token}\n<assistant>"
     fresh = chat_tok(rendered, add_special_tokens=False)["input_ids"]
@@ -220,3 +221,54 @@ def test_a_prompt_longer_than_the_context_is_refused_with_its_size(chat_tok):
         status, answer = post(server.url + "/v1/chat/completions", {"messages": messages(PROMPT)})
     assert status == 400 and "the model's context is 8" in answer["error"]["message"]
     assert policy.seen == []
+
+
+class HiddenTokens:
+    """An engine whose first answer holds tokens the harness never sees: a pad token mid-text
+    (special: dropped from the text) and a stop sequence (cut from the text)."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer, self.seen = tokenizer, []
+
+    def ids(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def generate(self, prompt_ids, params, *, n):
+        self.seen.append([list(p) for p in prompt_ids])
+        tok = self.tokenizer
+        if len(self.seen) == 1:  # "def f" <pad> "(x)" then the stop sequence "print"
+            ids = self.ids("def f") + [tok.pad_token_id] + self.ids("(x)") + self.ids("print")
+            text, finish = "def f(x)", "stop"
+        else:
+            ids, text, finish = self.ids("ok") + [tok.eos_token_id], "ok", "eos"
+        return [Completion(0, text, torch.tensor(prompt_ids[0]), torch.tensor(ids),
+                           torch.full((len(ids),), LOGPROB), finish)]  # fmt: skip
+
+
+def test_tokens_the_harness_never_saw_stay_as_sampled(chat_tok):
+    """The harness sends back the text it was shown (no pad, cut before the stop sequence):
+    the call extends the conversation as shown, and the model is given its own ids, pad and
+    stop sequence included, never a re-encoding of the shown text."""
+    engine = HiddenTokens(chat_tok)
+    recorder = Recorder(chat_tok, strict=True)
+    settings = ServeSettings(chat=True, sampling=RUN_SAMPLING, fixed_sampling=True)
+    recorder.open("ep")
+    with PolicyServer(engine, chat_tok, settings, recorder) as server:
+        url = server.url + "/e/ep/v1/chat/completions"
+        _, one = post(url, {"messages": messages(PROMPT), "stop": ["print"]})
+        assert one["choices"][0]["message"]["content"] == "def f(x)"
+        _, two = post(url, {"messages": messages(PROMPT, "def f(x)", CHECK)})
+    assert two["execrl"]["extends"] == "shown"
+    prompt = chat_tok(f"<user>{PROMPT}{chat_tok.eos_token}\n<assistant>",
+                      add_special_tokens=False)["input_ids"]  # fmt: skip
+    sampled = (
+        engine.ids("def f") + [chat_tok.pad_token_id] + engine.ids("(x)") + engine.ids("print")
+    )
+    # the template closes the shown answer with eos: that and the next turn are the new text
+    added = chat_tok.encode(f"{chat_tok.eos_token}\n<user>{CHECK}{chat_tok.eos_token}\n<assistant>",
+                            add_special_tokens=False)  # fmt: skip
+    assert engine.seen[1] == [prompt + sampled + added]
+    [segment] = recorder.close("ep").trajectories(final_reward=0.0)
+    assert [t for t, m in zip(segment.token_ids, segment.loss_mask, strict=True) if m] == (
+        sampled + engine.ids("ok") + [chat_tok.eos_token_id]
+    )

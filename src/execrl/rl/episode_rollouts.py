@@ -10,6 +10,7 @@ no loss, KL, entropy, advantage or per-token reward lands on them (`rl.trainer`)
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from typing import Any
 
@@ -42,10 +43,19 @@ class EpisodeGroups:
         return [scored[g * group_size : (g + 1) * group_size] for g in range(len(task_indices))]
 
     def episodes(self, tasks: list[Task]) -> list[Episode]:
+        if self.config.name == "harness":  # a user's agent program runs each episode
+            from execrl.rl.episodes.harness import run_harness_episodes
+
+            return run_harness_episodes(tasks, self.engine, self.tokenizer, self.params,
+                                        self.scorer, self.config, chat=self.chat, log=_log)  # fmt: skip
         return run_episodes(
             lambda: make_env(self.config, self.scorer), tasks, self.engine, self.tokenizer,
             self.params, chat=self.chat, max_tokens=self.config.max_tokens,
         )  # fmt: skip
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 def episode_scored(task_index: int, task: Task, episode: Episode, discount: float,

@@ -63,7 +63,9 @@ class StepResult:
 class EnvConfig:
     """The `[env]` of a run, or `execrl eval --env/--turns`."""
 
-    name: str = "single"  # "single", "self_correct", "tool", or "package.module:Class"
+    # "single", "self_correct", "tool", "harness" (a user's agent program, env.harness), or
+    # "package.module:Class"
+    name: str = "single"
     max_turns: int = 2  # self_correct: attempts; tool: model turns (calls + the answer)
     visible_split: int = 0  # tasks with nothing visible: show their first N tests (0: none)
     tool_calls: int = 4  # tool: the most code executions in one episode
@@ -80,6 +82,11 @@ class EnvConfig:
     # "improvement" gives each turn its grade minus the previous turn's (the return is the same,
     # but the turn that fixed the program holds the credit)
     turn_reward: str = "final"
+    # harness: the command run once per episode against the policy server, e.g.
+    # "python my_agent.py"; what it gets and how its answer is graded: docs/harness.md
+    harness: str = ""
+    harness_timeout_s: float = 300.0  # harness: one episode's wall time; past it, killed, masked
+    harness_parallel: int = 8  # harness: episodes (harness processes) running at once
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -99,6 +106,15 @@ class EnvConfig:
                 f"env.name {self.name!r}: choose one of {', '.join(BUILTIN)}, "
                 'or name your own as "package.module:Class"'
             )
+        if (self.name == "harness") != bool(self.harness.strip()):
+            raise ValueError(
+                'env.name = "harness" and env.harness (the command, e.g. "python my_agent.py") '
+                f"go together; got env.name = {self.name!r}, env.harness = {self.harness!r}"
+            )
+        if self.name == "harness":
+            from execrl.rl.episodes.harness import HarnessConfig
+
+            HarnessConfig(self.harness, self.harness_timeout_s, self.harness_parallel)  # checks
 
 
 @runtime_checkable
@@ -114,7 +130,7 @@ class Environment(Protocol):
         ...
 
 
-BUILTIN = ("single", "self_correct", "tool")
+BUILTIN = ("single", "self_correct", "tool", "harness")
 TURN_REWARDS = ("final", "improvement")
 
 
@@ -128,6 +144,11 @@ def make_env(config: EnvConfig, scorer: RewardScorer) -> Environment:
         from execrl.rl.episodes.tool import ToolUse
 
         return ToolUse(config, scorer)
+    if config.name == "harness":
+        raise ValueError(
+            'env.name = "harness" runs a program, not an environment: its episodes come from '
+            "rl.episodes.harness.run_harness_episodes (execrl train)"
+        )
     module_name, _, class_name = config.name.partition(":")
     try:
         cls = getattr(importlib.import_module(module_name), class_name)

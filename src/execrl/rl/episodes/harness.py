@@ -19,7 +19,8 @@ episode's harness failed stops with the harness's own error output.
 
 An episode whose calls do not all extend one conversation (the harness rewrote its history)
 has several segments; it is masked, with a note saying how many, since a trainer of one sequence
-per episode cannot learn from it exactly (docs/harness.md).
+per episode cannot learn from it exactly; the segment holding the last call stands for it
+(docs/harness.md).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -44,6 +46,7 @@ from execrl.rl.episodes.env import StepInfo, StepResult
 from execrl.rl.episodes.policy_server import PolicyServer, ServeSettings
 from execrl.rl.episodes.recorder import EpisodeRecording, Recorder
 from execrl.rl.episodes.rollout import Episode
+from execrl.rl.episodes.trajectory import Trajectory
 from execrl.tasks.schema import Task
 
 _STDERR_TAIL = 800  # characters of a failed harness's error output kept in the note
@@ -68,6 +71,11 @@ class HarnessConfig:
             raise ValueError(f"env.harness {self.harness!r}: cannot be split: {exc}") from None
         if not argv:
             raise ValueError('env.harness is empty: name a command, e.g. "python my_agent.py"')
+        if shutil.which(argv[0]) is None:
+            raise ValueError(
+                f"env.harness {self.harness!r}: no program {argv[0]!r} (not on PATH, or not an "
+                "executable file); name it by its path or put it on PATH"
+            )
         if self.harness_timeout_s <= 0 or self.harness_parallel < 1:
             raise ValueError("env.harness_timeout_s must be > 0 and env.harness_parallel >= 1")
 
@@ -123,7 +131,7 @@ class HarnessRunner:
         scored = self.scorer.score_samples([tasks[i] for i in ok], [runs[i].answer for i in ok])
         grades = dict(zip(ok, scored, strict=True))
         episodes = [
-            _episode(task, run, recording, grades.get(i))
+            _episode(task, run, recording, grades.get(i), self._prompt_only(task))
             for i, (task, run, recording) in enumerate(zip(tasks, runs, recordings, strict=True))
         ]
         self._report(episodes)
@@ -149,6 +157,13 @@ class HarnessRunner:
         )
         return _run_process(shlex.split(self.config.harness), env, self.config.harness_timeout_s,
                             episode_id, answer_file)  # fmt: skip
+
+    def _prompt_only(self, task: Task) -> Trajectory:
+        """What an episode without a call holds: the task's prompt, no policy token (its
+        episode is masked; the trainer still needs a sequence to lay it out)."""
+        ids = tuple(self.recorder.tokenizer(task.prompt)["input_ids"])
+        return Trajectory(ids, (0,) * len(ids), (0.0,) * len(ids), ((len(ids), len(ids)),),
+                          (0.0,), len(ids))  # fmt: skip
 
     def _report(self, episodes: list[Episode]) -> None:
         failed = [e for e in episodes if e.masked]
@@ -195,8 +210,10 @@ def _run_process(argv: list[str], env: dict[str, str], timeout_s: float, episode
     return HarnessRun(episode_id, answer if answer.strip() else out, "")
 
 
-def _episode(task: Task, run: HarnessRun, recording: EpisodeRecording, scored: Any) -> Episode:
-    """The episode the trainer sees: one model turn per call, the grade on the last."""
+def _episode(task: Task, run: HarnessRun, recording: EpisodeRecording, scored: Any,
+             prompt_only: Trajectory) -> Episode:  # fmt: skip
+    """The episode the trainer sees: one model turn per call, the grade on the last. Several
+    segments: the one with the last call stands for the episode, masked."""
     calls = sorted(recording.calls, key=lambda c: c.call)
     reward, passed, masked = 0.0, None, True
     note = f"harness failed: {run.failure}" if run.failure else ""
@@ -215,9 +232,20 @@ def _episode(task: Task, run: HarnessRun, recording: EpisodeRecording, scored: A
     turns = max(1, len(calls))
     steps = [StepResult(None, 0.0, False, StepInfo(t + 1)) for t in range(turns - 1)]
     steps.append(StepResult(None, reward if not masked else 0.0, True,
-                            StepInfo(turns, hidden_passed=passed, note=note, masked=masked)))  # fmt: skip
-    trajectory = trajectories[0] if len(trajectories) == 1 else None
-    return Episode(task.id, tuple(c.text for c in calls), (), tuple(steps), trajectory)
+                            StepInfo(turns, hidden_passed=passed, note=note, masked=masked,
+                                     graded=scored)))  # fmt: skip
+    last = max((c.call for c in calls), default=-1)
+    trajectory = next(
+        (t for t, s in zip(trajectories, _called(recording), strict=True) if last in s.calls),
+        prompt_only,
+    )
+    return Episode(task.id, tuple(c.text for c in calls), (), tuple(steps), trajectory,
+                   finishes=tuple(c.finish for c in calls))  # fmt: skip
+
+
+def _called(recording: EpisodeRecording) -> list[Any]:
+    """The segments that hold a call, in the order `trajectories` gives theirs."""
+    return [s for s in recording.segments if s.calls]
 
 
 def context_length(engine: Any) -> int:

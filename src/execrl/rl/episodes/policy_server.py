@@ -413,7 +413,7 @@ def _answer(server: PolicyServer, request: CallRequest, done: Completion,
     }  # fmt: skip
     if record is not None and ticket is not None:
         answer["execrl"] = {"episode_id": ticket.episode_id, "call": record.call,
-                            "segment": record.segment, "new_segment": ticket.new_segment}  # fmt: skip
+                            "segment": record.segment, "extends": record.how}  # fmt: skip
     return answer
 
 

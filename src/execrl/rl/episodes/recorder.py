@@ -6,17 +6,19 @@ reported multi-turn bug), so the recorder keeps, per episode, the ids so far and
 stand for, and gives the model `ids so far + encode(new text)` whenever the call's text starts
 with the text so far: the policy's earlier tokens stay exactly as sampled.
 
-When a call's text does not extend any conversation of its episode (the harness cut or rewrote
-its history, a sub-agent started its own conversation, a chat template that re-renders past
-turns, a stop sequence the harness dropped from its history), the call starts a new *segment*:
-its text is encoded from scratch, and that segment is its own token-exact sequence. Nothing is
-silently re-tokenised: a policy token is only ever an id the engine sampled, and every segment
-beyond the first is counted (`EpisodeRecording.segments`) and said in the log.
+What a call extends is, first, "the text so far" exactly: every id decoded (with a chat
+template, the rendered conversation and each completion with its special tokens, since templates
+write the end-of-turn token after an assistant message; as raw text, `/v1/completions` or chat
+without a template, the completions without them). Failing that, the conversation as the harness
+was shown it: a completion's text cut before its stop sequence, without special tokens the model
+wrote mid-text. Then the tokens the harness never saw stay in the ids as sampled, and the call
+says so (`CallRecord.how == "shown"`): the model is given what it produced, never a re-encoding.
 
-What each call extends is "the text so far": with a chat template, the rendered conversation
-plus the completion decoded with its special tokens (templates write the end-of-turn token
-after an assistant message); as raw text (`/v1/completions`, or chat without a template), the
-prompt plus the completion decoded without them, as the harness saw it.
+When a call's text extends neither (the harness cut or rewrote its history, a sub-agent started
+its own conversation, a chat template that re-renders past turns), the call starts a new
+*segment*: its text is encoded from scratch, and that segment is its own token-exact sequence.
+Nothing is silently re-tokenised: a policy token is only ever an id the engine sampled, and every
+segment beyond the first is counted (`EpisodeRecording.segments`) and said in the log.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ class UnknownEpisode(LookupError):
 class Segment:
     """One token-exact conversation of an episode, built call by call."""
 
-    text: str  # what the harness sends for the ids so far (the prefix a next call must extend)
+    text: str  # every id so far decoded (the prefix a next call extends exactly)
+    shown: str  # the conversation as the harness was shown it (its completions' text)
     raw: bool  # raw text (no chat template): completions are decoded without special tokens
     ids: list[int] = field(default_factory=list)
     mask: list[int] = field(default_factory=list)  # 1 on the policy's tokens
@@ -58,6 +61,7 @@ class CallRecord:
 
     call: int  # 0-based, in the order calls were admitted
     segment: int  # index into the episode's segments
+    how: str  # "new" segment, or an extension of its text: "exact" or as "shown" (`_extend`)
     prompt_ids: tuple[int, ...]  # exactly the ids the engine was given
     token_ids: tuple[int, ...]  # exactly the ids it sampled
     logprobs: tuple[float, ...]  # their behaviour log-probabilities
@@ -95,7 +99,12 @@ class Ticket:
     env_ids: tuple[int, ...]  # the ids this call adds before the completion (masked 0)
     env_text: str  # the text they stand for (a new segment: its whole prompt)
     prompt_ids: tuple[int, ...]  # what the engine is given
-    new_segment: bool  # the call did not extend an existing conversation
+    how: str  # "new", "exact" or "shown" (`Recorder._extend`)
+    text: str  # the call's whole conversation as the harness sent it
+
+    @property
+    def new_segment(self) -> bool:
+        return self.how == "new"
 
 
 class Recorder:
@@ -132,8 +141,8 @@ class Recorder:
             return list(self._episodes)
 
     def admit(self, episode_id: str, text: str, *, raw: bool) -> Ticket:
-        """The ids the model is given for a call whose conversation is `text`: the longest idle
-        segment whose text `text` extends, plus the new text's ids; else a new segment."""
+        """The ids the model is given for a call whose conversation is `text`: an idle segment
+        `text` extends (`_extend`), plus the new text's ids; else a new segment."""
         with self._lock:
             recording = self._episodes.get(episode_id)
             if recording is None:
@@ -145,41 +154,45 @@ class Recorder:
                 recording = self._episodes[episode_id] = EpisodeRecording(episode_id)
             call = recording.admitted
             recording.admitted += 1
-            index, env_ids = self._extend(recording, text, raw)
-            env_text = text[len(recording.segments[index].text) :] if index is not None else text
-            if index is None:
+            found = self._extend(recording, text, raw)
+            if found is None:
                 # a fresh conversation: bos and all, as a prompt is encoded for a first turn
                 env_ids = self.tokenizer(text, add_special_tokens=raw)["input_ids"]
-                recording.segments.append(Segment(text, raw))
-                index = len(recording.segments) - 1
-                new = True
+                recording.segments.append(Segment(text, text, raw))
+                index, env_text, how = len(recording.segments) - 1, text, "new"
             else:
-                new = False
+                index, env_ids, env_text, how = found
             segment = recording.segments[index]
             segment.busy = True
             prompt = tuple(segment.ids) + tuple(env_ids)
-            return Ticket(episode_id, call, index, tuple(env_ids), env_text, prompt, new)
+            return Ticket(episode_id, call, index, tuple(env_ids), env_text, prompt, how, text)
 
     def _extend(self, recording: EpisodeRecording, text: str, raw: bool):
-        """(segment index, ids of the new text) for the longest idle segment `text` extends,
-        or (None, ()) when none does or the new text does not encode reversibly."""
-        candidates = [
-            (len(s.text), i)
-            for i, s in enumerate(recording.segments)
-            if not s.busy and s.raw == raw and s.ids and text.startswith(s.text)
-        ]
-        if not candidates:
-            return None, ()
-        _, index = max(candidates)
-        suffix = text[len(recording.segments[index].text) :]
-        ids = self.tokenizer.encode(suffix, add_special_tokens=False) if suffix else []
-        if self.tokenizer.decode(ids, skip_special_tokens=False) != suffix:
-            return None, ()  # the ids would not be the text the harness sent
-        return index, ids
+        """(segment index, ids of the new text, the new text, how) for the longest idle segment
+        whose text `text` extends: first the text of every id ("exact"), then the text the
+        harness was shown ("shown": a stop sequence or special tokens it never saw stay in the
+        ids, as sampled). None when none does or the new text does not encode reversibly."""
+        for how in ("exact", "shown"):
+            candidates = [
+                (len(prefix), i)
+                for i, s in enumerate(recording.segments)
+                if not s.busy and s.raw == raw and s.ids
+                and text.startswith(prefix := s.text if how == "exact" else s.shown)
+            ]  # fmt: skip
+            if not candidates:
+                continue
+            size, index = max(candidates)
+            suffix = text[size:]
+            ids = self.tokenizer.encode(suffix, add_special_tokens=False) if suffix else []
+            if self.tokenizer.decode(ids, skip_special_tokens=False) != suffix:
+                return None  # the ids would not be the text the harness sent
+            return index, ids, suffix, how
+        return None
 
     def land(self, ticket: Ticket, token_ids: Sequence[int], logprobs: Sequence[float],
              text: str, finish: str, temperature: float) -> CallRecord:  # fmt: skip
-        """The call's completion, appended to its segment verbatim."""
+        """The call's completion (`text`: as the harness gets it), appended to its segment
+        verbatim."""
         if len(token_ids) != len(logprobs):
             raise ValueError(f"{len(token_ids)} sampled tokens but {len(logprobs)} log-probs")
         with self._lock:
@@ -187,21 +200,26 @@ class Recorder:
             if recording is None:  # closed while generating: the harness outlived its episode
                 raise UnknownEpisode(f"episode {ticket.episode_id!r} ended during the call")
             segment = recording.segments[ticket.segment]
-            if ticket.new_segment:
+            if ticket.how == "new":
                 segment.prompt_length = len(ticket.env_ids)
+            else:  # the new text's ids decode to it exactly (`_extend` checked)
+                segment.text += ticket.env_text
             _append(segment, list(ticket.env_ids), None)
             start = len(segment.ids)
             _append(segment, list(token_ids), list(logprobs))
             segment.spans.append((start, len(segment.ids)))
             segment.calls.append(ticket.call)
-            # a new segment's `text` is its prompt already; an extension's new text decodes
-            # from its ids exactly (`_extend` checked)
-            if not ticket.new_segment:
-                segment.text += ticket.env_text
-            segment.text += self.tokenizer.decode(list(token_ids), skip_special_tokens=segment.raw)
+            ids = list(token_ids)
+            segment.text += self.tokenizer.decode(ids, skip_special_tokens=segment.raw)
+            # what the harness was shown: its text, and, with a chat template, the end-of-turn
+            # token the template writes after an assistant message when the model ended on it
+            segment.shown = ticket.text + text
+            if not segment.raw and finish == "eos" and ids:
+                segment.shown += self.tokenizer.decode(ids[-1:], skip_special_tokens=False)
             segment.busy = False
-            record = CallRecord(ticket.call, ticket.segment, ticket.prompt_ids, tuple(token_ids),
-                                tuple(logprobs), text, finish, temperature)  # fmt: skip
+            record = CallRecord(ticket.call, ticket.segment, ticket.how, ticket.prompt_ids,
+                                tuple(token_ids), tuple(logprobs), text, finish,
+                                temperature)  # fmt: skip
             recording.calls.append(record)
             return record
 
