@@ -4,11 +4,14 @@ layer it can start) against the naive floor, a plain `subprocess.run` per case, 
 The problem is CodeContests-shaped: read n numbers, print their sum, 200 generated cases. Each
 round grades S samples (the right program, and a wrong one that fails the first case, one right
 sample in every `--right-every` K, default 2) through
-(1) execrl with `Job.stop_at_first_failure` (what a pass/fail reward asks for: no case after the
-first failing one, `sandbox/first_failure.py`), (2) execrl as before that option, every case of
-every sample (`--no-today` leaves it out), and (3) a plain `subprocess.run([python, -c, program])`
-per case with the output compared in the parent, with `--workers` threads as execrl has workers.
-Verdicts must agree, and the first failing case must be the same in (1) and (2). Cases per second
+(1) execrl as it is: `Job.stop_at_first_failure` (what a pass/fail reward asks for: no case
+after the first failing one, `sandbox/first_failure.py`) and each sample's cases forked by its
+case server (`sandbox/cases.py`), (2) execrl's code path before both (every case of every
+sample, each forked by the worker: `SandboxConfig(case_server=False)`; `--no-today` leaves it
+out), and (3) a plain `subprocess.run([python, -c, program])` per case with the output compared
+in the parent, with `--workers` threads as execrl has workers. Both execrl pools start every
+isolation layer they can. Verdicts must agree, and the first failing case must be the same in
+(1) and (2). Cases per second
 count every case of every sample (S x 200), whether run or skipped: the figure is the rate at
 which samples get their verdicts. Prints the figures, then one JSON line: the medians over the
 rounds and the load average at the start and end.
@@ -94,18 +97,26 @@ def main() -> None:
         "--no-today", dest="today", action="store_false",
         help="leave out execrl's every-case grading (the behaviour before stop_at_first_failure)",
     )  # fmt: skip
+    ap.add_argument(
+        "--require-speedup", type=float, default=0.0,
+        help="exit 1 when the median speedup over today's path is under this (the issue's 3)",
+    )  # fmt: skip
     args = ap.parse_args()
     tests = problem(args.cases)
     programs = [RIGHT if i % args.right_every == 0 else WRONG for i in range(args.samples)]
     load_start = os.getloadavg()
     rows = []
-    with Sandbox(workers=args.workers) as sb:
-        sb.run_many([Job(RIGHT, StdioTests(tests.cases[:4]))] * args.workers)  # warm the workers
+    with (
+        Sandbox(workers=args.workers) as sb,
+        Sandbox(workers=args.workers, case_server=False) as old,
+    ):
+        for pool in (sb, old):  # warm the workers
+            pool.run_many([Job(RIGHT, StdioTests(tests.cases[:4]))] * args.workers)
         for r in range(args.rounds):
             fast, fast_verdicts, fast_msgs = bench_execrl(tests, programs, sb, stop=True)
             today = today_verdicts = None
             if args.today:
-                today, today_verdicts, today_msgs = bench_execrl(tests, programs, sb, stop=False)
+                today, today_verdicts, today_msgs = bench_execrl(tests, programs, old, stop=False)
                 if (today_verdicts, today_msgs) != (fast_verdicts, fast_msgs):
                     raise SystemExit(f"verdicts differ: {fast_msgs} vs today's {today_msgs}")
             sp, sp_verdicts = bench_subprocess(tests, programs, args.workers)
@@ -134,6 +145,9 @@ def main() -> None:
         summary["execrl_today_cases_per_s"] = round(statistics.median(t for _, t, _ in rows), 1)
         summary["speedup_over_today"] = round(statistics.median(f / t for f, t, _ in rows), 3)
     print(json.dumps(summary))
+    if args.today and summary["speedup_over_today"] < args.require_speedup:
+        raise SystemExit(f"speedup over today {summary['speedup_over_today']} is under "
+                         f"--require-speedup {args.require_speedup}")  # fmt: skip
 
 
 if __name__ == "__main__":
