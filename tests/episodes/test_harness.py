@@ -108,3 +108,15 @@ def test_a_bad_harness_command_is_refused_naming_the_field():
         HarnessConfig("  ")
     with pytest.raises(ValueError, match="env.harness 'python \"x': cannot be split"):
         HarnessConfig('python "x')
+
+
+def test_the_documented_harness_runs_as_written(scorer, tokenizer, tmp_path):
+    """docs/harness.md's complete harness, taken from the page, runs an episode."""
+    page = (Path(__file__).parents[2] / "docs" / "harness.md").read_text()
+    code = page.split("```python\n")[1].split("```")[0]
+    agent = tmp_path / "doc_agent.py"
+    agent.write_text(code)
+    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT])
+    config = HarnessConfig(f"{sys.executable} {agent}")
+    [episode] = run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer, config)
+    assert episode.steps[-1].info.hidden_passed is True and len(episode.trajectory.turn_spans) == 2
