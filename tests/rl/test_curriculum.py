@@ -4,6 +4,7 @@ levels, its state across a resume, unique ids across sources, per-source metrics
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -40,15 +41,27 @@ def _mix(levels_by_source: list[list[int]], weights: list[float]) -> TaskMix:
     return TaskMix(names, tuple(weights), source_of, level_of)
 
 
-def test_one_source_draws_exactly_as_a_sampler_without_a_mix():
-    plain, mixed = PromptSampler(10, seed=3), PromptSampler(10, seed=3, mix=TaskMix.single(10))
+def _draw_as_before_mixes(sampler: PromptSampler, k: int, exclude: list[int]) -> list[int]:
+    """The sampler's draw as it was before task mixes (commit f629301), on its own RNG."""
+    pool = [i for i in range(sampler.n_tasks) if i not in set(exclude)]
+    chosen: list[int] = []
+    weights = [sampler.weight(i) for i in pool]
+    for _ in range(min(k, len(pool))):
+        j = sampler.rng.choices(range(len(pool)), weights=weights)[0]
+        chosen.append(pool.pop(j))
+        weights.pop(j)
+    return chosen
+
+
+def test_one_source_without_a_curriculum_draws_exactly_as_before_mixes():
+    before, now = PromptSampler(10, seed=3), PromptSampler(10, seed=3, mix=TaskMix.single(10))
     for step in range(20):
-        first = plain.draw(4)
-        assert mixed.draw(4) == first
-        assert mixed.draw(2, exclude=first) == plain.draw(2, exclude=first)
+        first = _draw_as_before_mixes(before, 4, [])
+        assert now.draw(4) == first
+        assert now.draw(3, exclude=first) == _draw_as_before_mixes(before, 3, first)
         for task in first:
-            plain.update(task, step % 3 / 2)
-            mixed.update(task, step % 3 / 2)
+            before.update(task, step % 3 / 2)
+            now.update(task, step % 3 / 2)
 
 
 def test_each_source_gets_its_weights_share_whatever_its_tasks_pass_rates():
@@ -72,12 +85,22 @@ def test_a_schedule_opens_each_level_at_its_fraction_of_the_run():
     mix = _mix([[1, 1, 2, 3, 0]], [1])  # task 4 has no difficulty: always open
     sampler = PromptSampler(5, seed=0, mode="uniform", mix=mix, curriculum=curriculum)
     for step in range(10):
-        drawn = sampler.draw(5)
-        assert sampler.steps == step + 1
         expected = {0, 1, 4} | ({2} if step >= 4 else set()) | ({3} if step >= 7 else set())
-        assert set(drawn) == expected, (step, drawn)
-        assert sampler.draw(5, exclude=drawn) == []  # a refill round is the same step
+        drawn = sampler.draw(len(expected))
         assert sampler.steps == step + 1
+        assert set(drawn) == expected, (step, drawn)
+        # a refill round is the same step; what the open levels lack, the next level fills
+        assert sampler.draw(1, exclude=drawn) == ([2] if step < 4 else [3] if step < 7 else [])
+        assert sampler.steps == step + 1
+
+
+def test_a_step_the_open_levels_cannot_fill_takes_the_next_level_easiest_first():
+    # open: level 1 (tasks 0, 1); closed: level 2 (task 2), level 3 (tasks 3, 4)
+    curriculum = Curriculum("schedule", (1, 2, 3), total_steps=3, opens=(0.0, 0.9, 0.95))
+    sampler = PromptSampler(5, seed=1, mix=_mix([[1, 1, 3, 2, 3]], [1]), curriculum=curriculum)
+    drawn = sampler.draw(4)
+    assert set(drawn[:2]) == {0, 1} and drawn[2] == 3 and drawn[3] in (2, 4)
+    assert sampler.open_level == 1
 
 
 def test_a_pass_rate_curriculum_opens_the_next_level_once_a_full_window_reaches_the_target():
@@ -89,7 +112,7 @@ def test_a_pass_rate_curriculum_opens_the_next_level_once_a_full_window_reaches_
     sampler.draw(5)
     assert sampler.open_level == 1
     sampler.update(1, 0.0)  # window (1.0, 0.0): mean 0.5 reaches the target
-    assert set(sampler.draw(5)) == {0, 1, 2, 3} and sampler.open_level == 2
+    assert set(sampler.draw(4)) == {0, 1, 2, 3} and sampler.open_level == 2
     sampler.update(2, 1.0)
     sampler.update(3, 1.0)  # level 2 mastered too: the hardest level present opens
     sampler.draw(5)
@@ -192,3 +215,26 @@ def test_a_curriculum_over_tasks_without_levels_says_so():
     config = load_config(None, ["data.curriculum='pass_rate'"])
     with pytest.raises(ConfigError, match="no training task has a difficulty level"):
         curriculum_for(config, TaskMix.single(4, "jsonl:x.jsonl"))
+
+
+def test_contest_sources_mix_with_their_own_difficulty_labels_on_one_scale():
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "contest"
+    kinds = ("apps", "taco", "codecontests", "livecodebench", "kodcode", "primeintellect")
+    specs = [f"{kind}:{fixtures / kind}.jsonl" for kind in kinds]
+    config = load_config(None, [f"data.train={specs!r}", "data.curriculum='schedule'"])
+    tasks, mix = load_mix(config)
+    labels = {(mix.names[s], t.metadata["difficulty"], level)
+              for t, s, level in zip(tasks, mix.source_of, mix.level_of, strict=True)}  # fmt: skip
+    assert labels == {
+        ("apps:apps.jsonl", "introductory", 1), ("apps:apps.jsonl", "interview", 2),
+        ("taco:taco.jsonl", "EASY", 1), ("codecontests:codecontests.jsonl", 7, 1),
+        ("livecodebench:livecodebench.jsonl", "easy", 1),
+        ("livecodebench:livecodebench.jsonl", "medium", 2),
+        ("kodcode:kodcode.jsonl", "easy", 1), ("kodcode:kodcode.jsonl", "medium", 2),
+        ("primeintellect:primeintellect.jsonl", "7", 1),
+        ("primeintellect:primeintellect.jsonl", "introductory", 1),
+    }  # fmt: skip
+    # TACO and LiveCodeBench both have a problem "1": each keeps it under its source's name
+    ids = [t.id for t in tasks]
+    assert len(set(ids)) == len(ids)
+    assert {"taco:taco.jsonl/1", "livecodebench:livecodebench.jsonl/1"} <= set(ids)

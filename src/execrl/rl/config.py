@@ -54,10 +54,11 @@ class DataConfig:
     heldout: str = "synthetic"  # held-out tasks for pass@1 before and after ("" skips)
     difficulty: int = 1  # synthetic suite: the difficulty of the training and held-out tasks
     n_train: int = 800  # synthetic suite: tasks generated; other sources: at most this many each
-    # Difficulty curriculum (`execrl.rl.curriculum`; levels 1 easy .. 5 hardest as `tasks.difficulty`
-    # maps each dataset's labels; tasks without one are level 0 and always open): none |
-    # schedule (levels open one after another over run.steps) | pass_rate (the levels up to the
-    # easiest whose running pass rate is below curriculum_target are open)
+    # Difficulty curriculum (`execrl.rl.curriculum`; levels 1 easy .. 5 hardest, as
+    # `execrl.tasks.difficulty` maps each dataset's labels; tasks without one are level 0 and
+    # always open): none | schedule (levels open one after another over run.steps) | pass_rate
+    # (the levels up to the easiest whose running pass rate is below curriculum_target are
+    # open). Open levels stay open; a step they cannot fill takes the next level's tasks
     curriculum: str = "none"
     # schedule: for each level present, easiest first, the fraction of run.steps at which it
     # opens (the first 0); []: evenly spaced, the k-th of K levels at k/K
@@ -118,13 +119,13 @@ class RLConfig:
     # min(pi_old / mu, tis_cap), the trainer's over the behaviour policy's probability
     # (truncated importance sampling, `rl.tis`)
     tis_cap: float = 2.0
-
     # Asynchronous training: k > 0 generates the next steps' rollouts on a background thread
     # (on a copy of the policy; vLLM: in the engine) while the update runs; step t trains on
     # rollouts of the policy after update t - k (exactly min(t, k) versions old), pi_old
     # recomputed with the current weights, the stale behaviour corrected by tis_cap
     # (`rl.async_rollouts`). 0: synchronous, the same run bit for bit. One process only
     max_staleness: int = 0
+
 
 @dataclass
 class OptimConfig:
@@ -379,9 +380,9 @@ def validate(config: TrainConfig, where: str = "config") -> None:
         raise ConfigError(f"{where}: rl.pass_rate_target must be in [0, 1]")
     if config.rl.tis_cap < 1:
         raise ConfigError(f"{where}: rl.tis_cap must be at least 1")
-    if config.sampling.engine == "vllm" and importlib.util.find_spec("vllm") is None:
     if config.rl.max_staleness < 0:
         raise ConfigError(f"{where}: rl.max_staleness must be at least 0 (0: synchronous)")
+    if config.sampling.engine == "vllm" and importlib.util.find_spec("vllm") is None:
         from execrl.models.vllm_engine import INSTALL_HINT
 
         raise ConfigError(f"{where}: {INSTALL_HINT}")

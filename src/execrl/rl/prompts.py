@@ -8,7 +8,8 @@ Unseen tasks count as being at the target, so every task gets tried.
 With several sources (`data.train` with `data.weights`, a `TaskMix`) each draw first picks a
 source by its weight among those with an open task left, then a task of it as above, so each
 source's share of draws is its weight's share whatever its tasks' pass rates. A `Curriculum`
-limits the draws of a step to the tasks whose difficulty level is open (`rl.curriculum`).
+limits the draws of a step to the tasks whose difficulty level is open (`rl.curriculum`); when
+they are fewer than the step needs, the next level's tasks fill it.
 
 Everything here is a function of the seed and of what `update` was told, so every process draws
 the same tasks, and `state_dict` holds all of it for `--resume`.
@@ -59,18 +60,41 @@ class PromptSampler:
         return max(_FLOOR, 1 - abs(p - self.target) / width)
 
     def draw(self, k: int, exclude: Sequence[int] = ()) -> list[int]:
-        """k distinct task indices (fewer if the set is smaller), weighted, without replacement."""
+        """k distinct task indices (fewer if the set is smaller), weighted, without replacement:
+        from the open levels, and when they hold fewer than k tasks, the rest from the next
+        level up (then the next), so a curriculum orders the work without shrinking the batch."""
         excluded = set(exclude)
         if not excluded:
             self.steps += 1
             if self.curriculum is not None:
                 self.open_level = self.curriculum.open_level(self.steps - 1)
-        pool = [i for i in range(self.n_tasks) if i not in excluded and self._is_open(i)]
-        if self.mix is None or len(self.mix.names) == 1:
-            return self._draw_from(pool, k)
-        by_source: dict[int, list[int]] = {}
-        for i in pool:
-            by_source.setdefault(self.mix.source_of[i], []).append(i)
+        chosen: list[int] = []
+        for pool in self._pools(excluded):
+            chosen += self._draw_from(pool, k - len(chosen))
+            if len(chosen) >= k:
+                break
+        return chosen
+
+    def _pools(self, excluded: set[int]) -> list[list[int]]:
+        """The tasks not excluded: the open ones, then each closed level's, easiest first."""
+        tasks = [i for i in range(self.n_tasks) if i not in excluded]
+        if self.open_level is None or self.mix is None:
+            return [tasks]
+        level_of, top = self.mix.level_of, self.open_level
+        above = sorted({level_of[i] for i in tasks if level_of[i] > top})
+        return [[i for i in tasks if level_of[i] <= top]] + [  # unknown (0) is always open
+            [i for i in tasks if level_of[i] == level] for level in above
+        ]
+
+    def _draw_from(self, pool: list[int], k: int) -> list[int]:
+        """With several sources, a source by its weight among those with a task in `pool`,
+        then one of its tasks by `weight`; with one, a task by `weight` (no source draw)."""
+        if self.mix is not None and len(self.mix.names) > 1:
+            by_source: dict[int, list[int]] = {}
+            for i in pool:
+                by_source.setdefault(self.mix.source_of[i], []).append(i)
+        else:
+            by_source = {0: list(pool)} if pool else {}
         weights = {i: self.weight(i) for i in pool}
         chosen: list[int] = []
         while len(chosen) < k and by_source:
@@ -83,20 +107,6 @@ class PromptSampler:
             if not tasks:
                 del by_source[source]
         return chosen
-
-    def _draw_from(self, pool: list[int], k: int) -> list[int]:
-        chosen: list[int] = []
-        weights = [self.weight(i) for i in pool]
-        for _ in range(min(k, len(pool))):
-            j = self.rng.choices(range(len(pool)), weights=weights)[0]
-            chosen.append(pool.pop(j))
-            weights.pop(j)
-        return chosen
-
-    def _is_open(self, task: int) -> bool:
-        if self.open_level is None or self.mix is None:
-            return True
-        return self.mix.level_of[task] <= self.open_level  # unknown (0) is always open
 
     def update(self, task: int, pass_rate: float) -> None:
         old = self.pass_rate.get(task)
