@@ -89,21 +89,21 @@ class PromptSampler:
     def _draw_from(self, pool: list[int], k: int) -> list[int]:
         """With several sources, a source by its weight among those with a task in `pool`,
         then one of its tasks by `weight`; with one, a task by `weight` (no source draw)."""
-        if self.mix is not None and len(self.mix.names) > 1:
-            by_source: dict[int, list[int]] = {}
-            for i in pool:
-                by_source.setdefault(self.mix.source_of[i], []).append(i)
-        else:
-            by_source = {0: list(pool)} if pool else {}
-        weights = {i: self.weight(i) for i in pool}
+        several = self.mix is not None and len(self.mix.names) > 1
+        by_source: dict[int, tuple[list[int], list[float]]] = {}  # source -> tasks, weights
+        for i in pool:
+            tasks, weights = by_source.setdefault(self.mix.source_of[i] if several else 0, ([], []))
+            tasks.append(i)
+            weights.append(self.weight(i))
         chosen: list[int] = []
         while len(chosen) < k and by_source:
             live = sorted(by_source)
             source = live[0] if len(live) == 1 else self.rng.choices(
                 live, weights=[self.mix.weights[s] for s in live])[0]  # fmt: skip
-            tasks = by_source[source]
-            j = self.rng.choices(range(len(tasks)), weights=[weights[i] for i in tasks])[0]
+            tasks, weights = by_source[source]
+            j = self.rng.choices(range(len(tasks)), weights=weights)[0]
             chosen.append(tasks.pop(j))
+            weights.pop(j)
             if not tasks:
                 del by_source[source]
         return chosen
