@@ -15,11 +15,12 @@ from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train
 from execrl.tasks.registry import load_benchmark
 
 SUITE = "sql:n=1,difficulty=1"
+CHART = "chart:n=1,difficulty=1"
 
 
-@pytest.fixture(scope="module")
-def sql_model(tmp_path_factory):
-    (task,) = load_benchmark(SUITE)
+def memorised(suite: str, directory):
+    """A tiny model that answers the suite's one task with its reference in a fence."""
+    (task,) = load_benchmark(suite)
     pair = (task.prompt, f"```\n{task.reference}```")
     tokenizer = train_bpe_tokenizer([pair[0] + pair[1]] * 4, vocab_size=400)
     shape = TinyLlamaShape(
@@ -29,7 +30,12 @@ def sql_model(tmp_path_factory):
     model = new_llama(tokenizer, shape, seed=0)
     losses = sft(model, tokenizer, [pair], SFTSettings(steps=40, batch_size=1, lr=3e-2, warmup=3))
     assert losses[-1] < losses[0] / 4
-    return save_pretrained(model, tokenizer, tmp_path_factory.mktemp("sqlm"))
+    return save_pretrained(model, tokenizer, directory)
+
+
+@pytest.fixture(scope="module")
+def sql_model(tmp_path_factory):
+    return memorised(SUITE, tmp_path_factory.mktemp("sqlm"))
 
 
 @pytest.mark.slow  # about a minute on a loaded 2-core machine, most of it the memorising
@@ -65,3 +71,29 @@ def test_eval_on_the_sql_suite_scores_with_the_verifier(sql_model, tmp_path, cap
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["n_samples"] == 1 and summary["verdicts"]["SYNTAX_ERROR"] == 0
     assert summary["verdicts"]["PASSED"] + summary["verdicts"]["WRONG_ANSWER"] == 1
+
+
+@pytest.mark.slow  # about a minute: the memorising, then matplotlib runs in the sandbox
+def test_train_on_the_chart_suite_shows_the_rendered_charts_in_the_report(tmp_path, capsys):
+    model = memorised(CHART, tmp_path / "model")
+    config = tmp_path / "chart.toml"
+    config.write_text(
+        f"[model]\npath = {str(model)!r}\n"
+        f"[data]\ntrain = {CHART!r}\nheldout = ''\nn_train = 1\n"
+        "[rl]\ngroup_size = 2\ngroups_per_step = 1\n"
+        f"[run]\nsteps = 1\nout_dir = {str(tmp_path)!r}\nname = 'chart'\n"
+        "[sandbox]\nworkers = 1\nwall_s = 60.0\n"  # matplotlib's import, on a loaded machine
+        "[reward.tree]\ntype = 'verifier'\n"
+    )
+    code = main(["train", "--config", str(config), "--set", "sampling.max_new_tokens=80"])
+    assert code == 0
+    run = tmp_path / "chart"
+    row = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
+    assert row["reward/verifier"] > 0, row  # a chart was drawn and compared with the reference
+    images = sorted((run / "artifacts").glob("*.png"))
+    names = {p.name.split("-", 1)[1] for p in images}
+    assert names == {"chart.png", "reference.png"}, images
+    page = (run / "report.html").read_text()
+    for image in images:
+        assert image.read_bytes().startswith(b"\x89PNG")
+        assert f'<img src="artifacts/{image.name}"' in page

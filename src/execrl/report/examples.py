@@ -1,19 +1,27 @@
 """Example completions: a few per step, the best and worst by reward, in examples.jsonl.
 
 The report shows the best and worst of the whole run from this file, so a reader sees what the
-policy actually writes, not only its numbers.
+policy actually writes, not only its numbers. Where a verifier kept images of a run (the chart
+verifier's render and its reference chart, docs/verifiers.md), they are written under the run
+directory's `artifacts/`, named by their content, and the example lists them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 TEXT_CAP = 4000  # characters of prompt or completion kept per example
+IMAGE_DIR = "artifacts"  # under the run directory
+# Only PNG files are kept: the bytes are what a program wrote, and the report shows them as an
+# image; anything else (an SVG or HTML page with a script in it) must never reach the page.
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,12 +37,18 @@ class Example:
     prompt: str
     completion: str
     reason: str = ""
+    images: tuple[str, ...] = ()  # images a verifier kept, relative to the run directory
 
 
 def pick(
-    step: int, groups: Sequence[Sequence[Any]], tasks: Sequence[Any], k: int = 2
+    step: int,
+    groups: Sequence[Sequence[Any]],
+    tasks: Sequence[Any],
+    k: int = 2,
+    run_dir: Path | None = None,
 ) -> list[Example]:
-    """The k best and k worst scored completions (rl.rollout.Scored) of one step, distinct."""
+    """The k best and k worst scored completions (rl.rollout.Scored) of one step, distinct;
+    with `run_dir`, the images their verifiers kept are written there (`keep_images`)."""
     scored = [s for g in groups for s in g if math.isfinite(s.score)]
     ranked = sorted(scored, key=lambda s: s.score, reverse=True)
     chosen = ranked[:k] + ranked[k:][-k:]
@@ -54,9 +68,41 @@ def pick(
                 prompt=task.prompt[:TEXT_CAP],
                 completion=s.completion.text[:TEXT_CAP],
                 reason=str(s.reward.reason or ""),
+                images=keep_images(_result_of(s), run_dir),
             )
         )
     return out
+
+
+def _result_of(scored: Any) -> Any:
+    """The execution result behind a scored completion, where it has one (a record that carries
+    only the reward, as some callers' stand-ins for `Scored` do, has none)."""
+    return getattr(getattr(scored, "sample", None), "result", None)
+
+
+def keep_images(result: Any, run_dir: Path | None) -> tuple[str, ...]:
+    """The PNG images among a verified run's artifacts, written to `run_dir/artifacts/` named by
+    a hash of their bytes (a reference chart shown at every step is one file); their paths
+    relative to `run_dir`. Nothing for runs no verifier judged."""
+    from execrl.sandbox.verifiers import verification_of
+
+    found = verification_of(result) if result is not None else None
+    if found is None or run_dir is None:
+        return ()
+    kept = []
+    for artifact in found.artifacts:
+        if artifact.kind != "image" or not artifact.data.startswith(PNG_MAGIC):
+            continue
+        stem = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(artifact.path).stem)[:40]
+        name = f"{hashlib.sha256(artifact.data).hexdigest()[:16]}-{stem}.png"
+        path = run_dir / IMAGE_DIR / name
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_bytes(artifact.data)
+            tmp.replace(path)
+        kept.append(f"{IMAGE_DIR}/{name}")
+    return tuple(kept)
 
 
 class ExampleLog:
@@ -78,8 +124,9 @@ def read(path: Path) -> list[Example]:
         if not line.strip():
             continue
         try:
-            out.append(Example(**json.loads(line)))
-        except (ValueError, TypeError) as e:
+            record = json.loads(line)
+            out.append(Example(**{**record, "images": tuple(record.get("images", ()))}))
+        except (ValueError, TypeError, AttributeError) as e:
             raise ValueError(f"{path}:{n}: not an example record ({e})") from e
     return out
 

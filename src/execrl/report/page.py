@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -22,7 +23,8 @@ CSS = """body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;
 text-align:right}th:first-child,td:first-child{text-align:left}img{max-width:100%}
 pre{background:#f6f6f6;padding:.6em;overflow-x:auto;white-space:pre-wrap}
-.ex{border:1px solid #ddd;margin:1em 0;padding:.5em 1em}"""
+.ex{border:1px solid #ddd;margin:1em 0;padding:.5em 1em}
+.images{display:flex;gap:1em}figure{margin:0}figcaption{font-size:.8em;color:#555}"""
 
 
 _CONTROL = {c: f"\\x{c:02x}" for c in range(32) if chr(c) not in "\n\t"} | {127: "\\x7f"}
@@ -96,8 +98,24 @@ def example_block(e: Example) -> str:
     reason = f"<p>{html.escape(e.reason)}</p>" if e.reason else ""
     return (
         f'<div class="ex"><p>{facts}</p>{reason}<details><summary>prompt</summary>'
-        f"<pre>{_text(e.prompt)}</pre></details><pre>{_text(e.completion)}</pre></div>"
+        f"<pre>{_text(e.prompt)}</pre></details><pre>{_text(e.completion)}</pre>"
+        f"{image_row(e.images)}</div>"
     )
+
+
+# What `examples.keep_images` names a file; any other path in examples.jsonl is not shown.
+_IMAGE_PATH = re.compile(r"artifacts/[0-9a-f]{16}-[A-Za-z0-9_.-]{1,40}\.png")
+
+
+def image_row(paths: Sequence[str]) -> str:
+    """The images a verifier kept for an example (a chart and its reference), captioned."""
+    figures = [
+        f'<figure><img src="{html.escape(p)}" alt="{html.escape(p)}">'
+        f"<figcaption>{html.escape(p.split('-', 1)[1])}</figcaption></figure>"
+        for p in paths
+        if _IMAGE_PATH.fullmatch(p)
+    ]
+    return f'<div class="images">{"".join(figures)}</div>' if figures else ""
 
 
 def render(

@@ -54,7 +54,8 @@ class Telemetry:
         for tracker in self.trackers:
             tracker.log(row, int(row["step"]))
         if self.examples is not None:
-            self.examples.write(ex.pick(int(row["step"]), collected.local, self.tasks, self.k))
+            step = int(row["step"])
+            self.examples.write(ex.pick(step, collected.local, self.tasks, self.k, self.run_dir))
 
     def end(self, summary: Mapping[str, Any] | None = None) -> Path | None:
         """Close the trackers and write the report; returns report.html's path. The policy and
