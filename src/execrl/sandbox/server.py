@@ -6,7 +6,10 @@ Endpoints:
   `message`, `compile_result`, `run_result` out), so SandboxFusion's client and verl's
   sandbox-fusion reward path work unchanged. Runs go through the same sandbox as graded runs.
 - `POST /v1/run` and `POST /v1/run_batch`: graded runs (inline tests or a benchmark task, plus
-  the candidate's code), answered with verdicts and per-test detail (`wire.result_to_json`).
+  the candidate's code), answered with verdicts and per-test detail (`wire.result_to_json`);
+  a task graded by a domain verifier also with the verification (`server_verifiers`).
+- `POST /v1/verify`: a program graded by a built-in verifier (`server_verifiers`): its score,
+  components, verdict, feedback and artifacts.
 - `GET /health`, `GET /metrics` (Prometheus text).
 
 A full queue answers 503 with Retry-After, never a backlog; bodies over `max_body_bytes` answer
@@ -35,7 +38,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from execrl.sandbox import languages, wire
+from execrl.sandbox import languages, server_verifiers
 from execrl.sandbox.dispatch import Backend, Closed, QueueFull
 from execrl.sandbox.job import Job
 from execrl.sandbox.server_jobs import (
@@ -179,7 +182,7 @@ class _TooLarge(Exception):
     pass
 
 
-_PATHS = frozenset({"/run_code", "/v1/run", "/v1/run_batch", "/health", "/metrics"})
+_PATHS = frozenset({"/run_code", "/v1/run", "/v1/run_batch", "/v1/verify", "/health", "/metrics"})
 
 
 class AsciiJSONResponse(JSONResponse):
@@ -299,8 +302,8 @@ def create_app(backend: Backend, config: ServerConfig) -> Any:
     @app.post("/v1/run", dependencies=[Depends(auth)])
     async def run(req: GradedRun) -> JSONResponse:
         job = _request_job(graded_job, req, config, tasks_cache)
-        (result,) = await execute([job])
-        return AsciiJSONResponse(wire.result_to_json(result))
+        (result,) = await server_verifiers.run_graded([job], execute)
+        return AsciiJSONResponse(server_verifiers.result_json(result))
 
     @app.post("/v1/run_batch", dependencies=[Depends(auth)])
     async def run_batch(req: Batch) -> JSONResponse:
@@ -314,8 +317,14 @@ def create_app(backend: Backend, config: ServerConfig) -> Any:
                 jobs.append(_request_job(graded_job, r, config, tasks_cache))
             except HTTPException as exc:
                 raise HTTPException(exc.status_code, f"runs.{n}: {exc.detail}") from None
-        results = await execute(jobs)
-        return AsciiJSONResponse({"results": [wire.result_to_json(r) for r in results]})
+        results = await server_verifiers.run_graded(jobs, execute)
+        return AsciiJSONResponse({"results": [server_verifiers.result_json(r) for r in results]})
+
+    @app.post("/v1/verify", dependencies=[Depends(auth)])
+    async def verify(req: server_verifiers.VerifyRun) -> JSONResponse:
+        planned = _request_job(server_verifiers.plan_verify, req, config, tasks_cache)
+        result = await server_verifiers.run_planned(planned, execute)
+        return AsciiJSONResponse(server_verifiers.verification_to_json(result))
 
     return _BodyLimit(app, config.max_body_bytes, metrics)
 
