@@ -121,3 +121,68 @@ def test_chat_messages_and_bad_examples(on_default, tmp_path, capsys):
     )
     assert main(["sft", *sets("data.train='x.jsonl'", "run.steps=0")]) == 2
     assert "run.steps must be positive" in capsys.readouterr().err
+
+
+def _tiny_default():
+    """A tiny model and tokenizer as the default's build makes them, and its SFT pairs."""
+    from execrl.models.default import sft_pairs, synthetic_tasks
+    from execrl.models.tiny import TinyLlamaShape, new_llama, train_bpe_tokenizer
+
+    pairs = sft_pairs(synthetic_tasks(0, 8, 1, "train"))
+    tokenizer = train_bpe_tokenizer((p + c for p, c in pairs), 300, True)
+    shape = TinyLlamaShape(hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64)
+    return new_llama(tokenizer, shape, seed=0), tokenizer, pairs
+
+
+def test_execrl_sft_and_the_default_build_run_one_sft_loop(on_default, tmp_path, monkeypatch):
+    import execrl.models.sft as sft_module
+
+    callers = []
+    real = sft_module.train_steps
+
+    def spy(*args, **kwargs):
+        callers.append(len(args[4]))  # the steps it ran
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sft_module, "train_steps", spy)
+    assert main(sft_args(tmp_path, "one-loop")) == 0
+    model, tokenizer, pairs = _tiny_default()
+    sft_module.sft(model, tokenizer, pairs, sft_module.SFTSettings(steps=2, batch_size=4))
+    assert callers == [4, 2]
+
+
+def test_the_default_build_trains_as_before_its_loop_was_shared():
+    """The default's SFT through `train_steps` gives, bit for bit, the weights of the loop it
+    ran before (kept here as it was): the quickstart's figures rest on the built model."""
+    import random
+
+    from execrl.models.sft import SFTSettings, collate_sft, sft, sft_example
+
+    settings = SFTSettings(steps=3, batch_size=4, warmup=2)
+    shared, tokenizer, pairs = _tiny_default()
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        new_losses = sft(shared, tokenizer, pairs, settings)
+    before, _, _ = _tiny_default()
+    examples = [sft_example(tokenizer, p, c) for p, c in pairs]
+    rng = random.Random(settings.seed)
+    optimizer = torch.optim.AdamW(before.parameters(), lr=settings.lr, weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / 2) * max(0.05, 1 - s / settings.steps)
+    )
+    old_losses = []
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        before.train()
+        for _ in range(settings.steps):
+            batch = collate_sft(rng.sample(examples, 4), tokenizer.pad_token_id)
+            out = before(**batch)
+            optimizer.zero_grad(set_to_none=True)
+            out.loss.backward()
+            torch.nn.utils.clip_grad_norm_(before.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            old_losses.append(out.loss.item())
+    assert new_losses == old_losses
+    old_weights = dict(before.named_parameters())
+    assert all(torch.equal(p, old_weights[n]) for n, p in shared.named_parameters())

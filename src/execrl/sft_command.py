@@ -67,7 +67,7 @@ def run_sft(config: Any, resume: Path | None = None) -> dict[str, Any]:
     import torch
 
     from execrl.models.loading import LoraSpec, load_policy
-    from execrl.models.sft import collate_sft
+    from execrl.models.sft import collate_sft, train_steps
     from execrl.rl.setup import _schedule
     from execrl.sft_config import to_toml
     from execrl.sft_data import read_pairs, tokenize
@@ -93,37 +93,39 @@ def run_sft(config: Any, resume: Path | None = None) -> dict[str, Any]:
     start = _load_checkpoint(run_dir, model, optimizer, scheduler) if resume else 0
     trackers = _trackers(config, run_dir, start)
     pad = policy.tokenizer.pad_token_id
-    losses: list[float] = []
-    model.train()
+
+    def batch_for_step(step: int) -> dict[str, torch.Tensor]:
+        # Seeded by (run.seed, step): a resumed run draws the batches an unstopped one would.
+        rng = random.Random(config.run.seed * 1_000_003 + step)
+        chosen = rng.sample(examples.tokens, min(config.run.batch_size, len(examples.tokens)))
+        return {k: v.to(device) for k, v in collate_sft(chosen, pad).items()}
+
     with open(run_dir / "metrics.jsonl", "a" if resume else "w", encoding="utf-8") as log:
-        for step in range(start, config.run.steps):
-            t0 = time.perf_counter()
-            rng = random.Random(config.run.seed * 1_000_003 + step)
-            chosen = rng.sample(examples.tokens, min(config.run.batch_size, len(examples.tokens)))
-            batch = {k: v.to(device) for k, v in collate_sft(chosen, pad).items()}
-            loss = model(**batch).loss  # mean cross-entropy over completion tokens (labels != -100)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if o.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(params, o.grad_clip)
-            optimizer.step()
-            scheduler.step()
+        clock = [time.perf_counter()]
+
+        def on_step(step: int, loss: float, batch: dict[str, torch.Tensor]) -> None:
+            now = time.perf_counter()
             row = {
                 "step": step,
-                "loss": loss.item(),
+                "loss": loss,
                 "lr": scheduler.get_last_lr()[0],
                 "completion_tokens": int((batch["labels"] != -100).sum()),
-                "seconds": time.perf_counter() - t0,
+                "seconds": now - clock[0],
             }
-            losses.append(row["loss"])
+            clock[0] = now
             log.write(json.dumps(row) + "\n")
             log.flush()
             for tracker in trackers:
                 tracker.log(row, step)
-            _progress(step, config.run.steps, row["loss"])
+            _progress(step, config.run.steps, loss)
             every = config.run.checkpoint_every
             if every and (step + 1) % every == 0 and step + 1 < config.run.steps:
                 _save_checkpoint(run_dir, step + 1, model, optimizer, scheduler)
+
+        steps = range(start, config.run.steps)
+        losses = train_steps(
+            model, optimizer, scheduler, batch_for_step, steps, o.grad_clip, on_step
+        )
     for tracker in trackers:
         tracker.close()
     _save_checkpoint(run_dir, config.run.steps, model, optimizer, scheduler)

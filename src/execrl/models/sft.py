@@ -1,4 +1,5 @@
-"""Supervised fine-tuning on (prompt, completion) pairs: how the embedded default learns to code.
+"""Supervised fine-tuning on (prompt, completion) pairs: the one SFT loop (`train_steps`) that
+`execrl sft` runs and the embedded default's build runs (`sft`, `models.default`).
 
 The loss is the mean cross-entropy of the completion tokens (prompt tokens are context only).
 """
@@ -6,7 +7,7 @@ The loss is the mean cross-entropy of the completion tokens (prompt tokens are c
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -42,10 +43,46 @@ def collate_sft(examples: Sequence[tuple[list[int], int]], pad_id: int) -> dict[
     return {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
 
 
+def train_steps(
+    model,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    batch_for_step: Callable[[int], dict[str, torch.Tensor]],
+    steps: range,
+    grad_clip: float,
+    on_step: Callable[[int, float, dict[str, torch.Tensor]], None] | None = None,
+) -> list[float]:
+    """The SFT loop: for each step, its batch (`collate_sft`'s fields), the mean cross-entropy
+    of the completion tokens (labels != -100), one optimizer and one schedule step; then
+    `on_step(step, loss, batch)` (logs, checkpoints). Returns each step's loss. What differs
+    between callers is given: how a step's batch is drawn, the optimizer, the schedule."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    model.train()
+    losses = []
+    for step in steps:
+        batch = batch_for_step(step)  # input_ids, attention_mask, labels: (B, L)
+        loss = model(**batch).loss  # () mean over the completion tokens of the batch
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, grad_clip)
+        optimizer.step()
+        scheduler.step()
+        losses.append(loss.item())
+        if on_step is not None:
+            on_step(step, losses[-1], batch)
+    model.eval()
+    return losses
+
+
 def sft(
     model, tokenizer, pairs: Sequence[tuple[str, str]], settings: SFTSettings, progress=None
 ) -> list[float]:
-    """Train `model` in place on the pairs; returns the loss of every step."""
+    """The embedded default's SFT stage: `train_steps` on the pairs with its recipe's optimizer
+    (AdamW, default betas), schedule (warm-up, then linear decay to 5 %), gradient clip 1.0,
+    and batches drawn in turn from one generator seeded once (`execrl sft` seeds one per step,
+    for resume; the default never resumes, and its weights depend on this order). Trains
+    `model` in place; returns the loss of every step."""
     if not pairs:
         raise ValueError("SFT needs at least one (prompt, completion) pair")
     examples = [sft_example(tokenizer, p, c) for p, c in pairs]
@@ -57,20 +94,15 @@ def sft(
         optimizer,
         lambda s: min(1.0, (s + 1) / max(1, settings.warmup)) * max(0.05, 1 - s / settings.steps),
     )
-    model.train()
-    history = []
-    for step in range(settings.steps):
-        batch = collate_sft(
-            rng.sample(examples, min(settings.batch_size, len(examples))), tokenizer.pad_token_id
-        )
-        out = model(**batch)
-        optimizer.zero_grad(set_to_none=True)
-        out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        history.append(out.loss.item())
+
+    def batch_for_step(step: int) -> dict[str, torch.Tensor]:
+        chosen = rng.sample(examples, min(settings.batch_size, len(examples)))
+        return collate_sft(chosen, tokenizer.pad_token_id)
+
+    def on_step(step: int, loss: float, batch: dict[str, torch.Tensor]) -> None:
         if progress is not None:
-            progress(step, out.loss.item())
-    model.eval()
-    return history
+            progress(step, loss)
+
+    return train_steps(
+        model, optimizer, schedule, batch_for_step, range(settings.steps), 1.0, on_step
+    )
