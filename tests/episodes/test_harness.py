@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -90,6 +91,17 @@ def test_a_hung_harness_is_killed_at_its_timeout(scorer, tokenizer):
     with pytest.raises(HarnessError, match="timed out after 0.5 s"):
         run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer,
                              harness("--sleep", "60", harness_timeout_s=0.5))  # fmt: skip
+
+
+def test_a_process_the_harness_leaves_behind_cannot_hang_the_run(scorer, tokenizer):
+    """The harness exits at once but leaves a process (its own session, out of reach of the
+    group kill) holding its output: the episode ends when the harness does."""
+    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT])
+    start = time.monotonic()
+    [episode] = run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer,
+                                     harness("--orphan", "30", harness_timeout_s=20))  # fmt: skip
+    assert time.monotonic() - start < 15 and not episode.masked
+    assert episode.steps[-1].info.hidden_passed is True
 
 
 def test_a_rewritten_history_is_masked_with_its_segments_named(scorer, tokenizer):

@@ -108,9 +108,8 @@ class HarnessRunner:
 
     def close(self) -> None:
         self.server.close()
-        for path in sorted(self.workdir.rglob("*"), reverse=True):
-            path.rmdir() if path.is_dir() else path.unlink()
-        self.workdir.rmdir()
+        # a process a harness left behind may still write there: no error for what it adds
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
     def run(self, tasks: Sequence[Task]) -> list[Episode]:
         """One episode per task (repeat a task for a group), `harness_parallel` at a time."""
@@ -156,7 +155,7 @@ class HarnessRunner:
             EXECRL_ANSWER_FILE=str(answer_file),
         )
         return _run_process(shlex.split(self.config.harness), env, self.config.harness_timeout_s,
-                            episode_id, answer_file)  # fmt: skip
+                            episode_id, folder)  # fmt: skip
 
     def _prompt_only(self, task: Task) -> Trajectory:
         """What an episode without a call holds: the task's prompt, no policy token (its
@@ -188,26 +187,33 @@ def run_harness_episodes(tasks: Sequence[Task], engine: Any, tokenizer: Any,
 
 
 def _run_process(argv: list[str], env: dict[str, str], timeout_s: float, episode_id: str,
-                 answer_file: Path) -> HarnessRun:  # fmt: skip
+                 folder: Path) -> HarnessRun:  # fmt: skip
+    """Run the harness in its own session. Its output goes to files, not pipes: a process it
+    leaves behind holding them cannot keep the episode open past the harness's exit."""
+    out_file, err_file = folder / "stdout.txt", folder / "stderr.txt"
+    with out_file.open("wb") as out, err_file.open("wb") as err:
+        try:
+            process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                       stderr=err, start_new_session=True)  # fmt: skip
+        except OSError as exc:
+            return HarnessRun(episode_id, "", f"cannot start {argv[0]!r}: {exc}")
     try:
-        process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   start_new_session=True, text=True, errors="replace")  # fmt: skip
-    except OSError as exc:
-        return HarnessRun(episode_id, "", f"cannot start {argv[0]!r}: {exc}")
-    try:
-        out, err = process.communicate(timeout=timeout_s)
+        process.wait(timeout=timeout_s)
         failure = f"exit status {process.returncode}" if process.returncode else ""
     except subprocess.TimeoutExpired:
-        # its own session: the harness and anything it started go together
+        # the harness and everything it started in its session go together (it is not reaped
+        # yet, so its group is still its own)
         os.killpg(process.pid, signal.SIGKILL)
-        out, err = process.communicate()
+        process.wait()
         failure = f"timed out after {timeout_s:g} s (env.harness_timeout_s)"
     if failure:
-        tail = err.strip()[-_STDERR_TAIL:]
+        tail = err_file.read_text(errors="replace").strip()[-_STDERR_TAIL:]
         return HarnessRun(episode_id, "", f"{failure}; its stderr: {tail or '(empty)'}")
+    answer_file = folder / "answer.txt"
     answer = answer_file.read_text(errors="replace") if answer_file.is_file() else ""
-    return HarnessRun(episode_id, answer if answer.strip() else out, "")
+    return HarnessRun(
+        episode_id, answer if answer.strip() else out_file.read_text(errors="replace"), ""
+    )
 
 
 def _episode(task: Task, run: HarnessRun, recording: EpisodeRecording, scored: Any,
