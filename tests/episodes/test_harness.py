@@ -132,3 +132,25 @@ def test_the_documented_harness_runs_as_written(scorer, tokenizer, tmp_path):
     config = HarnessConfig(f"{sys.executable} {agent}")
     [episode] = run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer, config)
     assert episode.steps[-1].info.hidden_passed is True and len(episode.trajectory.turn_spans) == 2
+
+
+def test_a_masked_harness_episode_enters_no_loss_or_advantage(scorer, tokenizer):
+    """An episode whose harness made no call (its answer is not the model's: masked, though
+    it passes) and a rewritten one reach the trainer with no counted token and no advantage."""
+    from execrl.rl.episode_rollouts import episode_scored
+
+    from .test_training import learner
+
+    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT, WRONG, RIGHT])
+    [good] = run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer, harness())
+    [silent] = run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer, harness("--no-call"))
+    [rewritten] = run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer,
+                                       harness("--rewrite"))  # fmt: skip
+    assert silent.masked and silent.steps[-1].info.note == "the harness made no call to the policy"
+    assert silent.trajectory.token_ids == tuple(tokenizer(ADD.prompt)["input_ids"])
+    for masked in (silent, rewritten):
+        group = [episode_scored(0, ADD, e, 1.0, scorer) for e in (good, masked)]
+        assert group[0].valid and not group[1].valid
+        [batch] = learner("grpo").advantages([group])
+        assert batch.mask[1].sum() == 0 and (batch.advantages[1] == 0).all()
+        assert batch.mask[0].sum() == sum(good.trajectory.loss_mask)
