@@ -2,10 +2,11 @@
 
 Nothing is downloaded. On first use execrl trains the tokenizer on the procedural suite's easy
 tasks, initialises a Llama-architecture model of about a million parameters, fine-tunes it (SFT)
-on the reference solutions of those tasks, and saves both in Hugging Face format under
-`$EXECRL_DEFAULT_MODEL_DIR` (default `~/.cache/execrl/default-model-<recipe hash>`). Later uses
-load that directory. The recipe hash changes whenever the recipe does, so a stale cache is never
-reused.
+on the reference solutions of those tasks with the loop `execrl sft` runs (`models.sft.sft`
+through `train_steps`; `execrl sft` itself sits above this layer), and saves both in Hugging
+Face format under `$EXECRL_DEFAULT_MODEL_DIR` (default
+`~/.cache/execrl/default-model-<recipe hash>`). Later uses load that directory. The recipe hash
+changes whenever the recipe does, so a stale cache is never reused.
 """
 
 from __future__ import annotations

@@ -70,6 +70,7 @@ class CaseServer:
 
     def __init__(self, pid: int, sock: Any) -> None:
         self.pid, self.sock = pid, sock
+        self.held_bytes = 0  # the server's private memory, charged to the worker's cgroup
 
     @classmethod
     def start(
@@ -95,6 +96,7 @@ class CaseServer:
         try:
             if ours.recv(16) == b"ready":
                 ours.settimeout(ANSWER_S)
+                server.held_bytes = _private_bytes(pid)
                 return server
         except OSError:
             pass
@@ -207,3 +209,16 @@ def _within(soft: int, hard: int) -> int:
 def _cpu_s() -> float:
     used = resource.getrusage(resource.RUSAGE_SELF)
     return used.ru_utime + used.ru_stime
+
+
+def _private_bytes(pid: int) -> int:
+    """The process's private resident memory (what it copied or allocated since its fork)."""
+    total = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
+            for line in fh:
+                if line.startswith((b"Private_Clean:", b"Private_Dirty:")):
+                    total += int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return 0
+    return total

@@ -232,7 +232,9 @@ def _spawn_once(
         # The same bound as each process's address space (`_rlimits`), which binds a lone
         # process first (its resident memory is below its address space); the cgroup binds
         # the run's processes together.
-        memory.before_run(ctx["vm_kb"] * 1024 + limits["memory_mb"] * (1 << 20))
+        # A case server's own pages are in the cgroup too: the run keeps its full allowance.
+        held = ctx["server"].held_bytes if ctx["server"] is not None else 0
+        memory.before_run(ctx["vm_kb"] * 1024 + limits["memory_mb"] * (1 << 20) + held)
     t0 = time.monotonic()
     server = ctx["server"]
     try:
