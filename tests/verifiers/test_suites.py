@@ -13,7 +13,7 @@ from execrl.tasks.errors import UnknownBenchmark
 from execrl.tasks.jsonl import task_from_dict, task_to_dict
 from execrl.tasks.registry import load_benchmark
 from execrl.tasks.schema import VerifierTests
-from execrl.tasks.suites import SUITES
+from execrl.tasks.suites import SPLIT_BY_INSTANCE, SUITES
 from verifiers.verifier_helpers import needs_iverilog
 
 
@@ -24,6 +24,9 @@ def test_each_suite_is_a_benchmark_with_levels_and_disjoint_splits(suite):
     assert len(train) == len(test) == 24  # 8 per level, 3 levels
     assert {t.metadata["difficulty"] for t in train} == {1, 2, 3}
     assert not {repr(t.tests.spec) for t in train} & {repr(t.tests.spec) for t in test}
+    if suite not in SPLIT_BY_INSTANCE:  # a held-out prompt is never a training prompt
+        many = load_benchmark(f"{suite}:n=40"), load_benchmark(f"{suite}:split=test,n=20")
+        assert not {t.prompt for t in many[0]} & {t.prompt for t in many[1]}
     for t in train:
         assert isinstance(t.tests, VerifierTests) and t.tests.verifier == suite
         assert t.reference and t.tests.wrong and t.tests.wrong != t.reference
