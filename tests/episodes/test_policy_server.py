@@ -272,3 +272,49 @@ def test_tokens_the_harness_never_saw_stay_as_sampled(chat_tok):
     assert [t for t, m in zip(segment.token_ids, segment.loss_mask, strict=True) if m] == (
         sampled + engine.ids("ok") + [chat_tok.eos_token_id]
     )
+
+
+class EchoPolicy:
+    """Answers every prompt of a batch with the same text; records the batch sizes."""
+
+    def __init__(self, tokenizer, text: str) -> None:
+        self.tokenizer, self.text, self.batches = tokenizer, text, []
+        self.ids = tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id]
+
+    def generate(self, prompt_ids, params, *, n):
+        self.batches.append(len(prompt_ids))
+        return [Completion(i, self.text, torch.tensor(p), torch.tensor(self.ids),
+                           torch.full((len(self.ids),), LOGPROB), "eos")
+                for i, p in enumerate(prompt_ids)]  # fmt: skip
+
+
+def test_concurrent_episodes_batch_and_each_records_only_its_own_calls(chat_tok):
+    from concurrent.futures import ThreadPoolExecutor
+
+    engine = EchoPolicy(chat_tok, FIRST)
+    recorder = Recorder(chat_tok, strict=True)
+    settings = ServeSettings(chat=True, sampling=RUN_SAMPLING, fixed_sampling=True,
+                             batch_wait_s=0.5)  # fmt: skip
+    ids = [f"ep{i}" for i in range(8)]
+    for episode_id in ids:
+        recorder.open(episode_id)
+
+    def episode(i: int) -> None:
+        url = f"{server.url}/e/{ids[i]}/v1/chat/completions"
+        prompt = f"{PROMPT} #{i}"
+        post(url, {"messages": messages(prompt)})
+        post(url, {"messages": messages(prompt, FIRST, CHECK)})
+
+    with PolicyServer(engine, chat_tok, settings, recorder) as server:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(episode, range(8)))
+    assert max(engine.batches) > 1 and sum(engine.batches) == 16  # calls shared generate calls
+    for i, episode_id in enumerate(ids):
+        recording = recorder.close(episode_id)
+        [segment] = recording.trajectories(final_reward=1.0)
+        rendered = f"<user>{PROMPT} #{i}{chat_tok.eos_token}\n<assistant>"
+        prompt = chat_tok(rendered, add_special_tokens=False)["input_ids"]
+        added = chat_tok.encode(f"\n<user>{CHECK}{chat_tok.eos_token}\n<assistant>",
+                                add_special_tokens=False)  # fmt: skip
+        assert segment.token_ids == tuple(prompt + engine.ids + added + engine.ids)
+        assert [c.how for c in recording.calls] == ["new", "exact"]

@@ -187,9 +187,7 @@ class PolicyServer:
         elif self.recorder.strict:
             raise UnknownEpisode("this server records episodes: a call must name its episode")
         else:
-            prompt = tuple(
-                self.tokenizer(request.text, add_special_tokens=request.raw)["input_ids"]
-            )
+            prompt = self.recorder.encode(request.text, raw=request.raw)
         try:
             params = self._fit(request.params, len(prompt))
             done = self.batcher.generate(prompt, params)

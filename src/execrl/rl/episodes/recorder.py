@@ -140,6 +140,12 @@ class Recorder:
         with self._lock:
             return list(self._episodes)
 
+    def encode(self, text: str, *, raw: bool) -> tuple[int, ...]:
+        """A first prompt's ids (bos and all for raw text), under the recorder's lock: a fast
+        tokenizer must not be entered by two threads at once."""
+        with self._lock:
+            return tuple(self.tokenizer(text, add_special_tokens=raw)["input_ids"])
+
     def admit(self, episode_id: str, text: str, *, raw: bool) -> Ticket:
         """The ids the model is given for a call whose conversation is `text`: an idle segment
         `text` extends (`_extend`), plus the new text's ids; else a new segment."""
