@@ -57,8 +57,9 @@ class LetterE:
         return RewardResult(score, {self.name: score})
 
 
-# first in the file: it builds (and closes) its own engine before the module's engine starts
-def test_grpo_steps_with_the_vllm_engine_change_parameters_and_log_the_gap(model_dir, tmp_path):
+def train_three_steps(model_dir, out_dir) -> list[dict]:
+    """3 GRPO steps with engine = "vllm" (one generate call per step); the metrics rows, after
+    checking that the parameters changed."""
     from safetensors.torch import load_file
 
     from execrl.rl.config import load_config
@@ -67,7 +68,7 @@ def test_grpo_steps_with_the_vllm_engine_change_parameters_and_log_the_gap(model
     tasks = [Task(id=f"t{i}", prompt=f"Write {i}:", tests=CallTests(((1,),), (1,)),
                   entry_point="f") for i in range(4)]  # fmt: skip
     config = load_config(None, [
-        f"model.path={str(model_dir)!r}", f"run.out_dir={str(tmp_path)!r}", "run.name='v'",
+        f"model.path={str(model_dir)!r}", f"run.out_dir={str(out_dir)!r}", "run.name='v'",
         "run.steps=3", "data.heldout=''", "rl.group_size=4", "rl.groups_per_step=2",
         "rl.micro_batch_size=8", "rl.dynamic_sampling=false", "sampling.max_new_tokens=8",
         "sampling.groups_per_generate=2", "sampling.engine='vllm'", "sandbox.workers=1",
@@ -75,13 +76,63 @@ def test_grpo_steps_with_the_vllm_engine_change_parameters_and_log_the_gap(model
     ])  # fmt: skip
     train(config, tasks=tasks, heldout=[], reward=LetterE(), quiet=True)
     before = load_file(str(model_dir / "model.safetensors"))
-    after = load_file(str(tmp_path / "v" / "final" / "model.safetensors"))
+    after = load_file(str(out_dir / "v" / "final" / "model.safetensors"))
     assert any(not torch.equal(before[k], after[k]) for k in before)
-    rows = [json.loads(x) for x in (tmp_path / "v" / "metrics.jsonl").read_text().splitlines()]
+    rows = [json.loads(x) for x in (out_dir / "v" / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 3
+    return rows
+
+
+def assert_rollouts_from_the_pushed_weights(rows: list[dict]) -> None:
     for row in rows:  # every step's rollouts came from the pushed weights: fp32 agrees closely
         assert 0 <= row["engine/logprob_diff_mean"] <= row["engine/logprob_diff_max"] < 1e-3
         assert row["engine/tis_truncated"] == 0.0
+
+
+# first in the file: it builds (and closes) its own engine before the module's engine starts
+def test_grpo_steps_with_the_vllm_engine_change_parameters_and_log_the_gap(model_dir, tmp_path):
+    assert_rollouts_from_the_pushed_weights(train_three_steps(model_dir, tmp_path))
+
+
+# before the module's engine starts, too. vLLM's multiprocess engine, so that there is an
+# engine process to kill: its EngineCore process (and the worker it spawned)
+def test_a_killed_or_hung_engine_process_is_restarted_mid_step_with_the_current_weights(
+    model_dir, tmp_path, monkeypatch, capfd
+):
+    import functools
+    import os
+    import signal
+
+    from execrl.models import engine as engine_module
+    from execrl.models.vllm_engine import VLLMEngine
+
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    # a short deadline for the hung engine (a healthy 8-token call takes seconds)
+    watched = functools.partial(engine_module.SupervisedEngine, timeout_s=30, poll_s=0.2)
+    monkeypatch.setattr(engine_module, "SupervisedEngine", watched)
+    real_generate, calls = VLLMEngine.generate, []
+
+    def generate(self, prompt_ids, params, *, n):
+        # one call per step: step 1's first call finds its engine killed, step 2's stopped;
+        # each is retried on a restarted engine (calls 3 and 5)
+        calls.append(self.pids())
+        fault = {2: signal.SIGKILL, 4: signal.SIGSTOP}.get(len(calls))
+        if fault is not None:
+            os.kill(self.pids()[0], fault)
+        return real_generate(self, prompt_ids, params, n=n)
+
+    monkeypatch.setattr(VLLMEngine, "generate", generate)
+    rows = train_three_steps(model_dir, tmp_path)
+    assert len(calls) == 5 and all(calls)  # the engine really was multiprocess
+    assert calls[0] == calls[1] != calls[2] == calls[3] != calls[4]  # two restarts
+    err = capfd.readouterr().err
+    assert "died during generate" in err and "had no answer in 30 s (hung)" in err
+    assert err.count("restarted with the current weights") == 2
+    # a whole group of retried rollouts per step, none masked or scored as a failure, and
+    # sampled from the weights pushed after steps 0 and 1, not the engine's start weights
+    assert [row["groups_kept"] for row in rows] == [2, 2, 2]
+    assert all(row["masked_frac"] == 0.0 for row in rows)
+    assert_rollouts_from_the_pushed_weights(rows)
 
 
 @pytest.fixture(scope="module")

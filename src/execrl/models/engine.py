@@ -22,6 +22,11 @@ from a stale policy unless the trainer pushes the new weights after each update.
 engines ("loop", "hf") generate with the policy module itself, so for them it only adopts the
 module it is given (a DDP wrapper or a new object after a reload) and copies nothing.
 
+Fault tolerance: an engine with its own copy of the policy and its own processes (vLLM) can die
+or hang while the trainer is fine, so `make_engine` hands it out under `SupervisedEngine`, which
+restarts it from the current weights and repeats the call (the same draws); no rollout is lost or
+scored 0 for the engine's failure.
+
 Seeding: the in-process engines draw from torch's global generator, so a caller that seeds it
 (`torch.manual_seed`, as `rl.rollout` does per chunk) gets the same completions as calling
 `models.sampling.sample` directly; an engine with its own sampler derives its per-request seeds
@@ -30,9 +35,14 @@ from the same generator, so seeded runs stay reproducible on one machine.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+import torch
 
 from execrl.models.sampling import Completion, SamplingParams, sample
 
@@ -95,9 +105,143 @@ class InProcessEngine:
         self.closed = True
 
 
+class EngineFailure(RuntimeError):
+    """The engine itself failed (its process died, or it stopped answering), not the request:
+    a restarted engine can serve the same request."""
+
+
+class SupervisableEngine(RolloutEngine, Protocol):
+    """An engine that holds its own copy of the policy, which a supervisor can check and kill."""
+
+    def alive(self) -> bool:
+        """False once the engine can no longer answer (its process exited); cheap, no I/O."""
+        ...
+
+    def kill(self) -> None:
+        """Stop the engine at once, even mid-call, and free it: a call blocked on it returns
+        (with an error) or is abandoned; the engine is unusable after."""
+        ...
+
+
+_T = TypeVar("_T")
+
+
+class SupervisedEngine:
+    """An engine with its own copy of the policy (vLLM), restarted when it dies or hangs.
+
+    Every call runs in a watcher thread while this one checks the engine's health every
+    `poll_s` seconds: a dead engine (its process exited, killed or crashed) is seen within
+    `poll_s`, a hung one (alive but with no answer in `timeout_s`) at the deadline. Either way
+    it is killed, a new engine is started from the policy the trainer last pushed (the current
+    weights, so no rollout comes from a stale policy), and the call is repeated with the same
+    draws from torch's generator: the retried rollouts are the ones the fault-free call would
+    have sampled, never scored 0 or dropped. A call that fails `restarts` + 1 times in a row
+    raises, with what to look at.
+
+    `timeout_s` bounds one whole call, not one token, so it must exceed the slowest healthy
+    `generate` (the default allows 10 minutes). The in-process engines ("loop", "hf") are not
+    supervised: they generate with the trainer's own module in the trainer's process, where a
+    crash is the trainer's and a restart could not help.
+    """
+
+    def __init__(self, start: Callable[[Any], SupervisableEngine], model: Any, *,
+                 timeout_s: float = 600.0, restarts: int = 2, poll_s: float = 0.5,
+                 log: Callable[[str], None] | None = None) -> None:  # fmt: skip
+        if timeout_s <= 0 or poll_s <= 0 or restarts < 0:
+            raise ValueError(
+                f"engine supervision needs timeout_s > 0, poll_s > 0 and restarts >= 0; got "
+                f"timeout_s={timeout_s}, poll_s={poll_s}, restarts={restarts}"
+            )
+        self.start, self.model = start, model
+        self.timeout_s, self.max_restarts, self.poll_s = timeout_s, restarts, poll_s
+        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.engine = start(model)
+        self.name = self.engine.name
+        self.restarts = 0  # over the engine's life, for the run's log
+
+    def generate(
+        self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams, *, n: int
+    ) -> list[Completion]:
+        rng = torch.random.get_rng_state()  # a retry draws the same per-request seeds
+        for attempt in range(self.max_restarts + 1):
+            if attempt:
+                torch.random.set_rng_state(rng)
+            try:
+                return self._watch(
+                    "generate", lambda: self.engine.generate(prompt_ids, params, n=n)
+                )
+            except EngineFailure as failure:
+                self._restart(failure, attempt, f"retrying its {len(prompt_ids)} prompts")
+        raise AssertionError("unreachable: the last failed attempt raised")
+
+    def sync_weights(self, model: Any) -> None:
+        self.model = model  # what a restarted engine starts from, from now on
+        try:
+            self._watch("sync_weights", lambda: self.engine.sync_weights(model))
+        except EngineFailure as failure:  # the new engine loads `model`: the push is done
+            self._restart(failure, 0, "it starts from the pushed weights")
+
+    def close(self) -> None:
+        self.engine.close()
+
+    def _watch(self, what: str, call: Callable[[], _T]) -> _T:
+        """`call()`'s result; EngineFailure if the engine dies or does not answer in time."""
+        if not self.engine.alive():  # the health check: dead since the last call
+            raise EngineFailure(f"the engine was dead before {what}")
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["result"] = call()
+            except BaseException as exc:  # noqa: BLE001 -- handed to the caller's thread
+                box["error"] = exc
+
+        # a daemon thread: one blocked on a hung engine must not keep the process alive
+        thread = threading.Thread(target=run, name=f"execrl-{self.name}-{what}", daemon=True)
+        deadline = time.monotonic() + self.timeout_s
+        thread.start()
+        while thread.is_alive():
+            thread.join(self.poll_s)
+            if not thread.is_alive():
+                break
+            if not self.engine.alive():
+                raise EngineFailure(f"the engine process died during {what}")
+            if time.monotonic() > deadline:
+                raise EngineFailure(f"{what} had no answer in {self.timeout_s:g} s (hung)")
+        if "error" in box:
+            if not self.engine.alive():  # its death surfaced as the call's error
+                raise EngineFailure(f"the engine died during {what}: {box['error']!r}")
+            raise box["error"]
+        return box["result"]
+
+    def _restart(self, failure: EngineFailure, attempt: int, then: str) -> None:
+        if attempt >= self.max_restarts:
+            self.engine.kill()
+            raise RuntimeError(
+                f"the {self.name!r} rollout engine failed {attempt + 1} times in a row, the "
+                f"last time: {failure}. Look at the engine's own log above (out of memory? "
+                f"on a CPU, lower VLLM_CPU_KVCACHE_SPACE or sampling.max_new_tokens), then "
+                f"resume the run from its last checkpoint (execrl train --resume RUN_DIR)"
+            ) from failure
+        start = time.perf_counter()
+        self.engine.kill()
+        self.engine = self.start(self.model)
+        self.restarts += 1
+        self.log(
+            f"execrl: the {self.name!r} rollout engine failed ({failure}); restarted with "
+            f"the current weights in {time.perf_counter() - start:.1f} s, {then} "
+            f"(restart {self.restarts}; {self.max_restarts - attempt - 1} more for this call)"
+        )
+
+
+# the options make_engine gives the supervisor, not the engine
+_SUPERVISION = ("timeout_s", "restarts", "poll_s")
+
+
 def make_engine(name: str, model: Any, tokenizer: Any, **options: Any) -> RolloutEngine:
     """The engine `sampling.engine` names, generating with `model` (a HF causal LM) and
-    `tokenizer`. `options` go to engines that take them (vLLM: `models.vllm_engine`)."""
+    `tokenizer`. `options` go to engines that take them (vLLM: `models.vllm_engine`, and
+    `SupervisedEngine`'s timeout_s, restarts and poll_s)."""
     if name in ("loop", "hf"):
         if options:
             raise ValueError(
@@ -107,5 +251,6 @@ def make_engine(name: str, model: Any, tokenizer: Any, **options: Any) -> Rollou
     if name == "vllm":
         from execrl.models.vllm_engine import VLLMEngine
 
-        return VLLMEngine(model, tokenizer, **options)
+        watch = {k: options.pop(k) for k in _SUPERVISION if k in options}
+        return SupervisedEngine(lambda m: VLLMEngine(m, tokenizer, **options), model, **watch)
     raise ValueError(f"sampling.engine = {name!r}; choose one of {', '.join(ENGINES)}")

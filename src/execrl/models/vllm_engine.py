@@ -6,7 +6,8 @@ to a temporary directory vLLM loads, and after every optimizer update `sync_weig
 new weights in place (`reload_weights`, then the prefix cache is reset: cached KV blocks were
 computed by the old weights). In-process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, the default this
 module sets) the state dict's tensors go straight to the model runner; with vLLM's multiprocess
-engine they go through the directory (`weights_path`).
+engine they go through the directory (`weights_path`). `alive` and `kill` let
+`models.engine.SupervisedEngine` see a dead engine process and replace it.
 
 Behaviour log-probabilities come from the engine with `logprobs_mode="processed_logprobs"`: the
 log-probability of the sampled token after temperature, which is the trainer's
@@ -19,6 +20,7 @@ run seeded as `rl.rollout` seeds its chunks repeats its draws.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import shutil
@@ -45,14 +47,22 @@ class VLLMEngine:
 
     def __init__(self, model: Any, tokenizer: Any, *, gpu_memory_utilization: float = 0.5,
                  kv_cache_gib: float = 1.0, max_model_len: int | None = None,
-                 enforce_eager: bool = True, seed: int = 0) -> None:  # fmt: skip
-        # in-process by default: weights cross as tensors, and scripts need no __main__ guard
+                 enforce_eager: bool = True, seed: int = 0,
+                 multiprocess: bool | None = None) -> None:  # fmt: skip
+        # in-process by default: weights cross as tensors, and scripts need no __main__ guard;
+        # `multiprocess` (or VLLM_ENABLE_V1_MULTIPROCESSING=1) runs vLLM's engine processes
+        if multiprocess is not None:
+            os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1" if multiprocess else "0"
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", f"{kv_cache_gib:g}")  # GiB, CPU only
         try:
             import vllm
+            import vllm.envs
         except ImportError as exc:
             raise ImportError(f"{INSTALL_HINT} ({exc})") from None
+        # a started engine freezes vLLM's reading of the environment for the whole process; a
+        # later engine (a restart, or another mode) must read it afresh
+        vllm.envs.disable_envs_cache()
         self.tokenizer = tokenizer
         self.directory = Path(tempfile.mkdtemp(prefix="execrl-vllm-"))
         plain = _base(model)
@@ -111,6 +121,34 @@ class VLLMEngine:
             self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(self.directory)})
         self.llm.reset_prefix_cache()
 
+    def alive(self) -> bool:
+        """False once closed or killed, or once vLLM's engine process has exited (it is then
+        also marked dead by vLLM's own monitor); an in-process engine has no process to lose."""
+        if self.llm is None:
+            return False
+        resources = getattr(self.llm.llm_engine.engine_core, "resources", None)
+        if resources is None:  # in-process: only the multiprocess client has processes
+            return True
+        return not resources.engine_dead and all(p.is_alive() for p in _processes(resources))
+
+    def pids(self) -> list[int]:
+        """The process ids of vLLM's engine processes; none in-process or once closed."""
+        if self.llm is None:
+            return []
+        resources = getattr(self.llm.llm_engine.engine_core, "resources", None)
+        return [] if resources is None else [p.pid for p in _processes(resources)]
+
+    def kill(self) -> None:
+        """Kill vLLM's engine processes (and theirs) at once, wake whatever waits on them with
+        vLLM's EngineDeadError, and close. In-process there is nothing to kill: a call blocked
+        inside vLLM stays blocked in its (daemon) thread, and the engine is dropped."""
+        if self.llm is not None:
+            client = self.llm.llm_engine.engine_core
+            resources = getattr(client, "resources", None)
+            if resources is not None:
+                _kill_engine_processes(client, resources)
+        self.close()
+
     def close(self) -> None:
         if self.llm is not None:
             self.llm = None
@@ -118,6 +156,36 @@ class VLLMEngine:
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _kill_engine_processes(client: Any, resources: Any) -> None:
+    """SIGKILL the multiprocess client's engine processes and their workers, then fail what
+    waits on them: `get_output` blocks on a queue and a utility call (a weight push) on a
+    future, and neither returns by itself once the process is gone."""
+    import psutil  # a dependency of vLLM
+    from vllm.v1.engine.exceptions import EngineDeadError
+
+    for process in _processes(resources):
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(process.pid)
+            for proc in [*root.children(recursive=True), root]:
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+    resources.engine_dead = True
+    outputs = getattr(client, "outputs_queue", None)
+    if outputs is not None:
+        outputs.put_nowait(EngineDeadError())
+    for future in list(getattr(client, "utility_results", {}).values()):
+        if not future.done():
+            future.set_exception(EngineDeadError())
+    with contextlib.suppress(Exception):  # already torn down by vLLM's own monitor
+        client.shutdown(timeout=5)
+
+
+def _processes(resources: Any) -> list[Any]:
+    """The multiprocess client's engine processes (multiprocessing.Process objects)."""
+    manager = resources.engine_manager
+    return list(getattr(manager, "processes", []))
 
 
 def _completion(index: int, prompt: torch.Tensor, choice: Any) -> Completion:
