@@ -62,9 +62,10 @@ def test_a_harness_never_sees_the_hidden_tests_or_the_data_directory(
     seen = json.loads(dump.read_text())
     assert seen["task"] == {"id": "t/add", "prompt": ADD.prompt, "entry_point": "add",
                             "language": "python"}  # fmt: skip
+    # the task file is exactly these four fields: no test, hidden or visible, in any form
     assert "EXECRL_DATA_DIR" not in seen["env"]
-    text = json.dumps(seen)
-    assert "30" not in text.replace(str(AGENT), "") and "(7, -3)" not in text  # hidden cases
+    assert {k for k in seen["env"] if k.startswith("EXECRL_")} == {
+        "EXECRL_EPISODE_ID", "EXECRL_MODEL", "EXECRL_TASK_FILE", "EXECRL_ANSWER_FILE"}  # fmt: skip
     assert seen["env"]["OPENAI_BASE_URL"].endswith(f"/e/{seen['env']['EXECRL_EPISODE_ID']}/v1")
 
 
@@ -154,3 +155,18 @@ def test_a_masked_harness_episode_enters_no_loss_or_advantage(scorer, tokenizer)
         [batch] = learner("grpo").advantages([group])
         assert batch.mask[1].sum() == 0 and (batch.advantages[1] == 0).all()
         assert batch.mask[0].sum() == sum(good.trajectory.loss_mask)
+
+
+def test_env_max_tokens_caps_each_call_of_a_harness_episode(scorer, tokenizer):
+    """[env] max_tokens bounds a call's prompt + completion as a context would: the agent's
+    second call, past it, is refused, and the agent's failure is said, not scored."""
+    from execrl.rl.episodes import EnvConfig
+
+    prompt = len(tokenizer(ADD.prompt)["input_ids"])
+    env = EnvConfig("harness", harness=harness().harness, max_tokens=prompt + 2)
+    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT])
+    with pytest.raises(
+        HarnessError, match="exit status 1; the server refused 1 call.*a call's limit is"
+    ):
+        run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer, env)
+    assert len(policy.seen) == 1  # the second call never reached the engine

@@ -219,7 +219,7 @@ def test_a_prompt_longer_than_the_context_is_refused_with_its_size(chat_tok):
     policy, _, server = serve(chat_tok, [FIRST], strict=False, max_positions=8)
     with server:
         status, answer = post(server.url + "/v1/chat/completions", {"messages": messages(PROMPT)})
-    assert status == 400 and "the model's context is 8" in answer["error"]["message"]
+    assert status == 400 and "a call's limit is 8" in answer["error"]["message"]
     assert policy.seen == []
 
 

@@ -35,7 +35,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +86,9 @@ class HarnessRun:
 
     episode_id: str
     answer: str  # the answer file's text, else its standard output
-    failure: str  # "" when it exited 0 in time; else why it failed, with its stderr's tail
+    failure: str  # "" when it exited 0 in time; else why it failed (the whole story once
+    # `_with_refusals` added the calls the server refused and the tail of its stderr)
+    stderr: str = ""  # the tail of a failed run's standard error
 
 
 class HarnessRunner:
@@ -100,8 +102,11 @@ class HarnessRunner:
         )
         self.scorer, self.log = scorer, log or (lambda message: None)
         self.recorder = Recorder(tokenizer, strict=True)
+        # env.max_tokens caps each call's prompt + completion as a context would: the
+        # trajectory the trainer sees is the conversation of one call
+        limits = [n for n in (context_length(engine), getattr(config, "max_tokens", 0)) if n]
         settings = ServeSettings(chat=uses_chat_template(tokenizer, chat), sampling=params,
-                                 fixed_sampling=True, max_positions=context_length(engine))  # fmt: skip
+                                 fixed_sampling=True, max_positions=min(limits, default=0))  # fmt: skip
         self.server = PolicyServer(engine, tokenizer, settings, self.recorder)
         self.url = self.server.start()
         self.workdir = Path(tempfile.mkdtemp(prefix="execrl-harness-"))
@@ -121,6 +126,7 @@ class HarnessRunner:
         # a killed harness may leave a call generating: the weights must not change under it
         self.server.batcher.wait_idle(timeout_s=600)
         recordings = [self.recorder.close(episode_id) for episode_id in ids]
+        runs = [_with_refusals(run, rec) for run, rec in zip(runs, recordings, strict=True)]
         ok = [i for i, r in enumerate(runs) if not r.failure]
         if tasks and not ok:
             raise HarnessError(
@@ -196,7 +202,7 @@ def _run_process(argv: list[str], env: dict[str, str], timeout_s: float, episode
             process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                        stderr=err, start_new_session=True)  # fmt: skip
         except OSError as exc:
-            return HarnessRun(episode_id, "", f"cannot start {argv[0]!r}: {exc}")
+            return HarnessRun(episode_id, "", f"cannot start {argv[0]!r}: {exc}", "(none)")
     try:
         process.wait(timeout=timeout_s)
         failure = f"exit status {process.returncode}" if process.returncode else ""
@@ -208,12 +214,24 @@ def _run_process(argv: list[str], env: dict[str, str], timeout_s: float, episode
         failure = f"timed out after {timeout_s:g} s (env.harness_timeout_s)"
     if failure:
         tail = err_file.read_text(errors="replace").strip()[-_STDERR_TAIL:]
-        return HarnessRun(episode_id, "", f"{failure}; its stderr: {tail or '(empty)'}")
+        return HarnessRun(episode_id, "", failure, tail or "(empty)")
     answer_file = folder / "answer.txt"
     answer = answer_file.read_text(errors="replace") if answer_file.is_file() else ""
     return HarnessRun(
         episode_id, answer if answer.strip() else out_file.read_text(errors="replace"), ""
     )
+
+
+def _with_refusals(run: HarnessRun, recording: EpisodeRecording) -> HarnessRun:
+    """A failed run's reason with the first call the server refused, which its harness may
+    not have printed."""
+    if not run.failure:
+        return run
+    refused = ""
+    if recording.refusals:
+        first = recording.refusals[0]
+        refused = f"; the server refused {len(recording.refusals)} call(s), the first: {first}"
+    return replace(run, failure=f"{run.failure}{refused}; its stderr: {run.stderr}")
 
 
 def _episode(task: Task, run: HarnessRun, recording: EpisodeRecording, scored: Any,

@@ -55,7 +55,9 @@ class ServeSettings:
     chat: bool = True  # render chat messages through the tokenizer's template (else concatenate)
     sampling: SamplingParams = SamplingParams(temperature=1.0, max_new_tokens=256)
     fixed_sampling: bool = False  # training: always the run's temperature and top-p
-    max_positions: int = 0  # the model's context; 0: unchecked
+    # a call's prompt + completion fit in it: the model's context, or a smaller token budget
+    # (training: env.max_tokens); 0: unchecked
+    max_positions: int = 0
     batch_wait_s: float = 0.01  # how long the worker waits for more calls to batch
 
 
@@ -210,8 +212,8 @@ class PolicyServer:
             return params
         if prompt_tokens >= limit:
             raise BadRequest(
-                f"the prompt has {prompt_tokens} tokens; the model's context is {limit} "
-                "(shorten the conversation)"
+                f"the prompt has {prompt_tokens} tokens; a call's limit is {limit} (the "
+                "model's context, or the run's env.max_tokens): shorten the conversation"
             )
         return replace(params, max_new_tokens=min(params.max_new_tokens, limit - prompt_tokens))
 
@@ -338,18 +340,20 @@ def _handler(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
             route = match["route"] if match else ""
             if route not in ("/v1/chat/completions", "/v1/completions"):
                 return self._error(404, f"no route POST {self.path}")
+            named = match["episode"] or self.headers.get("X-Episode-Id", "")
             try:
                 body = self._body()
                 request = server.parse(route, body, match["episode"] or "",
                                        self.headers.get("X-Episode-Id", ""))  # fmt: skip
+                named = request.episode_id
                 done, record, ticket = server.serve(request)
             except BadRequest as exc:
-                return self._error(400, str(exc))
+                return self._refuse(named, 400, str(exc))
             except UnknownEpisode as exc:
-                return self._error(404, str(exc))
+                return self._refuse(named, 404, str(exc))
             except Exception as exc:  # noqa: BLE001 - the engine failed: say so to the harness
                 server.log(f"serve-policy: generation failed: {type(exc).__name__}: {exc}")
-                return self._error(500, f"generation failed: {type(exc).__name__}: {exc}")
+                return self._refuse(named, 500, f"generation failed: {type(exc).__name__}: {exc}")
             answer = _answer(server, request, done, record, ticket)
             if request.stream:
                 return self._stream(request, answer)
@@ -375,6 +379,12 @@ def _handler(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
             for chunk in _chunks(request, answer):
                 self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
             self.wfile.write(b"data: [DONE]\n\n")
+
+        def _refuse(self, episode_id: str, status: int, message: str) -> None:
+            """An error answer, also kept with the episode it named (a harness that fails on it
+            may not say why; the episode's note will)."""
+            server.recorder.refused(episode_id, f"HTTP {status}: {message}")
+            self._error(status, message)
 
         def _json(self, status: int, payload: dict[str, Any]) -> None:
             data = json.dumps(payload).encode()

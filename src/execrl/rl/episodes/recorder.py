@@ -78,6 +78,7 @@ class EpisodeRecording:
     segments: list[Segment] = field(default_factory=list)
     calls: list[CallRecord] = field(default_factory=list)
     admitted: int = 0  # calls admitted (some may still be generating or have failed)
+    refusals: list[str] = field(default_factory=list)  # why calls were refused, in order
 
     def trajectories(self, final_reward: float) -> list[Trajectory]:
         """One trajectory per segment; `final_reward` on the episode's last call, 0 elsewhere."""
@@ -228,6 +229,13 @@ class Recorder:
                                 temperature)  # fmt: skip
             recording.calls.append(record)
             return record
+
+    def refused(self, episode_id: str, message: str) -> None:
+        """A call of an open episode was refused (kept for its note; others are ignored)."""
+        with self._lock:
+            recording = self._episodes.get(episode_id)
+            if recording is not None and len(recording.refusals) < 10:
+                recording.refusals.append(message)
 
     def release(self, ticket: Ticket) -> None:
         """A call that failed before its completion landed: its segment is free again, and a
