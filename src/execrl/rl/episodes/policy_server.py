@@ -140,6 +140,12 @@ class Batcher:
             self._idle.notify_all()
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    # the listen backlog: the default 5 drops the connections of many parallel harnesses
+    # arriving together (a dropped SYN is retried a second later)
+    request_queue_size = 256
+
+
 class PolicyServer:
     """The HTTP server and its generation worker, on 127.0.0.1 unless told otherwise."""
 
@@ -151,7 +157,7 @@ class PolicyServer:
         self.on_record = on_record  # told of each recorded call (episode id, record)
         self.batcher = Batcher(engine, settings.batch_wait_s)
         self.log = log or (lambda message: None)
-        self.httpd = ThreadingHTTPServer((host, port), _handler(self))
+        self.httpd = _HTTPServer((host, port), _handler(self))
         self.httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
