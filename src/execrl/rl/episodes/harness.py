@@ -92,7 +92,8 @@ class HarnessRun:
 
 
 class HarnessRunner:
-    """A policy server for harness episodes, kept for a whole training run (`close` it)."""
+    """A policy server for harness episodes and the directory of their files; `run` as many
+    batches as wanted, then `close` it (`run_harness_episodes` does both for one batch)."""
 
     def __init__(self, engine: Any, tokenizer: Any, params: SamplingParams,
                  scorer: RewardScorer, config: Any, *, chat: bool | None = None,
@@ -124,7 +125,8 @@ class HarnessRunner:
         with ThreadPoolExecutor(self.config.harness_parallel) as pool:
             runs = list(pool.map(self._run_one, tasks, ids))
         # a killed harness may leave a call generating: the weights must not change under it
-        self.server.batcher.wait_idle(timeout_s=600)
+        if not self.server.batcher.wait_idle(timeout_s=600):
+            self.log("harness: a call is still generating 600 s after its harness ended")
         recordings = [self.recorder.close(episode_id) for episode_id in ids]
         runs = [_with_refusals(run, rec) for run, rec in zip(runs, recordings, strict=True)]
         ok = [i for i, r in enumerate(runs) if not r.failure]
@@ -166,7 +168,7 @@ class HarnessRunner:
     def _prompt_only(self, task: Task) -> Trajectory:
         """What an episode without a call holds: the task's prompt, no policy token (its
         episode is masked; the trainer still needs a sequence to lay it out)."""
-        ids = tuple(self.recorder.tokenizer(task.prompt)["input_ids"])
+        ids = self.recorder.encode(task.prompt, raw=True)
         return Trajectory(ids, (0,) * len(ids), (0.0,) * len(ids), ((len(ids), len(ids)),),
                           (0.0,), len(ids))  # fmt: skip
 
@@ -184,7 +186,7 @@ def run_harness_episodes(tasks: Sequence[Task], engine: Any, tokenizer: Any,
                          log: Callable[[str], None] | None = None) -> list[Episode]:  # fmt: skip
     """One harness episode per task, served by `engine` with the run's `params`; `config` has
     `harness`, `harness_timeout_s` and `harness_parallel` (a `HarnessConfig` or the run's
-    [env]). A trainer that runs many batches keeps one `HarnessRunner` instead."""
+    [env]). The server starts in milliseconds: `execrl train` starts one per rollout chunk."""
     runner = HarnessRunner(engine, tokenizer, params, scorer, config, chat=chat, log=log)
     try:
         return runner.run(tasks)
