@@ -15,6 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 from execrl.cli import main
+from execrl.models import LoraSpec, load_policy
 from execrl.models.engine import InProcessEngine
 from execrl.rewards.result import RewardResult
 from execrl.rl import async_rollouts
@@ -77,6 +78,20 @@ def test_the_thread_gathers_ahead_without_waiting_for_the_update():
     prefetch.close()
 
 
+def test_a_lora_policy_copy_takes_each_version_through_its_adapter_only(tiny_model_dir):
+    policy = load_policy(str(tiny_model_dir), lora=LoraSpec(2, 4, 0.0, ("q_proj", "v_proj")))
+    model, shadow = policy.model, policy_copy(policy.model)
+    published = async_rollouts._trainable(model)
+    assert published and all("lora_" in name for name in published)  # not the frozen base
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                p.add_(0.5)
+    async_rollouts._load(shadow, async_rollouts._trainable(model))
+    theirs = shadow.state_dict()
+    assert all(torch.equal(value, theirs[name]) for name, value in model.state_dict().items())
+
+
 def test_a_failure_in_the_rollout_thread_is_raised_in_the_trainer():
     def produce(step):
         if step == 1:
@@ -121,6 +136,20 @@ def test_with_frozen_weights_the_thread_gathers_the_synchronous_batches(tiny_mod
     assert all(r["engine/logprob_diff_max"] < 1e-4 for r in ahead)
 
 
+@pytest.mark.slow
+def test_episodes_are_gathered_ahead_as_the_synchronous_run_gathers_them(tiny_model_dir, tmp_path):
+    """[env] self_correct: the rollout thread runs whole episodes on its own engine."""
+    extra = ("env.name='self_correct'", "run.steps=3", "optim.lr=0.0", "rl.dynamic_sampling=false")
+    for name, more in (("sync", ()), ("async", ("rl.max_staleness=1",))):
+        config = tiny_config(tiny_model_dir, tmp_path / name, *extra, *more)
+        train(config, tasks=tasks(), heldout=[], quiet=True)
+    sync, ahead = _rows(tmp_path / "sync" / "run"), _rows(tmp_path / "async" / "run")
+    keys = ("reward_mean", "len_mean", "episode/turns_mean", "episode/feedback_tokens_mean")
+    assert [[r[k] for k in keys] for r in sync] == [[r[k] for k in keys] for r in ahead]
+    assert [r["async/staleness"] for r in ahead] == [0, 1, 1]
+    assert all(r["engine/logprob_diff_max"] < 1e-4 for r in ahead)
+
+
 def test_one_step_stale_rollouts_still_learn_and_log_staleness(tiny_model_dir, tmp_path):
     config = tiny_config(tiny_model_dir, tmp_path, "run.steps=8", "rl.dynamic_sampling=false",
                          "rl.max_staleness=1")  # fmt: skip
@@ -133,8 +162,9 @@ def test_one_step_stale_rollouts_still_learn_and_log_staleness(tiny_model_dir, t
     last = sum(r["reward_mean"] for r in rows[-2:]) / 2
     assert last > first, (first, last)
     assert [r["async/staleness"] for r in rows] == [0] + [1] * 7
-    # from step 2 the behaviour policy is an update behind: its log-probs differ from pi_old
-    assert all(r["engine/logprob_diff_max"] > 1e-4 for r in rows[2:])
+    # from step 1 the behaviour policy is an update behind: its log-probs differ from pi_old
+    assert rows[0]["engine/logprob_diff_max"] < 1e-4
+    assert all(r["engine/logprob_diff_max"] > 1e-4 for r in rows[1:])
     assert all(0.0 <= r["engine/tis_truncated"] <= 1.0 for r in rows)
     assert summary["async/staleness_max"] == 1 and summary["async/staleness_mean"] == 7 / 8
 
