@@ -12,7 +12,7 @@ import time
 import pytest
 from tests.sandbox.test_stdio_scale import echo_unless
 
-from execrl.sandbox import Job, Limits, Sandbox, Verdict
+from execrl.sandbox import Job, Limits, Sandbox, Verdict, cases
 from execrl.tasks.schema import StdioCase, StdioTests
 
 N = 12
@@ -76,6 +76,24 @@ def test_a_case_cannot_remember_an_earlier_case_of_its_sample(pools):
     served, _ = pools
     result = served.run(Job(program, ECHO, limits=LIMITS))
     assert result.verdict is Verdict.PASSED, result.message
+
+
+def test_a_case_cannot_stop_or_kill_its_case_server(pools):
+    # The server keeps the worker's uid; the runs have the run uid. A run that could stop the
+    # server would hold its sample until the worker gave up on the server (`cases.ANSWER_S`);
+    # one that could kill it would leave its sample's other cases to the slow path.
+    program = (
+        "import os, signal\n"
+        "for sig in (signal.SIGSTOP, signal.SIGKILL):\n"
+        "    try:\n        os.kill(os.getppid(), sig)\n"
+        "    except OSError:\n        pass\n"
+    )
+    served, _ = pools
+    started = time.monotonic()
+    result, seen = _during_a_slow_sample(served, lambda w: _children(w), program + SLOW)
+    assert result.verdict is Verdict.PASSED, result.message
+    assert time.monotonic() - started < cases.ANSWER_S / 2
+    assert len({pid for children in seen for pid in children}) == 1  # one server throughout
 
 
 def _children(pid: int) -> list[int]:
