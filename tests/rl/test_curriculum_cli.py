@@ -57,6 +57,21 @@ def test_a_weighted_mix_logs_each_source_and_a_schedule_opens_levels_on_time(
     assert f'train = ["{EASY}", "{HARD}"]' in saved and "weights = [1.0, 3.0]" in saved
 
 
+def test_a_schedule_opens_levels_at_the_same_steps_when_rollouts_run_ahead(
+    tiny_model_dir, tmp_path
+):
+    # rl.max_staleness = 1: a thread draws step s + 1 while step s updates; the sampler counts
+    # steps by its draws, not by the loop, so the schedule is the synchronous run's
+    mix = _sets(f'data.train=["{EASY}", "{HARD}"]', "data.weights=[1, 3]",
+                "data.curriculum='schedule'", "data.curriculum_opens=[0.0, 0.5]", "run.steps=4",
+                "rl.max_staleness=1")  # fmt: skip
+    assert main(["train", *_small(tiny_model_dir, tmp_path, "ahead"), *mix]) == 0
+    rows = _rows(tmp_path / "ahead")
+    assert [r["curriculum/level"] for r in rows] == [1, 1, 3, 3]
+    assert [r[f"source/{HARD}/groups"] for r in rows[:2]] == [0, 0]
+    assert rows[-1]["async/staleness"] == 1
+
+
 def test_a_pass_rate_curriculum_moves_on_and_a_resumed_run_equals_an_unbroken_one(
     tiny_model_dir, tmp_path, capsys
 ):

@@ -61,7 +61,8 @@ class DataConfig:
     # open). Open levels stay open; a step they cannot fill takes the next level's tasks
     curriculum: str = "none"
     # schedule: for each level present, easiest first, the fraction of run.steps at which it
-    # opens (the first 0); []: evenly spaced, the k-th of K levels at k/K
+    # opens (the first 0); []: evenly spaced, the k-th of K levels at k/K. A resume that
+    # extends run.steps stretches the schedule with it
     curriculum_opens: list[float] = field(default_factory=list)
     curriculum_target: float = 0.7  # pass_rate: a level is mastered at this running pass rate
     curriculum_window: int = 16  # pass_rate: a level's running pass rate is over its last groups

@@ -8,7 +8,7 @@ Unseen tasks count as being at the target, so every task gets tried.
 With several sources (`data.train` with `data.weights`, a `TaskMix`) each draw first picks a
 source by its weight among those with an open task left, then a task of it as above, so each
 source's share of draws is its weight's share whatever its tasks' pass rates. A `Curriculum`
-limits the draws of a step to the tasks whose difficulty level is open (`rl.curriculum`); when
+limits the draws of a step to the tasks whose difficulty level is open (`data.curriculum`); when
 they are fewer than the step needs, the next level's tasks fill it.
 
 Everything here is a function of the seed and of what `update` was told, so every process draws
