@@ -207,6 +207,6 @@ def test_large_returns_and_long_chatty_runs_are_read_in_time(sandbox):
 
 
 def test_the_cap_on_returned_values_is_named_as_the_worker_sets_it():
-    from execrl.sandbox import grade, worker
+    from execrl.sandbox import grade, watch
 
-    assert grade.CHANNEL_CAP_MB << 20 == worker.CHANNEL_CAP
+    assert grade.CHANNEL_CAP_MB << 20 == watch.CHANNEL_CAP

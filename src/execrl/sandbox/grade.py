@@ -21,7 +21,7 @@ from execrl.tasks.schema import CallTests, StdioTests
 # ExecutionResult.extra key: stdin/stdout cases left unrun because an earlier one failed and the
 # job asked to stop there (`Job.stop_at_first_failure`); absent when every case ran.
 SKIPPED = "skipped_after_failure"
-CHANNEL_CAP_MB = 256  # worker.CHANNEL_CAP, which the worker keeps to its own small imports
+CHANNEL_CAP_MB = 256  # watch.CHANNEL_CAP, which the worker keeps to its own small imports
 
 _CLS = {
     "wrong": Verdict.WRONG_ANSWER,

@@ -27,7 +27,10 @@ user opts out (`SandboxConfig.allow_missing_layers`).
 - `uid`: each worker runs its programs under a uid of its own, with no groups; files private to
   the invoking user are unreadable, signals to other processes fail, RLIMIT_NPROC binds (it does
   not bind root), and at the end `kill(-1)` from that uid removes every process the run started,
-  daemons and double forks included.
+  daemons and double forks included. It is also what keeps a stdin/stdout sample's case server
+  (`cases`: the worker's fork that prepared the program and forks each case) out of the runs'
+  reach: the server keeps the worker's uid, so a case can neither signal nor trace it; without
+  this layer there is no server, and the worker forks every case.
 - `rlimits`: CPU time, address space, file size, open files, processes, no core dumps.
 - `audit`: the in-process audit hook of the harness (always on).
 
