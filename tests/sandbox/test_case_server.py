@@ -165,3 +165,14 @@ def test_a_sample_whose_case_server_dies_is_graded_without_it():
         assert True in seen
         assert result.verdict is Verdict.PASSED, result.message
         assert sandbox.run(Job("print(input())", ECHO, limits=LIMITS)).passed  # still fit
+
+
+def test_a_run_config_turns_the_case_server_off(tmp_path):
+    from execrl.rl.config import ConfigError, load_config
+
+    path = tmp_path / "run.toml"
+    path.write_text("[sandbox]\ncase_server = false\n")
+    assert load_config(str(path), []).sandbox.case_server is False
+    assert load_config(None, []).sandbox.case_server is True
+    with pytest.raises(ConfigError, match="sandbox.case_server"):
+        load_config(None, ["sandbox.case_server=3"])
