@@ -193,7 +193,13 @@ def test_streaming_models_and_refusals(chat_tok):
     with server:
         request = urllib.request.Request(
             server.url + "/v1/chat/completions",
-            json.dumps({"messages": messages(PROMPT), "stream": True}).encode(),
+            json.dumps(
+                {
+                    "messages": messages(PROMPT),
+                    "stream": True,
+                    "stream_options": {"include_usage": True},
+                }
+            ).encode(),  # fmt: skip
             {"Content-Type": "application/json"},
         )
         with urllib.request.urlopen(request, timeout=30) as response:
@@ -201,7 +207,8 @@ def test_streaming_models_and_refusals(chat_tok):
         assert events[-1] == "data: [DONE]"
         chunks = [json.loads(e.removeprefix("data: ")) for e in events[:-1]]
         assert chunks[0]["choices"][0]["delta"]["content"] == FIRST
-        assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+        assert chunks[-2]["choices"][0]["finish_reason"] == "stop"
+        assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] > 0
         assert get(server.url + "/v1/models")[1]["data"][0]["id"] == "policy"
         url = server.url + "/v1/chat/completions"
         for body, said in [

@@ -75,6 +75,7 @@ class CallRequest:
     params: SamplingParams
     episode_id: str  # "" when the call named none
     stream: bool
+    stream_usage: bool = False  # stream_options.include_usage: a last chunk with the usage
 
 
 class Batcher:
@@ -245,7 +246,10 @@ class PolicyServer:
         episode = path_episode or header_episode or _str(body.get("user"), "user")
         if episode and not _EPISODE_ID.match(episode):
             raise BadRequest(f"episode id {episode[:40]!r}: use 1-128 of A-Z a-z 0-9 . _ : -")
-        return CallRequest(chat, text, raw, self._params(body), episode, bool(body.get("stream")))
+        options = body.get("stream_options") or {}
+        usage = isinstance(options, dict) and bool(options.get("include_usage"))
+        return CallRequest(chat, text, raw, self._params(body), episode, bool(body.get("stream")),
+                           usage)  # fmt: skip
 
     def _render(self, messages: Any) -> tuple[str, bool]:
         if not isinstance(messages, list) or not messages:
@@ -432,21 +436,26 @@ def _answer(server: PolicyServer, request: CallRequest, done: Completion,
 
 
 def _chunks(request: CallRequest, answer: dict[str, Any]) -> list[dict[str, Any]]:
-    """The answer as OpenAI stream chunks: the whole content, then the finish reason."""
+    """The answer as OpenAI stream chunks: the whole content, then the finish reason (then the
+    usage, with no choice, when the call asked for it)."""
     choice = answer["choices"][0]
     head = {k: answer[k] for k in ("id", "created", "model")}
     if request.chat:
         head["object"] = "chat.completion.chunk"
         content = {"role": "assistant", "content": choice["message"]["content"]}
-        return [
+        chunks = [
             {**head, "choices": [{"index": 0, "delta": content, "finish_reason": None}]},
             {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]},
         ]  # fmt: skip
-    head["object"] = "text_completion"
-    return [
-        {**head, "choices": [{"index": 0, "text": choice["text"], "finish_reason": None}]},
-        {**head, "choices": [{"index": 0, "text": "", "finish_reason": choice["finish_reason"]}]},
-    ]
+    else:
+        head["object"] = "text_completion"
+        chunks = [
+            {**head, "choices": [{"index": 0, "text": choice["text"], "finish_reason": None}]},
+            {**head, "choices": [{"index": 0, "text": "", "finish_reason": choice["finish_reason"]}]},
+        ]  # fmt: skip
+    if request.stream_usage:
+        chunks.append({**head, "choices": [], "usage": answer["usage"]})
+    return chunks
 
 
 def recording_json(recording: Any) -> dict[str, Any]:
