@@ -159,7 +159,7 @@ class CallLog:
             f.write(line + "\n")
 
     def write_episodes(self, recorder: Any) -> None:
-        from execrl.rl.episodes.policy_server import recording_json
+        from execrl.rl.episodes.openai_wire import recording_json
 
         recordings = [recorder.get(i) for i in recorder.episode_ids()]
         lines = [json.dumps(recording_json(r)) for r in recordings if r is not None]

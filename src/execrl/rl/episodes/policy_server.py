@@ -19,9 +19,8 @@ With `fixed_sampling` (training) the run's temperature and top-p are used whatev
 because the loss needs behaviour log-probabilities at the trainer's temperature; a call's
 `max_tokens` is capped at the run's budget and its `stop` is honoured.
 
-Not served (an error says so): `n` > 1 (make n calls), `tools` / tool calls (write the tool
-syntax into the messages), non-text content parts. `stream: true` is answered as a stream of one
-content chunk (the whole completion), then the finish chunk and `[DONE]`.
+What a call may ask and what its answer holds is `openai_wire.py`. `stream: true` is answered
+as a stream of one content chunk (the whole completion), the finish chunk and `[DONE]`.
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ import re
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -40,9 +38,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from execrl.models.sampling import Completion, SamplingParams
+from execrl.rl.episodes.openai_wire import (
+    BadRequest,
+    CallRequest,
+    answer_json,
+    parse_call,
+    recording_json,
+    stream_chunks,
+)
 from execrl.rl.episodes.recorder import CallRecord, Recorder, Ticket, UnknownEpisode
 
-_EPISODE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _ROUTE = re.compile(r"^(?:/e/(?P<episode>[^/]+))?(?P<route>/v1/[a-z/]+|/episodes/.+|/health)$")
 MAX_BODY = 16 * 2**20  # bytes of one request
 
@@ -59,23 +64,6 @@ class ServeSettings:
     # (training: env.max_tokens); 0: unchecked
     max_positions: int = 0
     batch_wait_s: float = 0.01  # how long the worker waits for more calls to batch
-
-
-class BadRequest(ValueError):
-    """A call the server cannot serve as asked; the message goes back to the harness (400)."""
-
-
-@dataclass(frozen=True, slots=True)
-class CallRequest:
-    """One parsed call."""
-
-    chat: bool  # /v1/chat/completions (else /v1/completions)
-    text: str  # the conversation as the model reads it (rendered chat, or the raw prompt)
-    raw: bool  # `text` is raw text, not a chat template's rendering
-    params: SamplingParams
-    episode_id: str  # "" when the call named none
-    stream: bool
-    stream_usage: bool = False  # stream_options.include_usage: a last chunk with the usage
 
 
 class Batcher:
@@ -224,106 +212,6 @@ class PolicyServer:
             )
         return replace(params, max_new_tokens=min(params.max_new_tokens, limit - prompt_tokens))
 
-    def parse(self, route: str, body: dict[str, Any], path_episode: str,
-              header_episode: str) -> CallRequest:  # fmt: skip
-        chat = route == "/v1/chat/completions"
-        if body.get("tools") or body.get("functions"):
-            raise BadRequest(
-                "tool calls are not served by execrl serve-policy: describe the tools and their "
-                "call syntax in the messages and parse the model's text"
-            )
-        if body.get("n", 1) != 1:
-            raise BadRequest("n must be 1 (each call is one sample of the episode): make n calls")
-        if chat:
-            text, raw = self._render(body.get("messages"))
-        else:
-            prompt = body.get("prompt")
-            if isinstance(prompt, list) and len(prompt) == 1:
-                prompt = prompt[0]
-            if not isinstance(prompt, str):
-                raise BadRequest("`prompt` must be one string")
-            text, raw = prompt, True
-        episode = path_episode or header_episode or _str(body.get("user"), "user")
-        if episode and not _EPISODE_ID.match(episode):
-            raise BadRequest(f"episode id {episode[:40]!r}: use 1-128 of A-Z a-z 0-9 . _ : -")
-        options = body.get("stream_options") or {}
-        usage = isinstance(options, dict) and bool(options.get("include_usage"))
-        return CallRequest(chat, text, raw, self._params(body), episode, bool(body.get("stream")),
-                           usage)  # fmt: skip
-
-    def _render(self, messages: Any) -> tuple[str, bool]:
-        if not isinstance(messages, list) or not messages:
-            raise BadRequest("`messages` must be a non-empty list of {role, content}")
-        clean = []
-        for i, m in enumerate(messages):
-            if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-                raise BadRequest(f"messages[{i}] must be an object with a string `role`")
-            if m.get("tool_calls") or m.get("function_call"):
-                raise BadRequest(f"messages[{i}]: tool calls are not served by execrl serve-policy")
-            clean.append({"role": m["role"], "content": _content(m.get("content"), i)})
-        if not self.settings.chat:
-            # no template: the conversation is its contents in order, as a base model reads it
-            return "".join(m["content"] for m in clean), True
-        try:
-            rendered = self.tokenizer.apply_chat_template(
-                clean, tokenize=False, add_generation_prompt=True
-            )
-        except Exception as exc:  # noqa: BLE001 - jinja raises anything a template raises
-            raise BadRequest(
-                f"the model's chat template cannot render these messages: {exc}"
-            ) from None
-        return rendered, False
-
-    def _params(self, body: dict[str, Any]) -> SamplingParams:
-        base = self.settings.sampling
-        stop = body.get("stop") or ()
-        stop = (stop,) if isinstance(stop, str) else stop
-        if not isinstance(stop, list | tuple) or not all(isinstance(s, str) for s in stop):
-            raise BadRequest("`stop` must be a string or a list of strings")
-        wanted = body.get("max_completion_tokens", body.get("max_tokens"))
-        if wanted is not None and (not isinstance(wanted, int) or wanted < 1):
-            raise BadRequest("`max_tokens` must be a positive integer")
-        budget = base.max_new_tokens if wanted is None else min(wanted, base.max_new_tokens)
-        temperature, top_p = base.temperature, base.top_p
-        if not self.settings.fixed_sampling:
-            temperature = _number(body.get("temperature", temperature), "temperature")
-            top_p = _number(body.get("top_p", top_p), "top_p")
-        try:
-            return replace(base, temperature=temperature, top_p=top_p, max_new_tokens=budget,
-                           stop=tuple(stop))  # fmt: skip
-        except ValueError as exc:
-            raise BadRequest(str(exc).replace("sampling.", "")) from None
-
-
-def _str(value: Any, name: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise BadRequest(f"`{name}` must be a string")
-    return value
-
-
-def _number(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise BadRequest(f"`{name}` must be a number")
-    return float(value)
-
-
-def _content(content: Any, index: int) -> str:
-    if isinstance(content, str):
-        return content
-    if content is None:
-        return ""
-    if isinstance(content, list) and all(
-        isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
-        for p in content
-    ):
-        return "".join(p["text"] for p in content)
-    raise BadRequest(f"messages[{index}].content must be a string or a list of text parts")
-
-
-_FINISH = {"eos": "stop", "stop": "stop", "length": "length"}
-
 
 def _handler(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
@@ -353,8 +241,10 @@ def _handler(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
             named = match["episode"] or self.headers.get("X-Episode-Id", "")
             try:
                 body = self._body()
-                request = server.parse(route, body, match["episode"] or "",
-                                       self.headers.get("X-Episode-Id", ""))  # fmt: skip
+                request = parse_call(route, body, match["episode"] or "",
+                                     self.headers.get("X-Episode-Id", ""), server.tokenizer,
+                                     server.settings.chat, server.settings.sampling,
+                                     server.settings.fixed_sampling)  # fmt: skip
                 named = request.episode_id
                 done, record, ticket = server.serve(request)
             except BadRequest as exc:
@@ -364,7 +254,7 @@ def _handler(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
             except Exception as exc:  # noqa: BLE001 - the engine failed: say so to the harness
                 server.log(f"serve-policy: generation failed: {type(exc).__name__}: {exc}")
                 return self._refuse(named, 500, f"generation failed: {type(exc).__name__}: {exc}")
-            answer = _answer(server, request, done, record, ticket)
+            answer = answer_json(server.settings.model_name, request, done, record, ticket)
             if request.stream:
                 return self._stream(request, answer)
             return self._json(200, answer)
@@ -386,7 +276,7 @@ def _handler(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
             self.end_headers()
-            for chunk in _chunks(request, answer):
+            for chunk in stream_chunks(request, answer):
                 self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
             self.wfile.write(b"data: [DONE]\n\n")
 
@@ -409,73 +299,6 @@ def _handler(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
             self._json(status, {"error": {"message": message, "type": kind, "code": status}})
 
     return Handler
-
-
-def _answer(server: PolicyServer, request: CallRequest, done: Completion,
-            record: CallRecord | None, ticket: Ticket | None) -> dict[str, Any]:  # fmt: skip
-    prompt_tokens = len(done.prompt_ids)
-    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": done.n_tokens,
-             "total_tokens": prompt_tokens + done.n_tokens}  # fmt: skip
-    finish = _FINISH.get(done.finish, "stop")
-    if request.chat:
-        message = {"role": "assistant", "content": done.text}
-        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
-        kind, prefix = "chat.completion", "chatcmpl"
-    else:
-        choice = {"index": 0, "text": done.text, "finish_reason": finish}
-        kind, prefix = "text_completion", "cmpl"
-    choice["logprobs"] = None
-    answer: dict[str, Any] = {
-        "id": f"{prefix}-{uuid.uuid4().hex}", "object": kind, "created": int(time.time()),
-        "model": server.settings.model_name, "choices": [choice], "usage": usage,
-    }  # fmt: skip
-    if record is not None and ticket is not None:
-        answer["execrl"] = {"episode_id": ticket.episode_id, "call": record.call,
-                            "segment": record.segment, "extends": record.how}  # fmt: skip
-    return answer
-
-
-def _chunks(request: CallRequest, answer: dict[str, Any]) -> list[dict[str, Any]]:
-    """The answer as OpenAI stream chunks: the whole content, then the finish reason (then the
-    usage, with no choice, when the call asked for it)."""
-    choice = answer["choices"][0]
-    head = {k: answer[k] for k in ("id", "created", "model")}
-    if request.chat:
-        head["object"] = "chat.completion.chunk"
-        content = {"role": "assistant", "content": choice["message"]["content"]}
-        chunks = [
-            {**head, "choices": [{"index": 0, "delta": content, "finish_reason": None}]},
-            {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]},
-        ]  # fmt: skip
-    else:
-        head["object"] = "text_completion"
-        chunks = [
-            {**head, "choices": [{"index": 0, "text": choice["text"], "finish_reason": None}]},
-            {**head, "choices": [{"index": 0, "text": "", "finish_reason": choice["finish_reason"]}]},
-        ]  # fmt: skip
-    if request.stream_usage:
-        chunks.append({**head, "choices": [], "usage": answer["usage"]})
-    return chunks
-
-
-def recording_json(recording: Any) -> dict[str, Any]:
-    """An episode's recording as JSON: every segment's ids, mask, log-probs and call spans."""
-    return {
-        "episode_id": recording.episode_id,
-        "calls": len(recording.calls),
-        "segments": [
-            {
-                "token_ids": s.ids,
-                "loss_mask": s.mask,
-                "logprobs": s.logprobs,
-                "turn_spans": s.spans,
-                "calls": s.calls,
-                "prompt_length": s.prompt_length,
-            }
-            for s in recording.segments
-            if s.calls
-        ],  # fmt: skip
-    }
 
 
 def stderr_log(message: str) -> None:
