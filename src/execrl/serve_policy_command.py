@@ -97,8 +97,11 @@ def _serve(args: argparse.Namespace) -> int:
         return _error(e)
     try:
         server, record = _build(config)
-    except (ImportError, FileNotFoundError, ValueError, OSError) as e:
-        return _error(e)  # no model there, a missing package, a port in use
+    except (ImportError, FileNotFoundError, ValueError) as e:
+        return _error(e)  # no model there, a missing package
+    except OSError as e:  # the address: a port in use, a host not of this machine
+        return _error(f"cannot listen on {config.host}:{config.port} ({e.strerror or e}); "
+                      "choose another --port (0: any free port) or --host")  # fmt: skip
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     server.start()

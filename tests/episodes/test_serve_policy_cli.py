@@ -95,3 +95,15 @@ def test_serve_policy_refuses_bad_options_before_loading(capsys, tmp_path):
     assert "--engine 'vllm'" in capsys.readouterr().err
     assert main(["serve-policy", "--model", str(tmp_path / "nothing")]) == 2
     assert "nothing" in capsys.readouterr().err
+
+
+def test_a_port_in_use_is_an_error_that_says_what_to_do(chat_model_dir, capsys):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        argv = ["serve-policy", "--model", str(chat_model_dir), "--port", str(port)]
+        assert main([*argv, "--device", "cpu"]) == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
