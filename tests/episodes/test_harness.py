@@ -43,6 +43,7 @@ def test_a_two_call_harness_episode_is_recorded_and_graded(scorer, tokenizer):
     # the answer file held the second answer: the hidden tests pass, the reward is on call 2
     assert traj.turn_rewards == (0.0, 1.0) and not episode.masked
     assert episode.outputs == (WRONG, RIGHT) and episode.steps[-1].info.hidden_passed is True
+    assert episode.observations == (CHECK,)  # what the agent said between the two calls
 
 
 def test_the_answer_is_stdout_when_the_harness_writes_no_answer_file(scorer, tokenizer):

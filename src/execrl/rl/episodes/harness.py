@@ -265,7 +265,9 @@ def _episode(task: Task, run: HarnessRun, recording: EpisodeRecording, scored: A
         (t for t, s in zip(trajectories, _called(recording), strict=True) if last in s.calls),
         prompt_only,
     )
-    return Episode(task.id, tuple(c.text for c in calls), (), tuple(steps), trajectory,
+    # what the harness said between the model's turns: the text each later call added
+    said = tuple(c.added for c in calls[1:])
+    return Episode(task.id, tuple(c.text for c in calls), said, tuple(steps), trajectory,
                    finishes=tuple(c.finish for c in calls))  # fmt: skip
 
 

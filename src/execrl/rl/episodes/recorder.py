@@ -68,6 +68,7 @@ class CallRecord:
     text: str  # the completion's text as returned to the harness
     finish: str  # "eos", "stop" or "length"
     temperature: float  # the temperature the log-probabilities are taken at
+    added: str = ""  # the text the call added before the completion (a new segment: its prompt)
 
 
 @dataclass
@@ -226,7 +227,7 @@ class Recorder:
             segment.busy = False
             record = CallRecord(ticket.call, ticket.segment, ticket.how, ticket.prompt_ids,
                                 tuple(token_ids), tuple(logprobs), text, finish,
-                                temperature)  # fmt: skip
+                                temperature, ticket.env_text)  # fmt: skip
             recording.calls.append(record)
             return record
 
