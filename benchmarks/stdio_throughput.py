@@ -11,10 +11,12 @@ sample, each forked by the worker: `SandboxConfig(case_server=False)`; `--no-tod
 out), and (3) a plain `subprocess.run([python, -c, program])` per case with the output compared
 in the parent, with `--workers` threads as execrl has workers. Both execrl pools start every
 isolation layer they can. Verdicts must agree, and the first failing case must be the same in
-(1) and (2). Cases per second
-count every case of every sample (S x 200), whether run or skipped: the figure is the rate at
-which samples get their verdicts. Prints the figures, then one JSON line: the medians over the
-rounds and the load average at the start and end.
+(1) and (2). Cases per second count every case of every sample (S x 200), whether run or
+skipped: the figure is the rate at which samples get their verdicts. Beside it, the CPU time
+per case of this process (grading) and of the workers' process trees (their runs, case servers
+and the runs those forked), which the machine's load moves less than the wall clock. The two execrl paths alternate which goes
+first from round to round. Prints the figures, then one JSON line: the medians over the rounds
+and the load average at the start and end.
 
     .venv/bin/python benchmarks/stdio_throughput.py --samples 4 --rounds 3 --workers 2
 """
@@ -30,6 +32,8 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
 
 from execrl.sandbox import Job, Limits, Sandbox
 from execrl.tasks.schema import StdioCase, StdioTests
@@ -47,19 +51,35 @@ def problem(n_cases: int, seed: int = 0) -> StdioTests:
     return StdioTests(tuple(cases))
 
 
-def bench_execrl(
-    tests: StdioTests, programs: list[str], sb: Sandbox, stop: bool
-) -> tuple[float, list[bool], list[str]]:
-    """(cases per second, pass/fail per sample, each sample's verdict message)."""
+@dataclass(frozen=True, slots=True)
+class Measured:
+    cases_per_s: float  # every case of every sample, run or skipped, over the wall time
+    cpu_ms_per_case: float  # CPU of this process and the workers' process trees, per case
+    passed: list[bool]  # per sample
+    messages: list[str]  # each sample's verdict message
+
+
+def _tree_cpu_s(sb: Sandbox) -> float:
+    """CPU seconds of the workers and every process they have reaped (their runs, and the
+    case servers with the runs those reaped), and of this process (grading)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = sum(os.times()[:2])
+    for pid in sb.worker_pids():
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        total += sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
+    return total
+
+
+def bench_execrl(tests: StdioTests, programs: list[str], sb: Sandbox, stop: bool) -> Measured:
     limits = Limits(wall_s=600, test_wall_s=5)
     jobs = [Job(p, tests, limits=limits, stop_at_first_failure=stop) for p in programs]
-    t0 = time.perf_counter()
+    cpu0, t0 = _tree_cpu_s(sb), time.perf_counter()
     results = sb.run_many(jobs)
-    dt = time.perf_counter() - t0
-    return (
-        len(programs) * len(tests) / dt,
-        [r.passed for r in results],
-        [r.message for r in results],
+    dt, cpu = time.perf_counter() - t0, _tree_cpu_s(sb) - cpu0
+    n = len(programs) * len(tests)
+    return Measured(
+        n / dt, 1000 * cpu / n, [r.passed for r in results], [r.message for r in results]
     )
 
 
@@ -113,41 +133,74 @@ def main() -> None:
         for pool in (sb, old):  # warm the workers
             pool.run_many([Job(RIGHT, StdioTests(tests.cases[:4]))] * args.workers)
         for r in range(args.rounds):
-            fast, fast_verdicts, fast_msgs = bench_execrl(tests, programs, sb, stop=True)
-            today = today_verdicts = None
-            if args.today:
-                today, today_verdicts, today_msgs = bench_execrl(tests, programs, old, stop=False)
-                if (today_verdicts, today_msgs) != (fast_verdicts, fast_msgs):
-                    raise SystemExit(f"verdicts differ: {fast_msgs} vs today's {today_msgs}")
-            sp, sp_verdicts = bench_subprocess(tests, programs, args.workers)
-            if fast_verdicts != sp_verdicts:
-                raise SystemExit(
-                    f"verdicts differ: execrl {fast_verdicts}, subprocess {sp_verdicts}"
-                )
-            rows.append((fast, today, sp))
-            line = f"round {r}: execrl {fast:.1f} cases/s"
-            if today is not None:
-                line += f", execrl every case (today) {today:.1f} ({fast / today:.2f}x)"
-            print(f"{line}, subprocess.run {sp:.1f} cases/s (execrl / subprocess {fast / sp:.2f})",
-                  file=sys.stderr)  # fmt: skip
-    summary = {
-        "cases": args.cases,
-        "samples": args.samples,
-        "right_every": args.right_every,
-        "workers": args.workers,
-        "execrl_cases_per_s": round(statistics.median(f for f, _, _ in rows), 1),
-        "subprocess_cases_per_s": round(statistics.median(s for _, _, s in rows), 1),
-        "ratio": round(statistics.median(f / s for f, _, s in rows), 3),
-        "loadavg_start": load_start[0],
-        "loadavg_end": os.getloadavg()[0],
-    }
-    if args.today:
-        summary["execrl_today_cases_per_s"] = round(statistics.median(t for _, t, _ in rows), 1)
-        summary["speedup_over_today"] = round(statistics.median(f / t for f, t, _ in rows), 3)
+            rows.append(one_round(r, tests, programs, sb, old if args.today else None, args))
+    summary = _summary(rows, args, load_start)
     print(json.dumps(summary))
     if args.today and summary["speedup_over_today"] < args.require_speedup:
         raise SystemExit(f"speedup over today {summary['speedup_over_today']} is under "
                          f"--require-speedup {args.require_speedup}")  # fmt: skip
+
+
+def one_round(
+    r: int, tests: StdioTests, programs: list[str], sb: Sandbox, old: Sandbox | None, args: Any
+) -> tuple[Measured, Measured | None, float]:
+    """(execrl, today's path or None, subprocess.run cases/s); the verdicts checked equal."""
+    today = None
+    # Today's path first in odd rounds: the machine's load drifts, and a fixed order would
+    # hand the drift to one side.
+    if old is not None and r % 2:
+        today = bench_execrl(tests, programs, old, stop=False)
+    fast = bench_execrl(tests, programs, sb, stop=True)
+    if old is not None and not r % 2:
+        today = bench_execrl(tests, programs, old, stop=False)
+    if today is not None and (today.passed, today.messages) != (fast.passed, fast.messages):
+        raise SystemExit(f"verdicts differ: {fast.messages} vs today's {today.messages}")
+    sp, sp_verdicts = bench_subprocess(tests, programs, args.workers)
+    if fast.passed != sp_verdicts:
+        raise SystemExit(f"verdicts differ: execrl {fast.passed}, subprocess {sp_verdicts}")
+    line = (
+        f"round {r}: execrl {fast.cases_per_s:.1f} cases/s "
+        f"({fast.cpu_ms_per_case:.2f} ms CPU a case)"
+    )
+    if today is not None:
+        line += (
+            f", today's path {today.cases_per_s:.1f} ({today.cpu_ms_per_case:.2f} ms CPU): "
+            f"{fast.cases_per_s / today.cases_per_s:.2f}x wall, "
+            f"{today.cpu_ms_per_case / fast.cpu_ms_per_case:.2f}x CPU"
+        )
+    print(f"{line}; subprocess.run {sp:.1f} cases/s", file=sys.stderr)
+    return fast, today, sp
+
+
+def _summary(
+    rows: list[tuple[Measured, Measured | None, float]],
+    args: Any,
+    load_start: tuple[float, float, float],
+) -> dict[str, Any]:
+    med = statistics.median
+    summary: dict[str, Any] = {
+        "cases": args.cases,
+        "samples": args.samples,
+        "right_every": args.right_every,
+        "workers": args.workers,
+        "execrl_cases_per_s": round(med(f.cases_per_s for f, _, _ in rows), 1),
+        "execrl_cpu_ms_per_case": round(med(f.cpu_ms_per_case for f, _, _ in rows), 3),
+        "subprocess_cases_per_s": round(med(s for _, _, s in rows), 1),
+        "ratio": round(med(f.cases_per_s / s for f, _, s in rows), 3),
+        "loadavg_start": load_start[0],
+        "loadavg_end": os.getloadavg()[0],
+    }
+    if args.today:
+        pairs = [(f, t) for f, t, _ in rows if t is not None]
+        summary["execrl_today_cases_per_s"] = round(med(t.cases_per_s for _, t in pairs), 1)
+        summary["execrl_today_cpu_ms_per_case"] = round(med(t.cpu_ms_per_case for _, t in pairs), 3)
+        summary["speedup_over_today"] = round(
+            med(f.cases_per_s / t.cases_per_s for f, t in pairs), 3
+        )
+        summary["cpu_speedup_over_today"] = round(
+            med(t.cpu_ms_per_case / f.cpu_ms_per_case for f, t in pairs), 3
+        )
+    return summary
 
 
 if __name__ == "__main__":
