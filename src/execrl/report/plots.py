@@ -161,10 +161,27 @@ def _named_lines(ax: Any, rows: Sequence[Row], keys: Sequence[str]) -> None:
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
 
 
+def episodes(rows: Sequence[Row], path: Path) -> Path:
+    """Multi-turn runs: pass@1 after each turn (the answer standing then), turns per episode
+    and the fraction of trajectory tokens that are the environment's (masked out of the loss)."""
+    keys = sorted({k for r in rows for k in r if k.startswith("episode/pass@turn")})
+    plt, fig, ax = _figure("Episodes: pass rate after each turn", "fraction of episodes")
+    _named_lines(ax, rows, [*keys, "episode/masked_token_frac"])
+    steps, turns = series(rows, "episode/turns_mean")
+    twin = ax.twinx()
+    twin.plot(steps, turns, linestyle="--", color="black", label="turns per episode (right)")
+    twin.set_ylabel("turns per episode")
+    twin.legend(loc="lower right", fontsize=8)
+    return _save(plt, fig, path)
+
+
 PLOTS = {"reward.png": reward, "pass_rate.png": pass_rate, "kl.png": kl, "verdicts.png": verdicts,
          "reward_components.png": components, "flags.png": flags}  # fmt: skip
 
 
 def draw_all(rows: Sequence[Row], directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
-    return [draw(rows, directory / name) for name, draw in PLOTS.items()]
+    drawn = [draw(rows, directory / name) for name, draw in PLOTS.items()]
+    if any("episode/turns_mean" in r for r in rows):
+        drawn.append(episodes(rows, directory / "episodes.png"))
+    return drawn

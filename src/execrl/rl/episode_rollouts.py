@@ -70,7 +70,7 @@ def episode_scored(task_index: int, task: Task, episode: Episode, discount: floa
     truncated = episode.truncated or (bool(episode.finishes) and episode.finishes[-1] == "length")
     completion = Completion(
         prompt_index=0,
-        text=episode.outputs[-1] if episode.outputs else "",
+        text=transcript(episode),
         prompt_ids=torch.tensor(trajectory.token_ids[:start], dtype=torch.long),
         token_ids=token_ids,
         logprobs=torch.tensor(trajectory.logprobs[start:], dtype=torch.float32),
@@ -84,7 +84,8 @@ def episode_scored(task_index: int, task: Task, episode: Episode, discount: floa
         sample = graded.sample
     else:  # a user's environment that grades without the scorer
         reward = RewardResult(0.0 if episode.masked else episode_return, masked=episode.masked)
-        sample = build_sample(task, completion.text, scorer.config.program)
+        answer = episode.outputs[-1] if episode.outputs else ""
+        sample = build_sample(task, answer, scorer.config.program)
     turns = Turns(
         policy_mask=mask,
         ends=_turn_ends(trajectory.turn_spans, start, mask),
@@ -94,6 +95,17 @@ def episode_scored(task_index: int, task: Task, episode: Episode, discount: floa
         tool_calls=max([0] + [s.info.tool_calls for s in episode.steps]),
     )
     return Scored(task_index, completion, reward, sample, turns)
+
+
+def transcript(episode: Episode) -> str:
+    """Every turn after the prompt, for people (the report's examples, flagged.jsonl): the
+    model's answers and, between them, what the environment said."""
+    parts = []
+    for k, output in enumerate(episode.outputs):
+        parts.append(f"[turn {k + 1}: model]\n{output}")
+        if k < len(episode.observations):
+            parts.append(f"[turn {k + 1}: environment]\n{episode.observations[k]}")
+    return "\n".join(parts)
 
 
 def _turn_ends(
