@@ -91,9 +91,8 @@ class Prefetcher:
     metrics), generating with `engine`, which samples `shadow` (`engine.sync_weights(shadow)`)."""
 
     def __init__(self, produce: Callable[[int], tuple[Gathered, dict[str, Any]]],
-                 shadow: torch.nn.Module,
-                 engine: RolloutEngine, max_staleness: int, first: int, steps: int,
-                 queued: Iterable[Prefetched] = (),
+                 shadow: torch.nn.Module, engine: RolloutEngine, max_staleness: int,
+                 first: int, steps: int, queued: Iterable[Prefetched] = (),
                  on_close: Callable[[], None] = lambda: None) -> None:  # fmt: skip
         if max_staleness < 1:
             raise ValueError(f"rl.max_staleness = {max_staleness}: the prefetcher needs k >= 1")
