@@ -49,13 +49,14 @@ def _completions(task: Task) -> dict[str, str]:
     return out
 
 
-def _eval_records(benchmark: str, task: Task, completions: dict[str, str], tmp_path) -> list:
+def _eval_records(benchmark: str, task: Task, completions: dict[str, str], tmp_path,
+                  data_dir) -> list:  # fmt: skip
     samples = tmp_path / "samples.jsonl"
     lines = [json.dumps({"task_id": task.id, "completion": c}) for c in completions.values()]
     samples.write_text("\n".join(lines) + "\n")
     out = tmp_path / "results.jsonl"
     argv = ["eval-samples", str(samples), "--benchmark", benchmark, "--output", str(out),
-            "--workers", "1"]  # fmt: skip
+            "--workers", "1", "--data-dir", str(data_dir)]  # fmt: skip
     assert main(argv) == 0
     return [json.loads(line) for line in out.read_text().splitlines()]
 
@@ -63,11 +64,11 @@ def _eval_records(benchmark: str, task: Task, completions: dict[str, str], tmp_p
 @pytest.mark.parametrize("benchmark", ["humaneval", "mbpp", "humaneval+"])
 @pytest.mark.parametrize("reward", ["pass", "pass_fraction"])
 def test_eval_and_training_give_a_completion_the_same_verdict_and_reward(
-    benchmark, reward, sandbox, tmp_path, capsys
+    benchmark, reward, sandbox, tmp_path, capsys, data_dir
 ):
-    (task,) = load_benchmark(benchmark, reference_runner=sandbox_runner())[:1]
+    (task,) = load_benchmark(benchmark, data_dir, reference_runner=sandbox_runner())[:1]
     completions = _completions(task)
-    records = _eval_records(benchmark, task, completions, tmp_path)
+    records = _eval_records(benchmark, task, completions, tmp_path, data_dir)
     capsys.readouterr()
     # The limits are each caller's own: training's [sandbox] wall_s, generous here so that a
     # loaded machine cannot decide a verdict (eval uses the benchmark's, e.g. EvalPlus's 61 s).
