@@ -17,7 +17,7 @@ def shared_data_dir() -> Path | None:
     return d if d.is_dir() else None
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The benchmark data directory; skips (or fails under EXECRL_REQUIRE_DATA=1) without it."""
     d = shared_data_dir()

@@ -106,3 +106,19 @@ def test_mix_and_curriculum_mistakes_fail_before_any_model_loads(tmp_path, capsy
     assert main(["train", *nowhere, *_sets("data.curriculum='hardest_first'")]) == 2
     assert "data.curriculum = 'hardest_first'; choose one of" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())  # no run directory was made
+
+
+def test_each_source_logs_its_kl_and_they_average_to_the_steps(tiny_model_dir, tmp_path):
+    config = tmp_path / "kl.toml"
+    config.write_text(f'[data]\ntrain = ["{EASY}", "{HARD}"]\n[run]\nsteps = 2\n'
+                      "[rl]\nkl_coef = 0.1\nentropy_coef = 0.5\n[optim]\nlr = 0.05\n")  # fmt: skip
+    args = ["train", "--config", str(config), *_small(tiny_model_dir, tmp_path, "kl")]
+    assert main(args) == 0
+    rows = _rows(tmp_path / "kl")
+    last = rows[-1]  # the entropy bonus moved the policy off the reference: KL > 0
+    kls = [last[f"source/{name}/kl"] for name in (EASY, HARD)]
+    assert any(k is not None and k > 0 for k in kls)
+    assert all(k is None or k >= 0 for k in kls)
+    # the step's KL is the token-weighted mean of the sources'
+    assert min(k for k in kls if k is not None) <= last["kl"] + 1e-6
+    assert last["kl"] <= max(k for k in kls if k is not None) + 1e-6

@@ -30,8 +30,9 @@ def probe(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def server(probe):
-    s = Server("--workers", "2", "--max-retries", "0", env={"EXECRL_IMPORT_PROBE": str(probe)})
+def server(probe, data_dir):
+    env = {"EXECRL_IMPORT_PROBE": str(probe), "EXECRL_DATA_DIR": str(data_dir)}  # MBPP's tasks
+    s = Server("--workers", "2", "--max-retries", "0", env=env)
     yield s
     assert s.stop() == 0
 

@@ -104,6 +104,7 @@ class Batch:
     # (B, T) log mu(token) of an engine with its own kernels (vLLM); old_logp is then the
     # trainer's own forward, and each token's surrogate is weighted by min(pi_old / mu, cap)
     engine_logp: torch.Tensor | None = None
+    tasks: torch.Tensor | None = None  # (B,) each row's task index (per-source KL in the log)
 
 
 @dataclass(frozen=True, slots=True)

@@ -157,3 +157,19 @@ def mix_metrics(groups: list[GroupSummary], sampler: PromptSampler) -> dict[str,
             for level in curriculum.levels:
                 row[f"curriculum/level{level}_pass_rate"] = curriculum.running_pass_rate(level)
     return row
+
+
+def source_kl(kl_by_task: dict[int, tuple[float, float]] | None,
+              sampler: PromptSampler) -> dict[str, float | None]:  # fmt: skip
+    """source/<name>/kl: the mean KL to the reference per token of each source's samples in
+    the update (null when the update had none of it); nothing without a reference model or
+    with one source."""
+    mix = sampler.mix
+    if kl_by_task is None or mix is None or len(mix.names) < 2:
+        return {}
+    totals = [[0.0, 0.0] for _ in mix.names]
+    for task, (kl_sum, tokens) in kl_by_task.items():
+        totals[mix.source_of[task]][0] += kl_sum
+        totals[mix.source_of[task]][1] += tokens
+    return {f"source/{name}/kl": (kl / n if n else None)
+            for name, (kl, n) in zip(mix.names, totals, strict=True)}  # fmt: skip

@@ -43,7 +43,7 @@ from execrl.rl.episode_rollouts import EpisodeGroups
 from execrl.rl.eval_spec import heldout_spec
 from execrl.rl.groups import Gathered, gather
 from execrl.rl.heldout import heldout_pass_at_1, heldout_pass_at_1_by_turn
-from execrl.rl.metrics import MetricsLog, mix_metrics, step_metrics
+from execrl.rl.metrics import MetricsLog, mix_metrics, source_kl, step_metrics
 from execrl.rl.progress import IdleWatch, Progress, StopRequest, setup_warnings
 from execrl.rl.rollout import Rollouts
 from execrl.tasks.schema import Task
@@ -103,6 +103,7 @@ def train_step(run: Run, step: int) -> tuple[dict[str, Any], Gathered]:
     row = step_metrics(step, got, update, gathered - start, time.perf_counter() - gathered,
                        run.nodes)  # fmt: skip
     row.update(sampled)
+    row.update(source_kl(update.kl_by_task, run.built.sampler))
     return row, got
 
 

@@ -41,9 +41,13 @@ class UpdateMetrics:
     engine_logprob_diff_mean: float | None = None
     engine_logprob_diff_max: float | None = None
     engine_tis_truncated: float | None = None
+    # task index -> (summed KL, tokens) over the last epoch, all processes; None without a
+    # reference model (`metrics.source_kl` turns it into source/<name>/kl)
+    kl_by_task: dict[int, tuple[float, float]] | None = None
 
     def row(self) -> dict[str, float]:
         out = asdict(self)
+        out.pop("kl_by_task")
         for key in ("logprob_diff_mean", "logprob_diff_max", "tis_truncated"):
             value = out.pop(f"engine_{key}")
             if value is not None:
@@ -240,6 +244,7 @@ class Learner:
             value_targets=pad(
                 None if targets is None else [targets[i, :n] for i, n in enumerate(lengths)]
             ),
+            tasks=torch.tensor([s.task_index for s in samples]),
         )
 
     # -- update ----------------------------------------------------------------------------
@@ -254,8 +259,9 @@ class Learner:
         for _ in range(self.c.rl.epochs):
             self.optimizer.zero_grad(set_to_none=True)
             sums = _Sums()
+            by_task: dict[int, list[float]] = {}
             for batch in batches:
-                self._micro_step(batch, denominator, sums)
+                self._micro_step(batch, denominator, sums, by_task)
             dist.all_reduce_grads(params)
             sums = sums.all_reduced()
             grad_norm = torch.nn.utils.clip_grad_norm_(
@@ -275,9 +281,11 @@ class Learner:
             engine_logprob_diff_mean=None if gap is None else gap.mean,
             engine_logprob_diff_max=None if gap is None else gap.max,
             engine_tis_truncated=None if gap is None else gap.truncated,
+            kl_by_task=_all_tasks(by_task) if self.kl is not None else None,
         )  # fmt: skip
 
-    def _micro_step(self, batch: Batch, denominator: float, sums: _Sums) -> None:
+    def _micro_step(self, batch: Batch, denominator: float, sums: _Sums,
+                    by_task: dict[int, list[float]]) -> None:  # fmt: skip
         c = self.c
         stats = token_stats(self.model, batch.sequences, c.sampling.temperature, entropy=True,
                             entropy_grad=bool(c.rl.entropy_coef),
@@ -297,6 +305,22 @@ class Learner:
         sums.kl += parts.kl[m].sum().item()
         sums.entropy += stats.entropy.detach()[m].sum().item()
         sums.tokens += m.sum().item()
+        if self.kl is not None and batch.tasks is not None:
+            kl_rows, tokens = (parts.kl * m).sum(-1).tolist(), m.sum(-1).tolist()  # (B,) each
+            for task, kl_sum, n in zip(batch.tasks.tolist(), kl_rows, tokens, strict=True):
+                entry = by_task.setdefault(int(task), [0.0, 0.0])
+                entry[0] += kl_sum
+                entry[1] += n
+
+
+def _all_tasks(by_task: dict[int, list[float]]) -> dict[int, tuple[float, float]]:
+    """This process's per-task (KL sum, tokens) merged with every other process's."""
+    out: dict[int, tuple[float, float]] = {}
+    for part in dist.all_gather_objects(by_task):
+        for task, (kl_sum, n) in part.items():
+            before = out.get(task, (0.0, 0.0))
+            out[task] = (before[0] + kl_sum, before[1] + n)
+    return out
 
 
 def _compacted(x: algorithms.AdvantageInputs) -> algorithms.AdvantageInputs:
