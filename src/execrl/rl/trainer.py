@@ -169,14 +169,12 @@ class Learner:
         if c.rl.algorithm == "reinforce_pp":
             from execrl.rl.advantages import return_to_go
 
-            episodes = any(s.turns is not None for s in samples)
-            returns = (
-                return_to_go(credit.compact(token_rewards, mask), credit.compact(mask, mask))
-                if episodes
-                else return_to_go(token_rewards, mask)
-            )  # (B, T) or, for episodes, (B, T') over the policy's tokens
-            mask_for_stats = credit.compact(mask, mask) if episodes else mask
-            m = mask_for_stats
+            if any(s.turns is not None for s in samples):  # over the policy's tokens: (B, T')
+                m = credit.compact(mask, mask)
+                returns = return_to_go(credit.compact(token_rewards, mask), m)
+            else:
+                m = mask
+                returns = return_to_go(token_rewards, mask)  # (B, T)
             moments = dist.all_reduce_sum(
                 torch.stack([(returns * m).sum(), (returns**2 * m).sum(), m.sum()])
             )
@@ -220,9 +218,6 @@ class Learner:
         shape = sequences.token_mask.shape  # (B, T)
         counts = torch.tensor([float(self.counts(s)) for s in samples], device=self.device)
         lengths = [s.completion.n_tokens for s in samples]
-        policy = torch.zeros(shape)  # (B, T) 1 on the policy's tokens
-        for i, s in enumerate(samples):
-            policy[i, : lengths[i]] = s.policy_mask()
 
         def pad(rows: list[torch.Tensor] | None) -> torch.Tensor | None:
             if rows is None:
@@ -238,7 +233,8 @@ class Learner:
             old_logp=behaviour if trainer_logp is None else pad(trainer_logp),
             engine_logp=None if trainer_logp is None else behaviour,
             advantages=pad([adv[i, :n] for i, n in enumerate(lengths)]),
-            mask=sequences.token_mask * counts[:, None] * policy.to(self.device),
+            # the policy's tokens of the samples that count (an episode's environment's are 0)
+            mask=sequences.token_mask * counts[:, None] * pad([s.policy_mask() for s in samples]),
             ref_logp=pad(ref),
             old_values=pad(old_values),
             value_targets=pad(

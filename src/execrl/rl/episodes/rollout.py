@@ -45,6 +45,12 @@ class Episode:
         return out
 
 
+def standing_after(passed: Sequence[bool], turns: int) -> list[bool]:
+    """`passed` (one per turn an episode took) over `turns` turns: an episode that ended early
+    keeps its last answer; one that took no turn passes nothing."""
+    return [bool(passed[min(t, len(passed) - 1)]) if passed else False for t in range(turns)]
+
+
 def run_episodes(
     make: Callable[[], Environment],
     tasks: Sequence[Task],
