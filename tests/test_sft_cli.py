@@ -97,6 +97,28 @@ def test_loss_is_on_completion_tokens_only():
     assert batch["attention_mask"].tolist() == [[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]]
 
 
+def test_prompt_ids_are_the_context_verbatim(default_model, tmp_path):
+    """A pair's `prompt_ids` are its context, not an encoding of its text: a conversation built
+    turn by turn (`eval --corrections`) encodes differently than its text in one piece."""
+    from execrl.models.loading import load_tokenizer
+    from execrl.sft_data import read_pairs, tokenize
+    from execrl.tasks.errors import TaskDataError
+
+    tokenizer = load_tokenizer(str(default_model))
+    prompt = "def f():\n"
+    ids = [tokenizer.encode(ch, add_special_tokens=False)[0] for ch in prompt]  # one per char
+    assert ids != tokenizer.encode(prompt, add_special_tokens=False)
+    data = tmp_path / "ids.jsonl"
+    data.write_text(json.dumps({"prompt": prompt, "prompt_ids": ids, "completion": " 1"}) + "\n")
+    examples = tokenize(read_pairs(data, tokenizer), tokenizer, 64)
+    completion = tokenizer.encode(" 1", add_special_tokens=False)
+    assert examples.tokens == [(ids + completion + [tokenizer.eos_token_id], len(ids))]
+    for bad in ([], [len(tokenizer)], ["a"]):
+        data.write_text(json.dumps({"prompt": "x", "prompt_ids": bad, "completion": "y"}) + "\n")
+        with pytest.raises(TaskDataError, match=r"ids.jsonl:1: 'prompt_ids' must be"):
+            read_pairs(data, tokenizer)
+
+
 def test_lora_sft_final_is_a_merged_model(on_default, tmp_path, capsys):
     lora = ["model.lora_r=4", "model.lora_targets=['q_proj', 'v_proj']"]
     assert main(sft_args(tmp_path, "lora", *lora)) == 0

@@ -1,5 +1,11 @@
 """SFT examples from JSONL: prompt/completion pairs or chat messages, tokenised with the loss
-on the completion only (`models.sft.sft_example`: prompt tokens are context, -100 labels)."""
+on the completion only (`models.sft.sft_example`: prompt tokens are context, -100 labels).
+
+A pair may carry `prompt_ids`, the prompt as token ids: then those ids are the context, not an
+encoding of the text. Multi-turn contexts need it (`execrl eval --env self_correct
+--corrections` writes such pairs): a conversation is built turn by turn, and encoding its text
+in one piece merges tokens across turn boundaries, a context the model never sees in an episode.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ class Pair:
     prompt: str
     completion: str
     where: str  # file and line, for messages
+    prompt_ids: tuple[int, ...] | None = None  # the context as token ids, used instead of prompt
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +40,8 @@ def read_pairs(path: Path, tokenizer: Any) -> list[Pair]:
     pairs = []
     for where, rec in read_records(path):
         if isinstance(rec.get("prompt"), str) and isinstance(rec.get("completion"), str):
-            pairs.append(Pair(rec["prompt"], rec["completion"], where))
+            ids = _prompt_ids(where, rec, tokenizer) if "prompt_ids" in rec else None
+            pairs.append(Pair(rec["prompt"], rec["completion"], where, ids))
         elif isinstance(rec.get("messages"), list):
             pairs.append(_chat_pair(where, rec["messages"], tokenizer))
         else:
@@ -42,6 +50,18 @@ def read_pairs(path: Path, tokenizer: Any) -> list[Pair]:
                 "'messages' (a list of {'role', 'content'} ending with the assistant's turn)"
             )
     return pairs
+
+
+def _prompt_ids(where: str, rec: dict[str, Any], tokenizer: Any) -> tuple[int, ...]:
+    ids, vocab = rec["prompt_ids"], len(tokenizer)
+    ok = isinstance(ids, list) and ids and all(isinstance(i, int) for i in ids)
+    if not ok or not all(0 <= i < vocab for i in ids):
+        raise TaskDataError(
+            f"{where}: 'prompt_ids' must be a non-empty list of token ids below this tokenizer's "
+            f"vocabulary size {vocab}; ids are a tokenizer's own: train the model that wrote "
+            "them, or drop 'prompt_ids' to encode 'prompt'"
+        )
+    return tuple(ids)
 
 
 def _chat_pair(where: str, messages: list[Any], tokenizer: Any) -> Pair:
@@ -71,6 +91,8 @@ def tokenize(pairs: list[Pair], tokenizer: Any, max_tokens: int) -> Examples:
         if not pair.completion:
             raise TaskDataError(f"{pair.where}: the completion is empty; nothing to learn")
         ids, n_prompt = sft_example(tokenizer, pair.prompt, pair.completion)
+        if pair.prompt_ids is not None:
+            ids, n_prompt = [*pair.prompt_ids, *ids[n_prompt:]], len(pair.prompt_ids)
         if len(ids) > max_tokens:
             too_long += 1
             continue

@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+from execrl.rl.episodes.builtin import FIX_REQUEST
 
 EXECRL = [sys.executable, "-m", "execrl.cli"]
 PROMPT = 'def add(a, b):\n    """Add.\n    >>> add(1, 2)\n    3\n    """\n'
@@ -46,10 +47,14 @@ def run(*args: str, cwd) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*EXECRL, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
-def test_self_correct_eval_of_a_local_model(tmp_path, bench):
+def tiny_model(directory):
     tokenizer = train_bpe_tokenizer([t["prompt"] + t["canonical_solution"] for t in TASKS] * 5, 300)
     shape = TinyLlamaShape(hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64)
-    model = save_pretrained(new_llama(tokenizer, shape, seed=0), tokenizer, tmp_path / "m")
+    return save_pretrained(new_llama(tokenizer, shape, seed=0), tokenizer, directory)
+
+
+def test_self_correct_eval_of_a_local_model(tmp_path, bench):
+    model = tiny_model(tmp_path / "m")
     out = tmp_path / "out"
     proc = run("eval", "--model", str(model), "--benchmark", bench, "--env", "self_correct",
                "--turns", "2", "--max-new-tokens", "16", "--device", "cpu", "--json",
@@ -64,6 +69,51 @@ def test_self_correct_eval_of_a_local_model(tmp_path, bench):
     assert [e["task_id"] for e in episodes] == ["t/0", "t/1"]
     for e in episodes:  # a random model fails: a feedback turn, then a second attempt
         assert len(e["outputs"]) == 2 and len(e["feedback"]) == 1
+
+
+def test_corrections_are_the_episode_context_and_the_reference(tmp_path, bench):
+    """--corrections: each failed attempt's conversation up to the next turn, as the ids the model
+    was given there (the prompt's ids, the attempt, the feedback turn's ids: not the text encoded
+    in one piece), with the reference body as the completion; `execrl sft` trains on the file."""
+    from transformers import AutoTokenizer
+
+    model, out = tiny_model(tmp_path / "m"), tmp_path / "out"
+    proc = run("eval", "--model", str(model), "--benchmark", bench, "--env", "self_correct",
+               "--turns", "2", "--max-new-tokens", "16", "--device", "cpu", "--json",
+               "--corrections", "--out-dir", str(out), cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["corrections"] == 2
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (out / "corrections.jsonl").read_text().splitlines()]
+    for row, episode, task in zip(rows, episodes, TASKS, strict=True):
+        assert row["task_id"] == task["task_id"] and row["failed_turn"] == 1
+        assert (
+            row["completion"] == "    return a + b\n"
+        )  # the reference body: the prompt ends at def
+        ids = row["prompt_ids"]
+        first = tokenizer.encode(task["prompt"])
+        shown = episode["feedback"][0].removesuffix(f"\n\n{FIX_REQUEST}")  # the chat form's request
+        comment = "\n".join(f"# {line}".rstrip() for line in shown.splitlines())
+        feedback = f"\n\n# Feedback on the attempt above:\n{comment}\n\n{task['prompt']}"
+        turn = tokenizer.encode(feedback, add_special_tokens=False)
+        assert ids[: len(first)] == first and ids[-len(turn) :] == turn
+        attempt = ids[len(first) : -len(turn)]
+        assert tokenizer.decode(attempt, skip_special_tokens=True) == episode["outputs"][0]
+        assert row["prompt"] == tokenizer.decode(ids)
+    sft = run("sft", "--set", f"model.path={str(model)!r}", "--set",
+              f"data.train={str(out / 'corrections.jsonl')!r}", "--set", "run.steps=2",
+              "--set", f"run.out_dir={str(tmp_path)!r}", "--set", "run.name='warm'", cwd=tmp_path)  # fmt: skip
+    assert sft.returncode == 0, sft.stderr
+    assert json.loads(sft.stdout.strip().splitlines()[-1])["examples"] == 2
+
+
+def test_corrections_need_episodes_and_a_local_model(tmp_path, bench):
+    proc = run("eval", "--model", "default", "--benchmark", bench, "--corrections", cwd=tmp_path)
+    assert proc.returncode == 2 and "add --env self_correct" in proc.stderr
+    proc = run("eval", "--model", "openai:http://127.0.0.1:9/v1#m", "--benchmark", bench,
+               "--env", "self_correct", "--corrections", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 2 and "needs a local model" in proc.stderr
 
 
 class Corrector(BaseHTTPRequestHandler):

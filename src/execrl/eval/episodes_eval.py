@@ -9,6 +9,11 @@ tests passing, keeps its answer). `feedback_protocol` records which tests fed ba
 and what a feedback turn holds. A local model runs through the models layer's engine (token ids
 in and out, `rl.episodes.run_episodes`); an OpenAI-compatible server (`openai:URL#MODEL`) through
 its completion endpoint, or its chat endpoint with --chat on, with the conversation so far.
+
+`--corrections` also writes corrections.jsonl: for each attempt that failed a visible test and
+got feedback, the conversation up to the model's next turn as token ids (`prompt_ids`, exactly
+the context the episode gave the model) and the task's reference solution as the completion:
+SFT examples for a warm-up on correcting (`execrl sft --set data.train=.../corrections.jsonl`).
 """
 
 from __future__ import annotations
@@ -72,6 +77,8 @@ def run_episodes_eval(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _fail(str(exc))
     tasks = prompted(tasks, prompt_format)
+    if args.corrections and args.model.startswith("openai:"):
+        return _fail("--corrections needs a local model: a server's token ids are not ours")
     out_dir = args.out_dir or Path("evals") / _slug(f"{benchmark}__{args.model}__{args.env}")
     limits = Limits(wall_s=args.timeout) if args.timeout is not None else episode_limits(tasks)
     try:
@@ -88,6 +95,10 @@ def run_episodes_eval(args: argparse.Namespace) -> int:
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     write_jsonl_atomic(out_dir / "episodes.jsonl", [episode_record(e) for e in episodes])
+    if args.corrections:
+        rows = correction_examples(tasks, episodes, _tokenizer_of(args.model))
+        write_jsonl_atomic(out_dir / "corrections.jsonl", rows)
+        summary["corrections"] = len(rows)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     shown = ["pass@1"] + [f"pass@1_turn{t + 1}" for t in range(config.max_turns)]
     print_summary({**summary, **_by_turn_keys(summary)}, False, shown=shown)
@@ -234,6 +245,35 @@ def episode_record(episode: Episode) -> dict[str, Any]:
         "visible_passed": [s.info.visible_passed for s in episode.steps],
         "truncated": episode.truncated,
     }
+
+
+def correction_examples(
+    tasks: list[Task], episodes: list[Episode], tokenizer: Any
+) -> list[dict[str, Any]]:
+    """One SFT example per attempt that got feedback and was followed by another turn: the
+    trajectory's ids before that next turn (the failed attempt and its feedback included), and
+    the reference completion of the task (None: the task is skipped, it has no reference)."""
+    from execrl.models.prompting import reference_completion
+
+    by_id = {t.id: t for t in tasks}
+    rows = []
+    for episode in episodes:
+        trajectory = episode.trajectory
+        completion = reference_completion(by_id[episode.task_id])
+        if trajectory is None or not completion:
+            continue
+        for turn, (start, _) in enumerate(trajectory.turn_spans[1:], start=1):
+            ids = list(trajectory.token_ids[:start])
+            rows.append({"task_id": episode.task_id, "failed_turn": turn,
+                         "prompt": tokenizer.decode(ids), "prompt_ids": ids,
+                         "completion": completion})  # fmt: skip
+    return rows
+
+
+def _tokenizer_of(model: str) -> Any:
+    from execrl.models.loading import load_tokenizer
+
+    return load_tokenizer(model)
 
 
 def _slug(text: str) -> str:

@@ -98,6 +98,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="episodes: single (one turn), self_correct, tool, or module:Class (docs/episodes.md)",
     )
     p.add_argument("--turns", type=int, default=2, help="--env: model turns per episode")
+    p.add_argument(
+        "--corrections",
+        action="store_true",
+        help="--env: also write corrections.jsonl (each failed attempt's conversation up to the "
+        "next turn, as token ids, with the reference solution): SFT data for `execrl sft`",
+    )
     p.set_defaults(handler=run_eval)
 
 
@@ -107,6 +113,8 @@ def _fail(message: str) -> int:
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    if args.corrections and args.env == "single":
+        return _fail("--corrections needs episodes with feedback: add --env self_correct")
     if args.env != "single":  # multi-turn episodes, pass@1 by turn
         from execrl.eval.episodes_eval import run_episodes_eval
 

@@ -34,6 +34,19 @@ def signature_split(task: Task) -> tuple[str, str] | None:
     return task.reference[: match.end()], task.reference[match.end() :]
 
 
+def reference_completion(task: Task) -> str | None:
+    """What a model continuing `task.prompt` writes to give the reference solution: the body
+    when the prompt ends with the reference's `def` line (signature prompts), the rest of the
+    reference when it starts with the prompt, else the whole reference; None without one."""
+    if not task.reference:
+        return None
+    split = signature_split(task)
+    if split is not None and task.prompt.endswith(split[0]):
+        return split[1]
+    ref = task.reference
+    return ref[len(task.prompt) :] if ref.startswith(task.prompt) else ref
+
+
 def is_code_prompt(prompt: str) -> bool:
     """Whether a prompt is already code the model continues (HumanEval style)."""
     head = prompt.lstrip()
