@@ -88,9 +88,8 @@ def test_corrections_are_the_episode_context_and_the_reference(tmp_path, bench):
     rows = [json.loads(line) for line in (out / "corrections.jsonl").read_text().splitlines()]
     for row, episode, task in zip(rows, episodes, TASKS, strict=True):
         assert row["task_id"] == task["task_id"] and row["failed_turn"] == 1
-        assert (
-            row["completion"] == "    return a + b\n"
-        )  # the reference body: the prompt ends at def
+        # the reference body: the prompt ends at the def line
+        assert row["completion"] == "    return a + b\n"
         ids = row["prompt_ids"]
         first = tokenizer.encode(task["prompt"])
         shown = episode["feedback"][0].removesuffix(f"\n\n{FIX_REQUEST}")  # the chat form's request

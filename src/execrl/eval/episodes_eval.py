@@ -77,8 +77,6 @@ def run_episodes_eval(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _fail(str(exc))
     tasks = prompted(tasks, prompt_format)
-    if args.corrections and args.model.startswith("openai:"):
-        return _fail("--corrections needs a local model: a server's token ids are not ours")
     out_dir = args.out_dir or Path("evals") / _slug(f"{benchmark}__{args.model}__{args.env}")
     limits = Limits(wall_s=args.timeout) if args.timeout is not None else episode_limits(tasks)
     try:

@@ -29,6 +29,7 @@ from execrl.eval.evaluate import (
     write_jsonl_atomic,
 )
 from execrl.eval.generation import GenerationMeta, SamplesFile, first_n, generate_missing
+from execrl.models.backends import OPENAI_PREFIX
 from execrl.progress import progress_bar
 from execrl.rl.eval_spec import HeldoutSpec
 from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
@@ -115,6 +116,8 @@ def _fail(message: str) -> int:
 def run_eval(args: argparse.Namespace) -> int:
     if args.corrections and args.env == "single":
         return _fail("--corrections needs episodes with feedback: add --env self_correct")
+    if args.corrections and args.model.startswith(OPENAI_PREFIX):
+        return _fail("--corrections needs a local model: a server's token ids are not ours")
     if args.env != "single":  # multi-turn episodes, pass@1 by turn
         from execrl.eval.episodes_eval import run_episodes_eval
 
