@@ -95,6 +95,27 @@ def test_grpo_advantages_over_episodes_by_hand_and_zero_on_environment_tokens(sc
     assert torch.allclose(batch.advantages[1, : len(failed_mask)], -a * failed_mask)
 
 
+def test_credit_from_turn_2_trains_the_correction_and_never_the_first_attempt(scorer, tokenizer):
+    """env.credit_from_turn = 2 (SCoRe's stage I): the same returns and group baseline, but the
+    first attempt's tokens get advantage 0 in both episodes; the correction's get +-a."""
+    policy, scored = fixed_then_failed(scorer, tokenizer)
+    _, mask, n_wrong, n_env = layout(policy, tokenizer)
+    env = "env.name='self_correct'"
+    [batch] = learner("grpo", env, "env.credit_from_turn=2").advantages([scored])
+    a = 0.5 / (math.sqrt(0.5) + 1e-4)
+    second = torch.tensor([0.0] * (n_wrong + n_env) + [1.0] * (len(mask) - n_wrong - n_env))
+    assert torch.allclose(batch.advantages[0, : len(mask)], a * second)
+    failed = scored[1].turns
+    expected = -a * failed.policy_mask * (torch.arange(len(failed.policy_mask)) > failed.ends[0])
+    assert torch.allclose(batch.advantages[1, : len(failed.policy_mask)], expected)
+    assert (batch.advantages[:, :n_wrong] == 0).all() and batch.advantages[0].abs().sum() > 0
+    assert torch.equal(batch.mask[0, : len(mask)], torch.tensor(mask, dtype=torch.float32))
+    # an episode that ended after one turn has nothing to train; turns are counted from 1
+    assert credit.from_turn(4, (1,), 2).tolist() == [0, 0, 0, 0]
+    assert credit.from_turn(5, (1, 4), 2).tolist() == [0, 0, 1, 1, 1]
+    assert credit.from_turn(5, (1, 4), 1).tolist() == [1, 1, 1, 1, 1]
+
+
 def test_reinforce_pp_return_reaches_the_first_turn_across_the_feedback(scorer, tokenizer):
     """The token-level return skips the environment's tokens: turn 1's tokens get the reward
     earned at turn 2 (a naive return-to-go would stop at the first masked token)."""
@@ -171,5 +192,7 @@ def test_env_config_errors_are_found_when_the_config_loads():
     with pytest.raises(ConfigError, match="token_credit"):
         load_config(None, ["env.name='self_correct'", "rl.algorithm='ppo'",
                            "reward.token_credit.enabled=true"])  # fmt: skip
+    with pytest.raises(ConfigError, match="credit_from_turn"):
+        load_config(None, ["env.name='self_correct'", "env.credit_from_turn=3"])
     with pytest.raises(ConfigError, match="cannot import"):
         load_config(None, ["env.name='no_such_module_xyz:Env'"])

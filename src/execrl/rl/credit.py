@@ -66,3 +66,14 @@ def turn_token_rewards(
 def discounted_return(turn_rewards: Sequence[float], discount: float) -> float:
     """sum_k discount^k r_k: the episode's return, what GRPO-family advantages compare."""
     return float(sum(r * discount**k for k, r in enumerate(turn_rewards)))
+
+
+def from_turn(length: int, turn_ends: Sequence[int], first_turn: int) -> torch.Tensor:
+    """(length,) 1 on the positions after the end of turn `first_turn - 1` (turns counted from
+    1), 0 before: multiplied into an episode's advantages, only turns >= first_turn are trained
+    (`env.credit_from_turn`). An episode that ended before `first_turn` is all 0."""
+    out = torch.ones(length)
+    if first_turn > 1:
+        before = turn_ends[first_turn - 2] + 1 if len(turn_ends) >= first_turn else length
+        out[:before] = 0.0
+    return out

@@ -133,7 +133,7 @@ class Learner:
         if any(s.turns is not None for s in samples):
             # episodes: the estimators run over the policy's tokens, the environment's skipped
             adv, targets = self.advantage(_compacted(inputs))
-            adv = credit.expand(adv, inputs.mask)
+            adv = credit.expand(adv, inputs.mask) * self._credited(samples, inputs.mask.shape[1])
             targets = None if targets is None else credit.expand(targets, inputs.mask)
         else:
             adv, targets = self.advantage(inputs)
@@ -146,6 +146,18 @@ class Learner:
                                    [old_values[i] for i in rows] if old_values else None,
                                    [trainer_logp[i] for i in rows] if trainer_logp else None))  # fmt: skip
             lo += len(part)
+        return out
+
+    def _credited(self, samples: list[Scored], width: int) -> torch.Tensor:
+        """(B, T) 1 where an episode's advantage may land: the tokens of turns >=
+        env.credit_from_turn (all of them at 1, the default)."""
+        out = torch.ones(len(samples), width)
+        first = self.c.env.credit_from_turn
+        if first > 1:
+            for i, s in enumerate(samples):
+                if s.turns is not None:
+                    n = s.completion.n_tokens
+                    out[i, :n] = credit.from_turn(n, s.turns.ends, first)
         return out
 
     def _advantage_inputs(self, samples, ref_logp, old_values) -> algorithms.AdvantageInputs:

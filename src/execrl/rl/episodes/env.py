@@ -82,6 +82,12 @@ class EnvConfig:
     # "improvement" gives each turn its grade minus the previous turn's (the return is the same,
     # but the turn that fixed the program holds the credit)
     turn_reward: str = "final"
+    # Training: the policy-gradient advantage lands on the tokens of turns >= this one (1: every
+    # turn). 2 trains the corrections only: the first attempt's tokens get no advantage (KL and
+    # entropy still apply), so RL cannot lift the first turn in place of teaching the second to
+    # use the feedback: stage I of SCoRe (Kumar et al. 2024, "Training Language Models to
+    # Self-Correct via Reinforcement Learning"), which found plain multi-turn RL does exactly that
+    credit_from_turn: int = 1
     # harness: the command run once per episode against the policy server, e.g.
     # "python my_agent.py"; what it gets and how its answer is graded: docs/harness.md
     harness: str = ""
@@ -91,6 +97,11 @@ class EnvConfig:
     def __post_init__(self) -> None:
         if self.max_turns < 1:
             raise ValueError(f"env.max_turns must be >= 1, got {self.max_turns}")
+        if not 1 <= self.credit_from_turn <= self.max_turns:
+            raise ValueError(
+                f"env.credit_from_turn must be in 1..env.max_turns ({self.max_turns}), got "
+                f"{self.credit_from_turn}: turns before it get no advantage"
+            )
         if self.max_tokens < 0 or not 0 < self.turn_discount <= 1:
             raise ValueError("env.max_tokens must be >= 0 and env.turn_discount in (0, 1]")
         if self.turn_reward not in TURN_REWARDS:
