@@ -101,7 +101,9 @@ def test_credit_from_turn_2_trains_the_correction_and_never_the_first_attempt(sc
     policy, scored = fixed_then_failed(scorer, tokenizer)
     _, mask, n_wrong, n_env = layout(policy, tokenizer)
     env = "env.name='self_correct'"
-    [batch] = learner("grpo", env, "env.credit_from_turn=2").advantages([scored])
+    lr = learner("grpo", env, "env.credit_from_turn=2", "env.held_kl_coef=0.5")
+    lr.kl = None  # no reference model here: the test reads the coefficients, not the KL
+    [batch] = lr.advantages([scored])
     a = 0.5 / (math.sqrt(0.5) + 1e-4)
     second = torch.tensor([0.0] * (n_wrong + n_env) + [1.0] * (len(mask) - n_wrong - n_env))
     assert torch.allclose(batch.advantages[0, : len(mask)], a * second)
@@ -110,6 +112,10 @@ def test_credit_from_turn_2_trains_the_correction_and_never_the_first_attempt(sc
     assert torch.allclose(batch.advantages[1, : len(failed.policy_mask)], expected)
     assert (batch.advantages[:, :n_wrong] == 0).all() and batch.advantages[0].abs().sum() > 0
     assert torch.equal(batch.mask[0, : len(mask)], torch.tensor(mask, dtype=torch.float32))
+    # the held first attempt carries the KL coefficient, and nothing else does
+    held = torch.tensor([0.5] * n_wrong + [0.0] * (len(mask) - n_wrong))
+    assert torch.equal(batch.kl_coef_tokens[0, : len(mask)], held)
+    assert batch.kl_coef_tokens.sum() == 0.5 * (n_wrong + scored[1].turns.ends[0] + 1)
     # an episode that ended after one turn has nothing to train; turns are counted from 1
     assert credit.from_turn(4, (1,), 2).tolist() == [0, 0, 0, 0]
     assert credit.from_turn(5, (1, 4), 2).tolist() == [0, 0, 1, 1, 1]
@@ -184,6 +190,31 @@ def test_loss_kl_and_entropy_gradients_vanish_on_environment_tokens(scorer, toke
     assert (logp.grad[0, : len(mask)][torch.tensor(mask) == 1] != 0).all()
 
 
+def test_held_kl_pulls_the_held_turn_only_and_never_an_environment_token(scorer, tokenizer):
+    """SCoRe's anchor: with env.credit_from_turn = 2 the first attempt gets no advantage, so
+    only env.held_kl_coef moves its log-probs (the gradient is 0 there without it)."""
+    policy, scored = fixed_then_failed(scorer, tokenizer)
+    _, mask, n_wrong, _ = layout(policy, tokenizer)
+    settings = LossSettings(0.2, 0.28, kl_coef=0.0, entropy_coef=0.0, vf_coef=0.0,
+                            value_clip=0.2, tis_cap=2.0)  # fmt: skip
+    grads = []
+    for held in ("0", "0.5"):
+        lr = learner("grpo", "env.name='self_correct'", "env.credit_from_turn=2",
+                     f"env.held_kl_coef={held}")  # fmt: skip
+        lr.kl = None  # no reference model here: ref_logp is set by hand below
+        [batch] = lr.advantages([scored])
+        batch = replace(batch, ref_logp=torch.full_like(batch.mask, -5.0))
+        logp = torch.full_like(batch.mask, -1.0, requires_grad=True)
+        entropy = torch.zeros_like(batch.mask)
+        policy_loss(batch, logp, entropy, None, ESTIMATORS["k3"], token_mean, 10.0,
+                    settings).total.backward()  # fmt: skip
+        grads.append(logp.grad[0, : len(mask)])
+    assert (grads[0][:n_wrong] == 0).all() and (grads[1][:n_wrong] != 0).all()
+    env = torch.tensor(mask) == 0
+    assert (grads[1][env] == 0).all()
+    assert torch.equal(grads[0][n_wrong:], grads[1][n_wrong:])  # the correction: unchanged
+
+
 def test_env_config_errors_are_found_when_the_config_loads():
     from execrl.rl.config import ConfigError
 
@@ -194,5 +225,7 @@ def test_env_config_errors_are_found_when_the_config_loads():
                            "reward.token_credit.enabled=true"])  # fmt: skip
     with pytest.raises(ConfigError, match="credit_from_turn"):
         load_config(None, ["env.name='self_correct'", "env.credit_from_turn=3"])
+    with pytest.raises(ConfigError, match="held turns"):
+        load_config(None, ["env.name='self_correct'", "env.held_kl_coef=0.5"])
     with pytest.raises(ConfigError, match="cannot import"):
         load_config(None, ["env.name='no_such_module_xyz:Env'"])

@@ -105,6 +105,9 @@ class Batch:
     # trainer's own forward, and each token's surrogate is weighted by min(pi_old / mu, cap)
     engine_logp: torch.Tensor | None = None
     tasks: torch.Tensor | None = None  # (B,) each row's task index (per-source KL in the log)
+    # (B, T) a KL coefficient of each token's own, added to LossSettings.kl_coef: an episode's
+    # held turns (env.held_kl_coef); None: none
+    kl_coef_tokens: torch.Tensor | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +152,8 @@ def policy_loss(
         kl_tok = kl_estimator(logp, batch.ref_logp)
         if s.kl_coef:  # KL in the reward (PPO, REINFORCE++) is measured here, not penalised
             loss_tok = loss_tok + s.kl_coef * kl_tok
+        if batch.kl_coef_tokens is not None:
+            loss_tok = loss_tok + batch.kl_coef_tokens * kl_tok
     if s.entropy_coef:
         loss_tok = loss_tok - s.entropy_coef * entropy
     total = aggregate(loss_tok, batch.mask, denominator)

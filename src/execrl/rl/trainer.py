@@ -83,7 +83,8 @@ class Learner:
         agg = algorithms.default_aggregation(rl.algorithm) if rl.loss_agg == "auto" else rl.loss_agg
         self.aggregate = algorithms.aggregator(agg, config.sampling.max_new_tokens)
         self.per_token = algorithms.counts_tokens(agg)
-        self.kl = kl.ESTIMATORS[rl.kl_estimator] if rl.kl_coef > 0 else None
+        anchored = rl.kl_coef > 0 or config.env.held_kl_coef > 0
+        self.kl = kl.ESTIMATORS[rl.kl_estimator] if anchored else None
         self.settings = LossSettings(
             rl.clip_low, rl.clip_high, rl.kl_coef if rl.kl_in == "loss" else 0.0,
             rl.entropy_coef, rl.vf_coef, rl.value_clip, rl.tis_cap,
@@ -152,13 +153,23 @@ class Learner:
         """(B, T) 1 where an episode's advantage may land: the tokens of turns >=
         env.credit_from_turn (all of them at 1, the default)."""
         out = torch.ones(len(samples), width)
-        first = self.c.env.credit_from_turn
-        if first > 1:
-            for i, s in enumerate(samples):
-                if s.turns is not None:
-                    n = s.completion.n_tokens
-                    out[i, :n] = credit.from_turn(n, s.turns.ends, first)
+        for i, s in enumerate(samples):
+            out[i, : s.completion.n_tokens] = self._from_turn(s)
         return out
+
+    def _from_turn(self, s: Scored) -> torch.Tensor:
+        """(T_i,) 1 on the tokens of turns >= env.credit_from_turn, 0 on the held turns'."""
+        n, first = s.completion.n_tokens, self.c.env.credit_from_turn
+        if s.turns is None or first == 1:
+            return torch.ones(n)
+        return credit.from_turn(n, s.turns.ends, first)
+
+    def _held_kl(self, samples: list[Scored]) -> list[torch.Tensor] | None:
+        """Per sample (T_i,): env.held_kl_coef on the policy's tokens of the held turns."""
+        coef = self.c.env.held_kl_coef
+        if coef == 0:
+            return None
+        return [coef * s.policy_mask() * (1 - self._from_turn(s)) for s in samples]
 
     def _advantage_inputs(self, samples, ref_logp, old_values) -> algorithms.AdvantageInputs:
         c = self.c
@@ -253,6 +264,7 @@ class Learner:
                 None if targets is None else [targets[i, :n] for i, n in enumerate(lengths)]
             ),
             tasks=torch.tensor([s.task_index for s in samples]),
+            kl_coef_tokens=pad(self._held_kl(samples)),
         )
 
     # -- update ----------------------------------------------------------------------------

@@ -88,6 +88,12 @@ class EnvConfig:
     # use the feedback: stage I of SCoRe (Kumar et al. 2024, "Training Language Models to
     # Self-Correct via Reinforcement Learning"), which found plain multi-turn RL does exactly that
     credit_from_turn: int = 1
+    # Training: a KL penalty to the reference model on the tokens of the turns before
+    # credit_from_turn, with this coefficient (added to rl.kl_coef there; loads the reference):
+    # SCoRe's strong KL on the first attempt, which keeps it where it started while the
+    # corrections learn (the first turn would otherwise follow the second through the shared
+    # weights). 0: none
+    held_kl_coef: float = 0.0
     # harness: the command run once per episode against the policy server, e.g.
     # "python my_agent.py"; what it gets and how its answer is graded: docs/harness.md
     harness: str = ""
@@ -101,6 +107,11 @@ class EnvConfig:
             raise ValueError(
                 f"env.credit_from_turn must be in 1..env.max_turns ({self.max_turns}), got "
                 f"{self.credit_from_turn}: turns before it get no advantage"
+            )
+        if self.held_kl_coef < 0 or (self.held_kl_coef > 0 and self.credit_from_turn == 1):
+            raise ValueError(
+                f"env.held_kl_coef = {self.held_kl_coef}: it must be >= 0 and it needs held "
+                f"turns (env.credit_from_turn > 1, got {self.credit_from_turn})"
             )
         if self.max_tokens < 0 or not 0 < self.turn_discount <= 1:
             raise ValueError("env.max_tokens must be >= 0 and env.turn_discount in (0, 1]")
