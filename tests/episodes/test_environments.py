@@ -59,6 +59,18 @@ def test_self_correct_stops_when_turns_run_out(scorer, tokenizer):
     assert episode.trajectory.turn_rewards == (0.0, 0.0)
 
 
+def test_verdict_feedback_says_only_that_the_attempt_failed(scorer, tokenizer):
+    """env.feedback = "verdict", the control: no test, input, value or line reaches the model."""
+    env = EnvConfig("self_correct", max_turns=3, feedback="verdict")
+    _, episode = run(scorer, tokenizer, env, [WRONG, "    return a +\n", RIGHT])
+    fix = "\n\nFix the code. Answer with the whole corrected solution in one code block."
+    assert episode.observations == (
+        "Your code failed a visible test." + fix,
+        "Your code failed before any test ran: SYNTAX_ERROR." + fix,
+    )
+    assert episode.passed_by_turn(3) == [False, False, True]
+
+
 def test_exception_feedback_names_the_line(scorer, tokenizer):
     crash = "    return a / 0\n"
     _, episode = run(scorer, tokenizer, EnvConfig("self_correct", max_turns=2), [crash, RIGHT])

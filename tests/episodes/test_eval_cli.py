@@ -69,6 +69,16 @@ def test_self_correct_eval_of_a_local_model(tmp_path, bench):
     assert [e["task_id"] for e in episodes] == ["t/0", "t/1"]
     for e in episodes:  # a random model fails: a feedback turn, then a second attempt
         assert len(e["outputs"]) == 2 and len(e["feedback"]) == 1
+    assert summary["feedback_protocol"]["feedback"] == "full"
+    proc = run("eval", "--model", str(model), "--benchmark", bench, "--env", "self_correct",
+               "--turns", "2", "--max-new-tokens", "16", "--device", "cpu", "--json",
+               "--feedback", "verdict", "--out-dir", str(out), cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["feedback_protocol"]["feedback"] == "verdict"
+    for line in (out / "episodes.jsonl").read_text().splitlines():
+        [feedback] = json.loads(line)["feedback"]
+        assert feedback.startswith("Your code failed") and "Expected" not in feedback
 
 
 def test_corrections_are_the_episode_context_and_the_reference(tmp_path, bench):

@@ -57,7 +57,7 @@ def _fail(message: str) -> int:
 
 def run_episodes_eval(args: argparse.Namespace) -> int:
     try:
-        config = EnvConfig(name=args.env, max_turns=args.turns)
+        config = EnvConfig(name=args.env, max_turns=args.turns, feedback=args.feedback)
     except ValueError as exc:
         return _fail(f"--env {args.env} --turns {args.turns}: {exc}")
     n = args.n or 1
@@ -222,7 +222,10 @@ def summarize_episodes(
         "verdicts": {},
         "feedback_protocol": {
             "visible_tests_by_source": dict(sorted(sources.items())),
-            "feedback_holds": list(FEEDBACK_FIELDS),
+            "feedback_holds": list(FEEDBACK_FIELDS)
+            if config.feedback == "full"
+            else ["that the attempt failed, and the run's verdict when no test ran"],
+            "feedback": config.feedback,
             "hidden_tests": "grade every turn's answer; never in feedback",
             "ends": "when the visible tests pass or the turns run out",
         },

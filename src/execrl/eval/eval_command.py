@@ -100,6 +100,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--turns", type=int, default=2, help="--env: model turns per episode")
     p.add_argument(
+        "--feedback",
+        choices=("full", "verdict"),
+        default="full",
+        help="--env self_correct: full feedback (the failed visible test, input, returned and "
+        "expected value, exception) or only the verdict, the control for whether a model "
+        "reads the feedback or only retries",
+    )
+    p.add_argument(
         "--corrections",
         action="store_true",
         help="--env: also write corrections.jsonl (each failed attempt's conversation up to the "

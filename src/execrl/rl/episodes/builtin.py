@@ -18,6 +18,7 @@ from execrl.rl.episodes.visible import (
     VisibleTests,
     checked_against_reference,
     feedback_text,
+    verdict_text,
     visible_tests,
 )
 from execrl.sandbox.job import Job
@@ -92,7 +93,11 @@ class SelfCorrect:
         if result.verdict is Verdict.SANDBOX_ERROR:  # never the program's fault: no feedback
             masked = replace(info, masked=True, note="sandbox error on the visible tests")
             return StepResult(None, final, True, masked)
-        feedback = feedback_text(self.visible, result, sample.program)
+        feedback = (
+            feedback_text(self.visible, result, sample.program)
+            if self.config.feedback == "full"
+            else verdict_text(result, sample.program)
+        )
         reward = final if self.config.turn_reward == "improvement" else 0.0
         self.previous = graded.reward
         return StepResult(_feedback_turn(task, feedback), reward, False, info)

@@ -68,6 +68,11 @@ class EnvConfig:
     name: str = "single"
     max_turns: int = 2  # self_correct: attempts; tool: model turns (calls + the answer)
     visible_split: int = 0  # tasks with nothing visible: show their first N tests (0: none)
+    # self_correct: what a feedback turn says. "full": which visible test failed, its input,
+    # what the program returned, the expected value, the exception with its line; "verdict":
+    # only that the attempt failed and how (a failed visible test, or the run's verdict before
+    # any test), the control that tells whether a model reads the feedback or only retries
+    feedback: str = "full"
     tool_calls: int = 4  # tool: the most code executions in one episode
     tool_output_chars: int = 1000  # tool: a run's output is cut to this many characters
     # Training (`execrl train`): an episode's whole trajectory is cut at this many tokens (0:
@@ -115,6 +120,8 @@ class EnvConfig:
             )
         if self.max_tokens < 0 or not 0 < self.turn_discount <= 1:
             raise ValueError("env.max_tokens must be >= 0 and env.turn_discount in (0, 1]")
+        if self.feedback not in FEEDBACK:
+            raise ValueError(f"env.feedback {self.feedback!r}: choose one of {', '.join(FEEDBACK)}")
         if self.turn_reward not in TURN_REWARDS:
             raise ValueError(
                 f"env.turn_reward {self.turn_reward!r}: choose one of {', '.join(TURN_REWARDS)}"
@@ -154,6 +161,7 @@ class Environment(Protocol):
 
 BUILTIN = ("single", "self_correct", "tool", "harness")
 TURN_REWARDS = ("final", "improvement")
+FEEDBACK = ("full", "verdict")
 
 
 def make_env(config: EnvConfig, scorer: RewardScorer) -> Environment:

@@ -242,6 +242,15 @@ def feedback_text(visible: VisibleTests, result: ExecutionResult, program: str |
     return "\n".join(parts)
 
 
+def verdict_text(result: ExecutionResult, program: str | None) -> str:
+    """`env.feedback = "verdict"`: that the attempt failed and how, nothing about any test."""
+    if program is None:
+        return "No code was found in your answer. Write the whole solution in one code block."
+    if first_failure(result) is None:
+        return f"Your code failed before any test ran: {result.verdict}."
+    return "Your code failed a visible test."
+
+
 _GOT = re.compile(r"^expected .*, got (.*)$", re.S)
 
 
