@@ -1,18 +1,32 @@
 """Issue 17's demonstration: RL in the self-correction environment on the embedded default.
 
-Each seed is `execrl train --config configs/self-correct.toml --set run.seed=S` (two attempts,
-feedback from the visible tests after a failed one); the summary's held-out pass@1 after each
-turn, before and after training, is tabulated: what the second turn adds (turn 2 - turn 1)
-before and after. Prints a table, writes a plot, and its last line is JSON.
+1. Warm-up (with --warmup, once): `execrl eval --model default --env self_correct --turns 2
+   --corrections` on 800 train-split tasks (4 episodes each, T=1.0) writes each failed attempt's
+   conversation with the reference as its completion; `execrl sft` trains the embedded default
+   on them (WARMUP). Without --warmup, RL starts from the embedded default itself.
+2. RL: `execrl train --config configs/self-correct.toml --set run.seed=S` for seeds 0, 1, 2 (two
+   attempts, feedback from the visible tests after a failed one), plus any --set given here.
+3. The feedback control (with --control): `execrl eval` of the starting model and of each
+   trained one on the run's held-out tasks, with full feedback and with the verdict only
+   (`--feedback verdict`): what the second turn gains from reading the feedback, beyond
+   retrying.
 
-    python benchmarks/self_correct.py --out runs/self-correct            # train the 3 seeds
-    python benchmarks/self_correct.py --out runs/self-correct --collect  # only tabulate them
+The summary's held-out pass@1 after each turn, before and after training, is tabulated: what the
+second turn adds (turn 2 - turn 1) before and after. Prints a table, writes a plot; the last
+line is JSON, with the load average before and after each run.
+
+    python benchmarks/self_correct.py --out runs/self-correct                     # no warm-up
+    python benchmarks/self_correct.py --out runs/sc-warm --warmup --control \\
+        --set env.credit_from_turn=2                                              # README table
+    python benchmarks/self_correct.py --out runs/sc-warm --collect                # tabulate only
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -20,14 +34,54 @@ from pathlib import Path
 
 SEEDS = (0, 1, 2)
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "self-correct.toml"
+# Correction examples: the embedded default's failed attempts on train-split tasks (never the
+# held-out test split), sampled hot so that most tasks fail at least once
+CORRECTION_TASKS = "synthetic:split=train,difficulty=1,n=800,seed=100"
+CORRECTION_SAMPLING = ("-n", "4", "--temperature", "1.0")
+# The warm-up: 60 steps of 16 examples (about half the 2,041 corrections once), lr 1e-3
+WARMUP = {
+    "run.steps": 60,
+    "run.batch_size": 16,
+    "optim.lr": 1e-3,
+    "optim.warmup_steps": 10,
+    "optim.schedule": "linear",
+}
 
 
-def train(out: Path, seed: int) -> None:
-    command = [sys.executable, "-m", "execrl.cli", "train", "--config", str(CONFIG),
-               "--set", f"run.seed={seed}", "--set", f"run.out_dir={out}",
-               "--set", f"run.name=seed{seed}"]  # fmt: skip
-    print(f"self_correct: seed {seed}", file=sys.stderr, flush=True)
-    subprocess.run(command, check=True)
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def execrl(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "execrl.cli", *args]
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    return subprocess.run(command, check=True, env=env, stdout=subprocess.PIPE, text=True)
+
+
+def warmup(out: Path) -> Path:
+    """The warm-up model's directory, built unless it is there."""
+    final = out / "warmup" / "final"
+    if (final / "config.json").is_file():
+        return final
+    corrections = out / "corrections"
+    if not (corrections / "corrections.jsonl").is_file():
+        print(f"self_correct: correction examples from {CORRECTION_TASKS}", file=sys.stderr)
+        execrl("eval", "--model", "default", "--benchmark", CORRECTION_TASKS, "--env",
+               "self_correct", "--turns", "2", *CORRECTION_SAMPLING, "--corrections",
+               "--out-dir", str(corrections))  # fmt: skip
+    print("self_correct: warm-up (execrl sft on the corrections)", file=sys.stderr, flush=True)
+    sets = {**WARMUP, "model.path": "default", "data.train": corrections / "corrections.jsonl",
+            "run.out_dir": out, "run.name": "warmup"}  # fmt: skip
+    execrl("sft", *[arg for key, value in sets.items() for arg in ("--set", f"{key}={value}")])
+    return final
+
+
+def train(out: Path, model: str, seed: int, extra: list[str]) -> dict:
+    before = load_average()
+    print(f"self_correct: seed {seed} (load {before})", file=sys.stderr, flush=True)
+    sets = [f"model.path={model}", f"run.seed={seed}", f"run.out_dir={out}", f"run.name=seed{seed}"]
+    execrl("train", "--config", str(CONFIG), *[a for s in sets + extra for a in ("--set", s)])
+    return {"seed": seed, "load_before": before, "load_after": load_average()}
 
 
 def summary(out: Path, seed: int) -> dict:
@@ -35,6 +89,25 @@ def summary(out: Path, seed: int) -> dict:
     if not path.is_file():
         raise SystemExit(f"self_correct: no {path}; train it first (without --collect)")
     return json.loads(path.read_text())
+
+
+def control(out: Path, model: Path, name: str, spec_from: Path) -> dict[str, list[float]]:
+    """Held-out pass@1 by turn with full feedback and with the verdict only, sampled as the
+    run's held-out evaluation (its tasks, samples, temperature and token budget)."""
+    spec = json.loads((spec_from / "execrl_eval.json").read_text())
+    if not (model / "execrl_eval.json").is_file():  # the warm-up: prompt it as RL did
+        shutil.copy(spec_from / "execrl_eval.json", model / "execrl_eval.json")
+    rates = {}
+    for feedback in ("full", "verdict"):
+        result = out / "control" / f"{name}-{feedback}" / "summary.json"
+        if not result.is_file():
+            execrl("eval", "--model", str(model), "--benchmark", spec["benchmark"],
+                   "--env", "self_correct", "--turns", "2", "--feedback", feedback,
+                   "-n", str(spec["samples_per_task"]), "--temperature", str(spec["temperature"]),
+                   "--top-p", str(spec["top_p"]), "--max-new-tokens", str(spec["max_new_tokens"]),
+                   "--out-dir", str(result.parent))  # fmt: skip
+        rates[feedback] = json.loads(result.read_text())["pass@1_by_turn"]
+    return rates
 
 
 def table(out: Path, seeds: tuple[int, ...]) -> dict:
@@ -82,15 +155,28 @@ def plot(rows: dict, path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("runs/self-correct"))
+    parser.add_argument("--warmup", action="store_true", help="start from a correction warm-up")
+    parser.add_argument("--control", action="store_true", help="also the verdict-only control")
+    parser.add_argument("--set", action="append", default=[], help="passed to execrl train")
     parser.add_argument("--collect", action="store_true", help="only tabulate finished runs")
     parser.add_argument("--plot", type=Path, default=Path("docs/self_correct.png"))
     args = parser.parse_args()
-    if not args.collect:
-        for seed in SEEDS:
-            train(args.out, seed)
+    model = str(warmup(args.out)) if args.warmup and not args.collect else "default"
+    loads = [] if args.collect else [train(args.out, model, seed, args.set) for seed in SEEDS]
     rows = table(args.out, SEEDS)
-    plot(rows, args.plot)
-    print(json.dumps({str(seed): r for seed, r in rows.items()}))
+    if args.control:
+        start = args.out / "warmup" / "final"
+        spec_from = args.out / f"seed{SEEDS[0]}" / "final"
+        if start.is_dir():
+            rows["control_start"] = control(args.out, start, "start", spec_from)
+        for seed in SEEDS:
+            final = args.out / f"seed{seed}" / "final"
+            rows[seed]["control"] = control(args.out, final, f"seed{seed}", final)
+        print(
+            json.dumps({k: (v if k == "control_start" else v["control"]) for k, v in rows.items()})
+        )
+    plot({k: v for k, v in rows.items() if k != "control_start"}, args.plot)
+    print(json.dumps({"rows": {str(k): v for k, v in rows.items()}, "loads": loads}))
 
 
 if __name__ == "__main__":

@@ -91,3 +91,20 @@ def test_a_user_environment_named_in_the_config_trains_the_policy(
     before = load_file(str(tiny_model_dir / "model.safetensors"))
     after = load_file(str(tmp_path / "user" / "final" / "model.safetensors"))
     assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+def test_held_first_attempt_and_verdict_feedback_train_through_the_cli(tiny_model_dir, tmp_path):
+    """env.credit_from_turn, env.held_kl_coef (which loads the reference model) and
+    env.feedback = "verdict" reach the trainer from the config."""
+    assert _train(tiny_model_dir, tmp_path, "held", "env.name='self_correct'",
+                  "env.credit_from_turn=2", "env.held_kl_coef=1.0", "env.feedback='verdict'",
+                  "run.steps=2", "data.heldout=''") == 0  # fmt: skip
+    run = tmp_path / "held"
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and all("kl" in row for row in rows)
+    fix = "\n\nFix the code. Answer with the whole corrected solution in one code block."
+    for line in (run / "examples.jsonl").read_text().splitlines():
+        text = json.loads(line)["completion"]
+        said = text.split("[turn 1: environment]\n")[1].split("\n[turn 2: model]")[0]
+        assert said.startswith("Your code failed") and said.endswith(fix)
+        assert "Test:" not in said and "Expected" not in said and len(said) < 120 + len(fix)
