@@ -91,7 +91,7 @@ def summary(out: Path, seed: int) -> dict:
     return json.loads(path.read_text())
 
 
-def control(out: Path, model: Path, name: str, spec_from: Path) -> dict[str, list[float]]:
+def control(out: Path, model: Path, name: str, spec_from: Path, evaluate: bool) -> dict:
     """Held-out pass@1 by turn with full feedback and with the verdict only, sampled as the
     run's held-out evaluation (its tasks, samples, temperature and token budget)."""
     spec = json.loads((spec_from / "execrl_eval.json").read_text())
@@ -100,12 +100,14 @@ def control(out: Path, model: Path, name: str, spec_from: Path) -> dict[str, lis
     rates = {}
     for feedback in ("full", "verdict"):
         result = out / "control" / f"{name}-{feedback}" / "summary.json"
-        if not result.is_file():
+        if evaluate and not result.is_file():
             execrl("eval", "--model", str(model), "--benchmark", spec["benchmark"],
                    "--env", "self_correct", "--turns", "2", "--feedback", feedback,
                    "-n", str(spec["samples_per_task"]), "--temperature", str(spec["temperature"]),
                    "--top-p", str(spec["top_p"]), "--max-new-tokens", str(spec["max_new_tokens"]),
                    "--out-dir", str(result.parent))  # fmt: skip
+        if not result.is_file():
+            raise SystemExit(f"self_correct: no {result}; run without --collect first")
         rates[feedback] = json.loads(result.read_text())["pass@1_by_turn"]
     return rates
 
@@ -130,13 +132,20 @@ def table(out: Path, seeds: tuple[int, ...]) -> dict:
 
 
 def plot(rows: dict, path: Path) -> None:
+    """Left: pass@1 by turn before (dashed) and after RL. Right, with --control: what the second
+    turn adds with full feedback and with the verdict only, for the start and each seed."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for i, (seed, r) in enumerate(rows.items()):
+    runs = {k: v for k, v in rows.items() if k != "control_start"}
+    controls = {f"seed {k}": v["control"] for k, v in runs.items() if "control" in v}
+    if "control_start" in rows:
+        controls = {"start": rows["control_start"], **controls}
+    fig, axes = plt.subplots(1, 2 if controls else 1, figsize=(12 if controls else 7, 4))
+    ax = axes[0] if controls else axes
+    for i, (seed, r) in enumerate(runs.items()):
         turns = range(1, len(r["before"]) + 1)
         ax.plot(turns, r["before"], marker="o", linestyle="--", color=f"C{i}",
                 label=f"seed {seed} before")  # fmt: skip
@@ -144,9 +153,24 @@ def plot(rows: dict, path: Path) -> None:
     ax.set_xticks(list(turns))
     ax.set_xlabel("turn (attempts so far)")
     ax.set_ylabel("held-out pass@1")
-    ax.set_title("Self-correction: held-out pass@1 after each turn, before and after RL")
+    ax.set_title("Held-out pass@1 after each turn, before and after RL")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.legend(fontsize=8)
+    if controls:
+        right = axes[1]
+        for x, c in enumerate(controls.values()):
+            for offset, feedback, color in (
+                (-0.2, "full", "tab:blue"),
+                (0.2, "verdict", "tab:gray"),
+            ):
+                gain = 100 * (c[feedback][1] - c[feedback][0])
+                label = f"{feedback} feedback" if x == 0 else None
+                right.bar(x + offset, gain, width=0.4, color=color, label=label)
+        right.set_xticks(range(len(controls)), list(controls))
+        right.set_ylabel("turn 2 adds (points of pass@1)")
+        right.set_title("Feedback control: full feedback vs the verdict only")
+        right.grid(alpha=0.3, axis="y")
+        right.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -168,14 +192,14 @@ def main() -> None:
         start = args.out / "warmup" / "final"
         spec_from = args.out / f"seed{SEEDS[0]}" / "final"
         if start.is_dir():
-            rows["control_start"] = control(args.out, start, "start", spec_from)
+            rows["control_start"] = control(args.out, start, "start", spec_from, not args.collect)
         for seed in SEEDS:
             final = args.out / f"seed{seed}" / "final"
-            rows[seed]["control"] = control(args.out, final, f"seed{seed}", final)
+            rows[seed]["control"] = control(args.out, final, f"seed{seed}", final, not args.collect)
         print(
             json.dumps({k: (v if k == "control_start" else v["control"]) for k, v in rows.items()})
         )
-    plot({k: v for k, v in rows.items() if k != "control_start"}, args.plot)
+    plot(rows, args.plot)
     print(json.dumps({"rows": {str(k): v for k, v in rows.items()}, "loads": loads}))
 
 
