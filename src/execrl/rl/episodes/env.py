@@ -81,7 +81,8 @@ class EnvConfig:
     max_tokens: int = 0
     # The objective is the discounted episode return sum_k turn_discount^k r_k: each turn's
     # reward enters discounted to the episode's start (1.0: a fix at turn 2 is worth a pass at
-    # turn 1; lower values prefer answers right the first time)
+    # turn 1; lower values prefer answers right the first time: from a correction warm-up, 1.0
+    # once let RL give up the first attempt for the warm-up's surer second, README "Episodes")
     turn_discount: float = 1.0
     # self_correct: "final" gives the last turn the hidden tests' reward, earlier turns 0;
     # "improvement" gives each turn its grade minus the previous turn's (the return is the same,
