@@ -174,6 +174,12 @@ class TrainConfig:
     # `EnvConfig` (rl/episodes/env.py), and in docs/episodes.md
     env: EnvConfig = field(default_factory=EnvConfig)
 
+    @property
+    def uses_reference(self) -> bool:
+        """A KL penalty anywhere (rl.kl_coef, or env.held_kl_coef on held turns) needs the
+        reference model's log-probs."""
+        return self.rl.kl_coef > 0 or self.env.held_kl_coef > 0
+
 
 DEFAULT_TREE = {"type": "pass_fraction"}
 PER_TOKEN_ALGORITHMS = ("ppo", "reinforce_pp")  # GAE and REINFORCE++ read per-token rewards

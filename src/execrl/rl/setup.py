@@ -63,7 +63,7 @@ def build(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | N
     policy = load_policy(
         c.model.path, device=device, dtype=c.model.dtype, lora=lora, pad_token=c.model.pad_token
     )
-    reference = reference_from(policy) if c.rl.kl_coef > 0 or c.env.held_kl_coef > 0 else None
+    reference = reference_from(policy) if c.uses_reference else None
     value_head = None
     if c.rl.algorithm == "ppo":
         hidden = policy.model.config.get_text_config().hidden_size

@@ -83,8 +83,7 @@ class Learner:
         agg = algorithms.default_aggregation(rl.algorithm) if rl.loss_agg == "auto" else rl.loss_agg
         self.aggregate = algorithms.aggregator(agg, config.sampling.max_new_tokens)
         self.per_token = algorithms.counts_tokens(agg)
-        anchored = rl.kl_coef > 0 or config.env.held_kl_coef > 0
-        self.kl = kl.ESTIMATORS[rl.kl_estimator] if anchored else None
+        self.kl = kl.ESTIMATORS[rl.kl_estimator] if config.uses_reference else None
         self.settings = LossSettings(
             rl.clip_low, rl.clip_high, rl.kl_coef if rl.kl_in == "loss" else 0.0,
             rl.entropy_coef, rl.vf_coef, rl.value_clip, rl.tis_cap,
@@ -134,7 +133,9 @@ class Learner:
         if any(s.turns is not None for s in samples):
             # episodes: the estimators run over the policy's tokens, the environment's skipped
             adv, targets = self.advantage(_compacted(inputs))
-            adv = credit.expand(adv, inputs.mask) * self._credited(samples, inputs.mask.shape[1])
+            adv = credit.expand(adv, inputs.mask)
+            if self.c.env.credit_from_turn > 1:  # held turns: no advantage on their tokens
+                adv = adv * self._credited(samples, inputs.mask.shape[1])
             targets = None if targets is None else credit.expand(targets, inputs.mask)
         else:
             adv, targets = self.advantage(inputs)
