@@ -122,6 +122,33 @@ def test_credit_from_turn_2_trains_the_correction_and_never_the_first_attempt(sc
     assert credit.from_turn(5, (1, 4), 1).tolist() == [1, 1, 1, 1, 1]
 
 
+def test_reached_baseline_compares_corrections_with_corrections(scorer, tokenizer):
+    """env.credit_baseline = "reached": a group of three, one right at once (return 1, nothing
+    to train), one fixed at turn 2 (1), one failed twice (0). Over the whole group the baseline
+    is 2/3 and the corrections get +1/3 and -2/3 over the std (a net push down); over the two
+    that reached turn 2 it is 1/2, and they get +-0.5 / sqrt(0.5)."""
+    env = EnvConfig("self_correct", max_turns=2)
+    _, at_once = play(scorer, tokenizer, env, [RIGHT], ADD)
+    right = episode_scored(0, ADD, at_once, 1.0, scorer)
+    assert len(right.turns.ends) == 1 and right.score == 1.0
+    _, (fixed, failed) = fixed_then_failed(scorer, tokenizer)
+    group = [right, fixed, failed]
+    held = ["env.name='self_correct'", "env.credit_from_turn=2", "rl.group_size=3"]
+
+    def correction_advantages(*extra: str) -> list[float]:
+        [batch] = learner("grpo", *held, *extra).advantages([group])
+        assert (batch.advantages[0] == 0).all()  # the first-turn pass: no advantage either way
+        return [float(batch.advantages[i, s.turns.ends[1]]) for i, s in ((1, fixed), (2, failed))]
+
+    std = math.sqrt(1 / 3) + 1e-4
+    assert correction_advantages() == pytest.approx([(1 / 3) / std, -(2 / 3) / std], abs=1e-5)
+    a = 0.5 / (math.sqrt(0.5) + 1e-4)
+    assert correction_advantages("env.credit_baseline='reached'") == pytest.approx(
+        [a, -a], abs=1e-5
+    )
+    assert credit.reached([1, 2, 3], 2).tolist() == [False, True, True]
+
+
 def test_reinforce_pp_return_reaches_the_first_turn_across_the_feedback(scorer, tokenizer):
     """The token-level return skips the environment's tokens: turn 1's tokens get the reward
     earned at turn 2 (a naive return-to-go would stop at the first masked token)."""
@@ -227,5 +254,10 @@ def test_env_config_errors_are_found_when_the_config_loads():
         load_config(None, ["env.name='self_correct'", "env.credit_from_turn=3"])
     with pytest.raises(ConfigError, match="held turns"):
         load_config(None, ["env.name='self_correct'", "env.held_kl_coef=0.5"])
+    with pytest.raises(ConfigError, match="needs env.credit_from_turn"):
+        load_config(None, ["env.name='self_correct'", "env.credit_baseline='reached'"])
+    with pytest.raises(ConfigError, match="does not have"):
+        load_config(None, ["env.name='self_correct'", "env.credit_from_turn=2",
+                           "env.credit_baseline='reached'", "rl.algorithm='reinforce_pp'"])  # fmt: skip
     with pytest.raises(ConfigError, match="cannot import"):
         load_config(None, ["env.name='no_such_module_xyz:Env'"])

@@ -77,3 +77,11 @@ def from_turn(length: int, turn_ends: Sequence[int], first_turn: int) -> torch.T
         before = turn_ends[first_turn - 2] + 1 if len(turn_ends) >= first_turn else length
         out[:before] = 0.0
     return out
+
+
+def reached(n_turns: Sequence[int], first_turn: int) -> torch.Tensor:
+    """(B,) bool: the episodes that reached turn `first_turn` (turns counted from 1). With
+    `env.credit_baseline = "reached"` the group's baseline is taken over these alone: the held
+    turns carry no advantage, so an episode that passed before `first_turn` has nothing to
+    learn, and only the episodes that needed a correction are compared with one another."""
+    return torch.tensor([n >= first_turn for n in n_turns], dtype=torch.bool)

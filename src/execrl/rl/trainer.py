@@ -130,6 +130,10 @@ class Learner:
                 values = self.value_head(stats.hidden.float()).squeeze(-1)  # (B, T)
                 old_values += [values[i, :n].cpu() for i, n in enumerate(lengths)]
         inputs = self._advantage_inputs(samples, ref_logp, old_values)
+        if self.c.env.credit_baseline == "reached":  # the baseline over corrections alone
+            turns = [1 if s.turns is None else len(s.turns.ends) for s in samples]
+            reached = credit.reached(turns, self.c.env.credit_from_turn)
+            inputs = replace(inputs, valid=inputs.valid & reached)
         if any(s.turns is not None for s in samples):
             # episodes: the estimators run over the policy's tokens, the environment's skipped
             adv, targets = self.advantage(_compacted(inputs))

@@ -100,6 +100,12 @@ class EnvConfig:
     # corrections learn (the first turn would otherwise follow the second through the shared
     # weights). 0: none
     held_kl_coef: float = 0.0
+    # Training, with credit_from_turn > 1 and an outcome estimator (grpo, dr_grpo, rloo): whose
+    # returns the group's baseline compares an episode with. "group": all of the group's
+    # episodes; "reached": only those that reached credit_from_turn. Under "group" the episodes
+    # that passed before it (nothing to learn, top return) raise the baseline, so most
+    # corrections get a negative advantage; "reached" compares corrections with corrections
+    credit_baseline: str = "group"
     # harness: the command run once per episode against the policy server, e.g.
     # "python my_agent.py"; what it gets and how its answer is graded: docs/harness.md
     harness: str = ""
@@ -118,6 +124,13 @@ class EnvConfig:
             raise ValueError(
                 f"env.held_kl_coef = {self.held_kl_coef}: it must be >= 0 and it needs held "
                 f"turns (env.credit_from_turn > 1, got {self.credit_from_turn})"
+            )
+        if self.credit_baseline not in CREDIT_BASELINES or (
+            self.credit_baseline == "reached" and self.credit_from_turn == 1
+        ):
+            raise ValueError(
+                f"env.credit_baseline {self.credit_baseline!r}: choose one of "
+                f'{", ".join(CREDIT_BASELINES)}; "reached" needs env.credit_from_turn > 1'
             )
         if self.max_tokens < 0 or not 0 < self.turn_discount <= 1:
             raise ValueError("env.max_tokens must be >= 0 and env.turn_discount in (0, 1]")
@@ -163,6 +176,7 @@ class Environment(Protocol):
 BUILTIN = ("single", "self_correct", "tool", "harness")
 TURN_REWARDS = ("final", "improvement")
 FEEDBACK = ("full", "verdict")
+CREDIT_BASELINES = ("group", "reached")
 
 
 def make_env(config: EnvConfig, scorer: RewardScorer) -> Environment:
