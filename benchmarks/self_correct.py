@@ -131,6 +131,18 @@ def table(out: Path, seeds: tuple[int, ...]) -> dict:
     return rows
 
 
+def reading(rows: dict) -> None:
+    """What the second turn gets from reading the feedback (full minus verdict-only, points),
+    for the start and each seed after RL."""
+
+    def share(c: dict) -> float:
+        return 100 * ((c["full"][1] - c["full"][0]) - (c["verdict"][1] - c["verdict"][0]))
+
+    after = [share(r["control"]) for k, r in rows.items() if k != "control_start"]
+    start = f"start {share(rows['control_start']):+.1f}, " if "control_start" in rows else ""
+    print(f"from reading the feedback: {start}after " + ", ".join(f"{a:+.1f}" for a in after))
+
+
 def plot(rows: dict, path: Path) -> None:
     """Left: pass@1 by turn before (dashed) and after RL. Right, with --control: what the second
     turn adds with full feedback and with the verdict only, for the start and each seed."""
@@ -184,21 +196,24 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], help="passed to execrl train")
     parser.add_argument("--collect", action="store_true", help="only tabulate finished runs")
     parser.add_argument("--plot", type=Path, default=Path("docs/self_correct.png"))
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="RL seeds")
     args = parser.parse_args()
+    seeds = tuple(args.seeds)
     model = str(warmup(args.out)) if args.warmup and not args.collect else "default"
-    loads = [] if args.collect else [train(args.out, model, seed, args.set) for seed in SEEDS]
-    rows = table(args.out, SEEDS)
+    loads = [] if args.collect else [train(args.out, model, seed, args.set) for seed in seeds]
+    rows = table(args.out, seeds)
     if args.control:
         start = args.out / "warmup" / "final"
-        spec_from = args.out / f"seed{SEEDS[0]}" / "final"
+        spec_from = args.out / f"seed{seeds[0]}" / "final"
         if start.is_dir():
             rows["control_start"] = control(args.out, start, "start", spec_from, not args.collect)
-        for seed in SEEDS:
+        for seed in seeds:
             final = args.out / f"seed{seed}" / "final"
             rows[seed]["control"] = control(args.out, final, f"seed{seed}", final, not args.collect)
         print(
             json.dumps({k: (v if k == "control_start" else v["control"]) for k, v in rows.items()})
         )
+        reading(rows)
     plot(rows, args.plot)
     print(json.dumps({"rows": {str(k): v for k, v in rows.items()}, "loads": loads}))
 
