@@ -5,6 +5,7 @@ LoRA merged into final/; errors before any model loads."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,27 @@ def test_sft_then_train_from_its_output(on_default, default_model, tmp_path, cap
     assert main(["train", *sets(*small)]) == 0
     trained = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert trained["steps"] == 1
+
+
+def test_sft_output_is_evaluated_as_its_base_was_prompted(on_default, tmp_path, capsys):
+    """final/execrl_eval.json: from the embedded default, the spec `execrl train` saves with
+    its defaults (signature prompts: the default continues a `def` line); from a model with a
+    spec, that spec; from any other model, none (the benchmark's harness prompts it)."""
+    from execrl.rl.config import load_config
+    from execrl.rl.eval_spec import HeldoutSpec, heldout_spec
+
+    assert main(sft_args(tmp_path, "warm")) == 0
+    final = tmp_path / "warm" / "final"
+    assert HeldoutSpec.load(final) == heldout_spec(load_config(None, []))
+    assert HeldoutSpec.load(final).prompt_format == "signature"
+    custom = replace(HeldoutSpec.load(final), limit=3)
+    custom.save(final)
+    assert main(sft_args(tmp_path, "again", f"model.path={str(final)!r}")) == 0
+    assert HeldoutSpec.load(tmp_path / "again" / "final") == custom
+    (final / "execrl_eval.json").unlink()
+    assert main(sft_args(tmp_path, "plain", f"model.path={str(final)!r}")) == 0
+    assert HeldoutSpec.load(tmp_path / "plain" / "final") is None
+    capsys.readouterr()
 
 
 def test_resume_continues_as_an_uninterrupted_run(on_default, tmp_path, capsys):

@@ -130,6 +130,7 @@ def run_sft(config: Any, resume: Path | None = None) -> dict[str, Any]:
         tracker.close()
     _save_checkpoint(run_dir, config.run.steps, model, optimizer, scheduler)
     final = _save_final(run_dir, policy)
+    _inherit_eval_spec(config.model.path, final)
     summary = {
         "run_dir": str(run_dir),
         "final": str(final),
@@ -195,6 +196,22 @@ def _load_checkpoint(run_dir: Path, model: Any, optimizer: Any, scheduler: Any) 
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     return int(state["step"])
+
+
+def _inherit_eval_spec(base: str, final: Path) -> None:
+    """final/execrl_eval.json, so that `execrl eval --model final` prompts the model as its
+    base was prompted: the base's own spec when it has one (a model `execrl train` made), the
+    one `execrl train` saves with its defaults when the base is the embedded default (which
+    continues a `def` line: the tasks' prose prompts would get nothing from it); none for any
+    other model, evaluated then as the benchmark's harness prompts it."""
+    from execrl.rl.config import load_config
+    from execrl.rl.eval_spec import SPEC_FILE, HeldoutSpec, heldout_spec
+
+    directory = Path(base).expanduser()
+    if directory.is_dir() and HeldoutSpec.load(directory) is not None:
+        (final / SPEC_FILE).write_text((directory / SPEC_FILE).read_text())
+    elif base == "default" or (directory / "execrl_recipe.json").is_file():
+        heldout_spec(load_config(None, [])).save(final)
 
 
 def _save_final(run_dir: Path, policy: Any) -> Path:
