@@ -177,6 +177,8 @@ def test_episodes_prompt_a_model_as_it_was_trained(tmp_path):
 
     assert _prompt_format("default") == "signature"  # the embedded default continues a def line
     assert _prompt_format(str(tmp_path)) == "plain"  # a model execrl did not train
+    (tmp_path / "execrl_recipe.json").write_text("{}")  # built by the default's recipe
+    assert _prompt_format(str(tmp_path)) == "signature"
     (tmp_path / "execrl_eval.json").write_text("{not json")
     with pytest.raises(ValueError, match="execrl_eval.json"):
         _prompt_format(str(tmp_path))

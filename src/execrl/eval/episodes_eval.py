@@ -129,11 +129,14 @@ def _tasks_named(args: argparse.Namespace) -> tuple[str, int]:
 
 def _prompt_format(model: str) -> str:
     """The prompt format the model was trained with: a run's saved spec, "signature" for the
-    embedded default (it continues a `def` line), else the task's own prompt ("plain")."""
+    embedded default or a model built by its recipe (`execrl_recipe.json`: it continues a `def`
+    line), else the task's own prompt ("plain")."""
     if model == "default":
         return "signature"
     spec = HeldoutSpec.load(model) if Path(model).is_dir() else None
-    return spec.prompt_format if spec is not None else "plain"
+    if spec is not None:
+        return spec.prompt_format
+    return "signature" if (Path(model) / "execrl_recipe.json").is_file() else "plain"
 
 
 def _episodes(
