@@ -336,6 +336,11 @@ def _check_env(config: TrainConfig, where: str) -> None:
             f'{where}: env.credit_baseline = "reached" changes a group\'s baseline, which '
             f"rl.algorithm = {config.rl.algorithm!r} does not have; use grpo, dr_grpo or rloo"
         )
+    if env.correction_coef > 0 and config.rl.algorithm == "ppo":
+        raise ConfigError(
+            f"{where}: env.correction_coef has no value targets for PPO's critic; use grpo, "
+            "dr_grpo, rloo or reinforce_pp"
+        )
     if ":" in env.name:
         module, _, name = env.name.partition(":")
         try:

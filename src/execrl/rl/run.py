@@ -104,6 +104,8 @@ def train_step(run: Run, step: int) -> tuple[dict[str, Any], Gathered]:
                        run.nodes)  # fmt: skip
     row.update(sampled)
     row.update(source_kl(update.kl_by_task, run.built.sampler))
+    if run.config.env.correction_coef > 0:
+        row["episode/correction_samples"] = learner.corrections_made
     return row, got
 
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, replace
 
 import torch
 
-from execrl.rl import algorithms, credit, dist, kl
+from execrl.rl import algorithms, corrections, credit, dist, kl
 from execrl.rl.config import TrainConfig
 from execrl.rl.groups import GroupSummary, counts_in_loss
 from execrl.rl.logprobs import collate, token_stats
@@ -92,6 +92,9 @@ class Learner:
         # from mu != pi_old: the loss takes the trainer's own log-probs and truncated importance
         # weights (`rl.tis`)
         self.recompute_old = config.sampling.engine == "vllm" or config.rl.max_staleness > 0
+        self.corrections_made = (
+            0  # correction samples in the last advantages() (env.correction_coef)
+        )
         self.device = next(model.parameters()).device
 
     def counts(self, s: Scored) -> bool:
@@ -152,6 +155,34 @@ class Learner:
                                    [old_values[i] for i in rows] if old_values else None,
                                    [trainer_logp[i] for i in rows] if trainer_logp else None))  # fmt: skip
             lo += len(part)
+        if self.c.env.correction_coef > 0:
+            out += self._correction_batches(groups)
+        return out
+
+    def _correction_batches(self, groups: list[list[Scored]]) -> list[Batch]:
+        """The groups' correction samples (`rl.corrections`): the answer's tokens get the fixed
+        advantage env.correction_coef; old log-probs are this policy's own (the answer was not
+        sampled in this context), so the first epoch's ratio is 1 and the clip bounds the rest."""
+        made = [c for g in groups for c in corrections.correction_samples(g)]
+        self.corrections_made = len(made)
+        mb, out = self.c.rl.micro_batch_size, []
+        for lo in range(0, len(made), mb):
+            part = made[lo : lo + mb]
+            batch = collate([c.prompt_ids for c in part], [c.token_ids for c in part],
+                            self.pad_id).to(self.device)  # fmt: skip
+            mask = torch.zeros(batch.token_mask.shape)
+            for i, c in enumerate(part):
+                mask[i, : len(c.mask)] = c.mask
+            mask = mask.to(self.device)
+            old = token_stats(self.model, batch, self.c.sampling.temperature).logp
+            ref = None
+            if self.kl is not None:
+                ref = token_stats(self.reference, batch, self.c.sampling.temperature,
+                                  disable_adapter=self.reference is self.model).logp  # fmt: skip
+            out.append(Batch(sequences=batch, old_logp=old * mask,
+                             advantages=self.c.env.correction_coef * mask, mask=mask,
+                             ref_logp=None if ref is None else ref * mask,
+                             tasks=torch.tensor([c.task_index for c in part])))  # fmt: skip
         return out
 
     def _credited(self, samples: list[Scored], width: int) -> torch.Tensor:

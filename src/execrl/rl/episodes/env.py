@@ -106,6 +106,11 @@ class EnvConfig:
     # that passed before it (nothing to learn, top return) raise the baseline, so most
     # corrections get a negative advantage; "reached" compares corrections with corrections
     credit_baseline: str = "group"
+    # Training, self_correct: each episode whose first attempt failed also gives a correction
+    # sample (the failed attempt and its feedback, then a passing answer of its group), learnt
+    # with this fixed advantage beside the RL objective (CIPO, Ren et al. 2026; rl/corrections.py).
+    # 0: none
+    correction_coef: float = 0.0
     # harness: the command run once per episode against the policy server, e.g.
     # "python my_agent.py"; what it gets and how its answer is graded: docs/harness.md
     harness: str = ""
@@ -131,6 +136,11 @@ class EnvConfig:
             raise ValueError(
                 f"env.credit_baseline {self.credit_baseline!r}: choose one of "
                 f'{", ".join(CREDIT_BASELINES)}; "reached" needs env.credit_from_turn > 1'
+            )
+        if self.correction_coef < 0 or (self.correction_coef > 0 and self.name != "self_correct"):
+            raise ValueError(
+                f"env.correction_coef = {self.correction_coef}: it must be >= 0, and > 0 needs "
+                f'env.name = "self_correct" (a failed attempt with feedback), got {self.name!r}'
             )
         if self.max_tokens < 0 or not 0 < self.turn_discount <= 1:
             raise ValueError("env.max_tokens must be >= 0 and env.turn_discount in (0, 1]")

@@ -1,0 +1,91 @@
+"""Correction samples (env.correction_coef, CIPO): built by hand from a scripted group, their
+exact token ids and mask; the learner's correction batch (fixed advantage on the answer only,
+the policy's own old log-probs); and an update on it makes the passing answer likelier after
+the failed attempt's feedback."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from execrl.models.tiny import TinyLlamaShape, new_llama
+from execrl.rl.config import ConfigError, load_config
+from execrl.rl.corrections import correction_samples
+from execrl.rl.episode_rollouts import episode_scored
+from execrl.rl.episodes import EnvConfig
+from execrl.rl.logprobs import collate, token_stats
+from execrl.rl.trainer import Learner
+
+from .conftest import play
+from .test_environments import ADD, RIGHT
+from .test_training import fixed_then_failed, layout
+
+
+def group_of_three(scorer, tokenizer):
+    """Right at once; fixed at turn 2 (WRONG, RIGHT); failed twice (WRONG, WRONG)."""
+    _, at_once = play(scorer, tokenizer, EnvConfig("self_correct", max_turns=2), [RIGHT], ADD)
+    policy, (fixed, failed) = fixed_then_failed(scorer, tokenizer)
+    return policy, [episode_scored(0, ADD, at_once, 1.0, scorer), fixed, failed]
+
+
+def test_each_failed_first_attempt_gets_another_episodes_passing_answer(scorer, tokenizer):
+    policy, group = group_of_three(scorer, tokenizer)
+    ids, _, n_wrong, n_env = layout(policy, tokenizer)
+    context, right = ids[: n_wrong + n_env], policy.ids(RIGHT)
+    made = correction_samples(group)
+    # the episode right at once has no failed attempt; the fixed one is paired with the answer
+    # of the one right at once (never its own), the failed one with the next passing answer
+    assert len(made) == 2
+    for sample, episode in zip(made, group[1:], strict=True):
+        assert sample.prompt_ids.tolist() == episode.completion.prompt_ids.tolist()
+        assert sample.context_ids.tolist() == context  # the failed attempt and its feedback
+        assert sample.answer_ids.tolist() == right  # a passing answer, through its eos
+        assert sample.token_ids.tolist() == context + right
+        assert sample.mask.tolist() == [0.0] * len(context) + [1.0] * len(right)
+    assert correction_samples(group[1:2]) == []  # alone: no other passing answer
+    assert correction_samples([group[0], group[0]]) == []  # nothing failed
+
+
+def small_learner(tokenizer, *extra: str) -> Learner:
+    c = load_config(None, ["env.name='self_correct'", "rl.group_size=3", "optim.lr=0.05",
+                           "sampling.temperature=1.0", *extra])  # fmt: skip
+    shape = TinyLlamaShape(hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64,
+                           max_positions=512)  # fmt: skip
+    model = new_llama(tokenizer, shape, seed=0)
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    return Learner(c, model, None, None, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1),
+                   pad_id=tokenizer.pad_token_id)  # fmt: skip
+
+
+def test_correction_batch_learns_the_answer_after_the_feedback(scorer, tokenizer):
+    _, group = group_of_three(scorer, tokenizer)
+    learner = small_learner(tokenizer, "env.correction_coef=0.5")
+    batches = learner.advantages([group])
+    assert learner.corrections_made == 2
+    made = correction_samples(group)
+    correction = batches[-1]
+    assert correction.advantages.shape == correction.mask.shape
+    for i, sample in enumerate(made):
+        n = len(sample.mask)
+        assert torch.equal(correction.mask[i, :n], sample.mask)
+        assert torch.equal(correction.advantages[i, :n], 0.5 * sample.mask)  # answer only
+    sequences = collate([s.prompt_ids for s in made], [s.token_ids for s in made], 0)
+    before = token_stats(learner.model, sequences, 1.0).logp.detach()
+    assert torch.allclose(correction.old_logp, before * correction.mask)  # ratio 1 at first
+    learner.update([correction], denominator=float(correction.mask.sum()))
+    after = token_stats(learner.model, sequences, 1.0).logp.detach()
+    answer = correction.mask.bool()
+    assert after[answer].sum() > before[answer].sum()
+    # off by default: the same group gives no correction batch
+    plain = small_learner(tokenizer)
+    assert len(plain.advantages([group])) == len(batches) - 1 and plain.corrections_made == 0
+
+
+def test_correction_coef_errors_are_found_when_the_config_loads():
+    with pytest.raises(ConfigError, match="correction_coef"):
+        load_config(None, ["env.correction_coef=1.0"])  # the single-turn env: nothing to correct
+    with pytest.raises(ConfigError, match="correction_coef"):
+        load_config(None, ["env.name='self_correct'", "env.correction_coef=-1"])
+    with pytest.raises(ConfigError, match="PPO"):
+        load_config(None, ["env.name='self_correct'", "env.correction_coef=1.0",
+                           "rl.algorithm='ppo'"])  # fmt: skip
