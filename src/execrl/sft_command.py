@@ -204,14 +204,16 @@ def _inherit_eval_spec(base: str, final: Path) -> None:
     one `execrl train` saves with its defaults when the base is the embedded default (which
     continues a `def` line: the tasks' prose prompts would get nothing from it); none for any
     other model, evaluated then as the benchmark's harness prompts it."""
+    from execrl.models.default import is_default_model
     from execrl.rl.config import load_config
-    from execrl.rl.eval_spec import SPEC_FILE, HeldoutSpec, heldout_spec
+    from execrl.rl.eval_spec import HeldoutSpec, heldout_spec
 
     directory = Path(base).expanduser()
-    if directory.is_dir() and HeldoutSpec.load(directory) is not None:
-        (final / SPEC_FILE).write_text((directory / SPEC_FILE).read_text())
-    elif base == "default" or (directory / "execrl_recipe.json").is_file():
-        heldout_spec(load_config(None, [])).save(final)
+    spec = HeldoutSpec.load(directory) if directory.is_dir() else None
+    if spec is None and is_default_model(base):
+        spec = heldout_spec(load_config(None, []))
+    if spec is not None:
+        spec.save(final)
 
 
 def _save_final(run_dir: Path, policy: Any) -> Path:

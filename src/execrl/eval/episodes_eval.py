@@ -131,12 +131,14 @@ def _prompt_format(model: str) -> str:
     """The prompt format the model was trained with: a run's saved spec, "signature" for the
     embedded default or a model built by its recipe (`execrl_recipe.json`: it continues a `def`
     line), else the task's own prompt ("plain")."""
-    if model == "default":
+    from execrl.models.default import is_default_model  # lazily: models imports torch
+
+    if model == "default":  # the name, before any directory of that name
         return "signature"
     spec = HeldoutSpec.load(model) if Path(model).is_dir() else None
     if spec is not None:
         return spec.prompt_format
-    return "signature" if (Path(model) / "execrl_recipe.json").is_file() else "plain"
+    return "signature" if is_default_model(model) else "plain"
 
 
 def _episodes(

@@ -29,6 +29,7 @@ from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train
 from execrl.tasks.schema import Task
 
 ENV_DIR = "EXECRL_DEFAULT_MODEL_DIR"
+RECIPE_FILE = "execrl_recipe.json"  # beside a model built by this recipe (a variant included)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,12 @@ class DefaultRecipe:
     def digest(self) -> str:
         text = json.dumps(dataclasses.asdict(self), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def is_default_model(name: str) -> bool:
+    """Whether `name` is the embedded default or a directory built by its recipe: a model that
+    continues a `def` line (signature prompts), whatever it was fine-tuned on since."""
+    return name == "default" or (Path(name).expanduser() / RECIPE_FILE).is_file()
 
 
 def default_model_dir(recipe: DefaultRecipe = DefaultRecipe()) -> Path:
@@ -116,7 +123,7 @@ def build_default_model(
     directory.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".building-", dir=directory.parent))
     save_pretrained(model, tokenizer, staging)
-    (staging / "execrl_recipe.json").write_text(
+    (staging / RECIPE_FILE).write_text(
         json.dumps(
             {
                 "recipe": dataclasses.asdict(recipe),

@@ -331,7 +331,7 @@ def _check_env(config: TrainConfig, where: str) -> None:
             f"{where}: reward.token_credit.enabled works on one-turn rollouts; env.name = "
             f"{env.name!r} rewards turns (env.turn_reward), not tokens"
         )
-    if env.credit_baseline == "reached" and config.rl.algorithm not in ("grpo", "dr_grpo", "rloo"):
+    if env.credit_baseline == "reached" and config.rl.algorithm in PER_TOKEN_ALGORITHMS:
         raise ConfigError(
             f'{where}: env.credit_baseline = "reached" changes a group\'s baseline, which '
             f"rl.algorithm = {config.rl.algorithm!r} does not have; use grpo, dr_grpo or rloo"

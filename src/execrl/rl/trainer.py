@@ -92,9 +92,8 @@ class Learner:
         # from mu != pi_old: the loss takes the trainer's own log-probs and truncated importance
         # weights (`rl.tis`)
         self.recompute_old = config.sampling.engine == "vllm" or config.rl.max_staleness > 0
-        self.corrections_made = (
-            0  # correction samples in the last advantages() (env.correction_coef)
-        )
+        # correction samples in the last advantages() (env.correction_coef)
+        self.corrections_made = 0
         self.device = next(model.parameters()).device
 
     def counts(self, s: Scored) -> bool:
@@ -125,9 +124,8 @@ class Learner:
                 stats = token_stats(self.model, batch, self.c.sampling.temperature)
                 trainer_logp += [stats.logp[i, :n].cpu() for i, n in enumerate(lengths)]
             if self.kl is not None:
-                stats = token_stats(self.reference, batch, self.c.sampling.temperature,
-                                    disable_adapter=self.reference is self.model)  # fmt: skip
-                ref_logp += [stats.logp[i, :n].cpu() for i, n in enumerate(lengths)]
+                ref = self._reference_logp(batch)
+                ref_logp += [ref[i, :n].cpu() for i, n in enumerate(lengths)]
             if self.value_head is not None:
                 stats = token_stats(self.model, batch, self.c.sampling.temperature, hidden=True)
                 values = self.value_head(stats.hidden.float()).squeeze(-1)  # (B, T)
@@ -175,15 +173,17 @@ class Learner:
                 mask[i, : len(c.mask)] = c.mask
             mask = mask.to(self.device)
             old = token_stats(self.model, batch, self.c.sampling.temperature).logp
-            ref = None
-            if self.kl is not None:
-                ref = token_stats(self.reference, batch, self.c.sampling.temperature,
-                                  disable_adapter=self.reference is self.model).logp  # fmt: skip
+            ref = None if self.kl is None else self._reference_logp(batch)
             out.append(Batch(sequences=batch, old_logp=old * mask,
                              advantages=self.c.env.correction_coef * mask, mask=mask,
                              ref_logp=None if ref is None else ref * mask,
                              tasks=torch.tensor([c.task_index for c in part])))  # fmt: skip
         return out
+
+    def _reference_logp(self, batch) -> torch.Tensor:
+        """(B, T) the reference model's log-probs (the base under the adapter, with LoRA)."""
+        return token_stats(self.reference, batch, self.c.sampling.temperature,
+                           disable_adapter=self.reference is self.model).logp  # fmt: skip
 
     def _credited(self, samples: list[Scored], width: int) -> torch.Tensor:
         """(B, T) 1 where an episode's advantage may land: the tokens of turns >=
