@@ -83,6 +83,15 @@ def bench_execrl(tests: StdioTests, programs: list[str], sb: Sandbox, stop: bool
     )
 
 
+def cpu_ratio(slow: Measured, fast: Measured) -> float | None:
+    """How many times the CPU per case of `slow` is that of `fast`; None when either measured
+    no CPU at all: the kernel counts CPU time in clock ticks (10 ms), so a short round can read
+    zero, and no ratio is better than a division by zero or an infinity."""
+    if slow.cpu_ms_per_case <= 0 or fast.cpu_ms_per_case <= 0:
+        return None
+    return slow.cpu_ms_per_case / fast.cpu_ms_per_case
+
+
 def _plain_one(program: str, tests: StdioTests) -> bool:
     ok = True
     for case in tests.cases:
@@ -163,10 +172,11 @@ def one_round(
         f"({fast.cpu_ms_per_case:.2f} ms CPU a case)"
     )
     if today is not None:
+        cpu = cpu_ratio(today, fast)
         line += (
             f", today's path {today.cases_per_s:.1f} ({today.cpu_ms_per_case:.2f} ms CPU): "
             f"{fast.cases_per_s / today.cases_per_s:.2f}x wall, "
-            f"{today.cpu_ms_per_case / fast.cpu_ms_per_case:.2f}x CPU"
+            + (f"{cpu:.2f}x CPU" if cpu is not None else "CPU ratio unmeasured (under a tick)")
         )
     print(f"{line}; subprocess.run {sp:.1f} cases/s", file=sys.stderr)
     return fast, today, sp
@@ -197,9 +207,8 @@ def _summary(
         summary["speedup_over_today"] = round(
             med(f.cases_per_s / t.cases_per_s for f, t in pairs), 3
         )
-        summary["cpu_speedup_over_today"] = round(
-            med(t.cpu_ms_per_case / f.cpu_ms_per_case for f, t in pairs), 3
-        )
+        cpu = [r for r in (cpu_ratio(t, f) for f, t in pairs) if r is not None]
+        summary["cpu_speedup_over_today"] = round(med(cpu), 3) if cpu else None
     return summary
 
 

@@ -4,6 +4,7 @@ the same first failing case, runs no case after it, and keeps each case in its o
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import subprocess
 import sys
@@ -194,6 +195,20 @@ def test_the_throughput_script_checks_both_paths_agree():
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["execrl_today_cases_per_s"] > 0 and summary["speedup_over_today"] > 0
+
+
+def test_the_throughput_script_survives_a_round_too_short_to_measure_cpu():
+    # CPU time is counted in clock ticks; a short round on an idle machine read 0 ms and the
+    # script divided by it (CI, stop 25). A zero reading gives no CPU ratio, not a crash.
+    script = Path(__file__).parents[2] / "benchmarks" / "stdio_throughput.py"
+    spec = importlib.util.spec_from_file_location("stdio_throughput", script)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    measured = module.Measured
+    idle, busy = measured(10.0, 0.0, [True], ["ok"]), measured(5.0, 2.0, [True], ["ok"])
+    assert module.cpu_ratio(busy, idle) is None and module.cpu_ratio(idle, busy) is None
+    assert module.cpu_ratio(busy, measured(10.0, 0.5, [True], ["ok"])) == 4.0
 
 
 def test_a_pass_fail_training_config_stops_at_the_first_failure(sandbox, tmp_path):
