@@ -217,17 +217,21 @@ def test_loss_kl_and_entropy_gradients_vanish_on_environment_tokens(scorer, toke
     assert (logp.grad[0, : len(mask)][torch.tensor(mask) == 1] != 0).all()
 
 
-def test_held_kl_pulls_the_held_turn_only_and_never_an_environment_token(scorer, tokenizer):
+@pytest.mark.parametrize("algorithm,kl_in", [("grpo", "loss"), ("reinforce_pp", "reward")])
+def test_held_kl_pulls_the_held_turn_only_and_never_an_environment_token(
+    scorer, tokenizer, algorithm, kl_in
+):
     """SCoRe's anchor: with env.credit_from_turn = 2 the first attempt gets no advantage, so
-    only env.held_kl_coef moves its log-probs (the gradient is 0 there without it)."""
+    only env.held_kl_coef moves its log-probs (the gradient is 0 there without it); a loss term
+    under either rl.kl_in (in the rewards, the held turns' zero advantage would erase it)."""
     policy, scored = fixed_then_failed(scorer, tokenizer)
     _, mask, n_wrong, _ = layout(policy, tokenizer)
     settings = LossSettings(0.2, 0.28, kl_coef=0.0, entropy_coef=0.0, vf_coef=0.0,
                             value_clip=0.2, tis_cap=2.0)  # fmt: skip
     grads = []
     for held in ("0", "0.5"):
-        lr = learner("grpo", "env.name='self_correct'", "env.credit_from_turn=2",
-                     f"env.held_kl_coef={held}")  # fmt: skip
+        lr = learner(algorithm, "env.name='self_correct'", "env.credit_from_turn=2",
+                     f"env.held_kl_coef={held}", f"rl.kl_in='{kl_in}'")  # fmt: skip
         lr.kl = None  # no reference model here: ref_logp is set by hand below
         [batch] = lr.advantages([scored])
         batch = replace(batch, ref_logp=torch.full_like(batch.mask, -5.0))

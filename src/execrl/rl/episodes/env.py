@@ -95,10 +95,11 @@ class EnvConfig:
     # Self-Correct via Reinforcement Learning"), which found plain multi-turn RL does exactly that
     credit_from_turn: int = 1
     # Training: a KL penalty to the reference model on the tokens of the turns before
-    # credit_from_turn, with this coefficient (added to rl.kl_coef there; loads the reference):
-    # SCoRe's strong KL on the first attempt, which keeps it where it started while the
-    # corrections learn (the first turn would otherwise follow the second through the shared
-    # weights). 0: none
+    # credit_from_turn, with this coefficient (loads the reference): SCoRe's strong KL on the
+    # first attempt, which keeps it where it started while the corrections learn (the first turn
+    # would otherwise follow the second through the shared weights). Always a loss term, even
+    # with rl.kl_in = "reward": the held turns get no advantage, so a penalty in their rewards
+    # would be zeroed with it. 0: none
     held_kl_coef: float = 0.0
     # Training, with credit_from_turn > 1 and an outcome estimator (grpo, dr_grpo, rloo): whose
     # returns the group's baseline compares an episode with. "group": all of the group's
