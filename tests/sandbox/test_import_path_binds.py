@@ -8,7 +8,7 @@ import os
 import sys
 import uuid
 
-from execrl.sandbox import Sandbox, Verdict, isolation
+from execrl.sandbox import Sandbox, Verdict, hidden_paths
 from sandbox_helpers import call_job
 
 
@@ -39,8 +39,8 @@ def test_the_hosts_tmp_is_never_bound_back_from_the_import_path(monkeypatch, tmp
 
 def test_no_import_path_entry_uncovers_a_private_directory(monkeypatch):
     monkeypatch.setattr(sys, "path", ["/tmp", "/", os.getcwd(), "/root", "/home", *sys.path])
-    keep = isolation.default_keep()
+    keep = hidden_paths.default_keep()
     assert "/" not in keep and "/tmp" not in keep
-    for private in isolation._private_dirs():  # homes and the working directory
+    for private in hidden_paths.private_dirs():  # homes and the working directory
         holders = [k for k in keep if private == k or private.startswith(k.rstrip("/") + "/")]
         assert not holders, f"{holders} would bind {private} back whole"

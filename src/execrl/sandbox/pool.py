@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from execrl.sandbox import isolation, memcg, protocol
+from execrl.sandbox import hidden_paths, isolation, memcg, protocol
 from execrl.sandbox.custom_checker import needs_checker, run_checked
 from execrl.sandbox.first_failure import run_stopping, stops_early
 from execrl.sandbox.grade import grade
@@ -99,12 +99,12 @@ class Sandbox:
         self.stats = SandboxStats()
         self._stats_lock = threading.Lock()
         self._hide = (
-            list(self.config.hide) if self.config.hide is not None else isolation.default_hide()
+            list(self.config.hide) if self.config.hide is not None else hidden_paths.default_hide()
         )
         # Compiled binaries (C, C++, Verilog), shared by the workers: a source compiles once.
         self._bin_dir = tempfile.mkdtemp(prefix="execrl-bin-")
         os.chmod(self._bin_dir, 0o711)
-        self._keep = [*isolation.default_keep(), self._bin_dir]
+        self._keep = [*hidden_paths.default_keep(), self._bin_dir]
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._all: list[_Worker] = []
         self._closed = False
