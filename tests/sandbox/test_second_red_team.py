@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from execrl.sandbox import Job, Limits, Sandbox, Verdict, pool, protocol
+from execrl.sandbox import Job, Limits, Sandbox, Verdict, protocol, run_outcome
 from execrl.sandbox.grade import grade
 from execrl.tasks import AssertTests
 from sandbox_helpers import HONEST, assert_job, call_job, run_attack
@@ -209,7 +209,7 @@ def test_a_grading_failure_fails_one_run_and_shifts_no_result(monkeypatch):
             raise KeyError("value")
         return grade(job, raws, attempts)
 
-    monkeypatch.setattr(pool, "grade", flaky)
+    monkeypatch.setattr(run_outcome, "grade", flaky)
     wrong = "def f(x):\n    return x\n"
     jobs = [
         Job(HONEST, AssertTests("", ("assert f(1) == 2",)), "f", id="first"),

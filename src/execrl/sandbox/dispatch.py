@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from execrl.sandbox import pool
+from execrl.sandbox import pool, run_outcome
 from execrl.sandbox.job import Job
 from execrl.sandbox.verdict import ExecutionResult, SandboxErrorCause, Verdict
 
@@ -183,7 +183,7 @@ class Dispatcher:
                 worker = self._finish_one(worker, inflight)
         finally:
             for item in inflight:  # only after an unexpected error: never leave a caller waiting
-                self._done(item, pool._infra_error(item.job, item.attempt))
+                self._done(item, run_outcome.infra_error(item.job, item.attempt))
             sb._idle.put(worker)
 
     def _finish_one(self, worker: Any, inflight: deque[_Item]) -> Any:
@@ -192,10 +192,10 @@ class Dispatcher:
         raws = pool._read(worker, pool._deadline_s(item.job, sb.config.hang_s))
         if raws is None:  # the worker died or hung: an infra error; the others never ran
             item.deaths += 1
-            result = pool._infra_error(item.job, item.attempt, worker.retiring)
+            result = run_outcome.infra_error(item.job, item.attempt, worker.retiring)
         else:
             worker.runs += 1
-            result = pool._grade_safely(item.job, raws, item.attempt)
+            result = run_outcome.grade_safely(item.job, raws, item.attempt)
         if raws is None or worker.retiring:  # the worker is gone or going: a fresh one
             for other in reversed(inflight):
                 self._requeue(other)
@@ -211,7 +211,7 @@ class Dispatcher:
             item.attempt += 1
             self._requeue(item)
             return worker
-        self._done(item, pool.killed_every_worker(item.job, result, item.deaths))
+        self._done(item, run_outcome.killed_every_worker(item.job, result, item.deaths))
         return worker
 
 

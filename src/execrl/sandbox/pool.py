@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import queue
 import shutil
@@ -20,9 +19,9 @@ from typing import Any
 from execrl.sandbox import hidden_paths, isolation, memcg, protocol
 from execrl.sandbox.custom_checker import needs_checker, run_checked
 from execrl.sandbox.first_failure import run_stopping, stops_early
-from execrl.sandbox.grade import grade
 from execrl.sandbox.job import Job
-from execrl.sandbox.verdict import ExecutionResult, SandboxErrorCause, Verdict
+from execrl.sandbox.run_outcome import grade_safely, infra_error, killed_every_worker
+from execrl.sandbox.verdict import ExecutionResult, Verdict
 from execrl.tasks.schema import StdioTests
 
 
@@ -288,10 +287,10 @@ class Sandbox:
                 raws = _read(worker, _deadline_s(jobs[i], self.config.hang_s))
                 if raws is None:  # the worker died: this run is an infra error, the rest never ran
                     deaths += 1
-                    result = _infra_error(jobs[i], attempt, worker.retiring)
+                    result = infra_error(jobs[i], attempt, worker.retiring)
                 else:
                     worker.runs += 1
-                    result = _grade_safely(jobs[i], raws, attempt)
+                    result = grade_safely(jobs[i], raws, attempt)
                 if raws is None or worker.retiring:  # the others queued there never ran
                     worker = self._replace(worker, graceful=raws is not None)
                     with lock:
@@ -457,63 +456,6 @@ def _read(worker: _Worker, deadline_s: float | None = None) -> list[dict[str, An
         return None
     worker.retiring = str(reply.get("retire") or "")
     return reply["units"]
-
-
-def _grade_safely(job: Job, raws: list[dict[str, Any]], attempts: int) -> ExecutionResult:
-    """`grade`, which must not raise: an exception here would leave the worker's pipelined
-    reply unread, and the next job would get it (a wrong program the verdict of another).
-
-    What grading reads that varies from run to run is what the program produced (its values,
-    output, exceptions), so a failure to grade it is the program's verdict, WRONG_ANSWER, not
-    SANDBOX_ERROR: training masks that, and a wrong program able to make grading fail would
-    escape its penalty."""
-    try:
-        return grade(job, raws, attempts)
-    except Exception as exc:  # noqa: BLE001 - a grading failure fails this run, not the batch
-        return ExecutionResult(
-            verdict=Verdict.WRONG_ANSWER,
-            n_tests=len(job.tests),
-            message=f"the program's output could not be graded: {type(exc).__name__}: {exc}",
-            attempts=attempts,
-        )
-
-
-def killed_every_worker(job: Job, result: ExecutionResult, deaths: int) -> ExecutionResult:
-    """The final result of a job: a run whose worker died on every attempt, a fresh worker
-    each time, is the program's doing (a crash of its own worker, or an attempt to buy a masked
-    sample), so it is RUNTIME_ERROR flagged as a possible hack, never SANDBOX_ERROR. A single
-    death with no retry left stays an infrastructure failure."""
-    lost = (SandboxErrorCause.WORKER_DIED, SandboxErrorCause.WORKER_HUNG)
-    if result.sandbox_error_cause not in lost or deaths < 2:
-        return result
-    if deaths < result.attempts:
-        return result  # some attempt failed otherwise: not the same run killing every worker
-    message = (
-        f"the program's sandbox worker died or hung on each of its {deaths} attempts, a fresh "
-        "worker each time: the run is failed, not masked"
-    )
-    return dataclasses.replace(
-        result,
-        verdict=Verdict.RUNTIME_ERROR,
-        message=message,
-        sandbox_error_cause="",
-        possible_hack=f"killed or hung its sandbox worker on every one of {deaths} attempts",
-    )
-
-
-def _infra_error(job: Job, attempts: int, hung: str = "") -> ExecutionResult:
-    """The run's worker died, or hung (`hung` says how) and was killed."""
-    return ExecutionResult(
-        Verdict.SANDBOX_ERROR,
-        n_tests=len(job.tests),
-        message=f"the sandbox worker {hung}, and was killed"
-        if hung
-        else ("the sandbox worker died during the run"),
-        attempts=attempts,
-        sandbox_error_cause=SandboxErrorCause.WORKER_HUNG
-        if hung
-        else SandboxErrorCause.WORKER_DIED,
-    )
 
 
 def run_jobs(jobs: Iterable[Job], workers: int = 2, **config: Any) -> list[ExecutionResult]:

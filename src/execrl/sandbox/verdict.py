@@ -24,8 +24,8 @@ class SandboxErrorCause(enum.StrEnum):
     `execrl sandbox bench` and by training telemetry (`sandbox_error/<cause>`). Only
     infrastructure causes belong here: whatever a program does in its own run ends in a
     program verdict, or training would mask (forgive) a wrong program that could cause it. So
-    a failure to grade what a program produced is WRONG_ANSWER (`pool._grade_safely`), and a
-    worker that dies on every attempt is RUNTIME_ERROR (`pool.killed_every_worker`)."""
+    a failure to grade what a program produced is WRONG_ANSWER (`run_outcome.grade_safely`), and a
+    worker that dies on every attempt is RUNTIME_ERROR (`run_outcome.killed_every_worker`)."""
 
     WORKER_DIED = "worker_died"  # the worker process died and no retry was left
     WORKER_HUNG = "worker_hung"  # it gave no answer past the job's limits and was killed

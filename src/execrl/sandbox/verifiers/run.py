@@ -58,7 +58,7 @@ def verified_result(
 ) -> ExecutionResult:
     """The verifier's judgement as a result of one test. An infrastructure failure of any run
     is SANDBOX_ERROR (masked, as for unit tests); a verifier that cannot read what a program
-    produced fails the program (WRONG_ANSWER), as `pool._grade_safely` does for unit tests, so
+    produced fails the program (WRONG_ANSWER), as `run_outcome.grade_safely` does for unit tests, so
     no program escapes its penalty by breaking the grader."""
     infra = next((r for r in runs if r.verdict is Verdict.SANDBOX_ERROR), None)
     if infra is not None:
