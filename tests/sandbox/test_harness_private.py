@@ -266,3 +266,26 @@ def test_pool_is_not_dumpable_while_runs_share_its_uid():
     assert syscalls.prctl_get(syscalls.PR_GET_DUMPABLE) == 1
     with Sandbox(workers=1):  # the uid layer: nothing to shield
         assert syscalls.prctl_get(syscalls.PR_GET_DUMPABLE) == 1
+
+
+SILENCE_THE_AUDIT_HOOK = """
+import sys
+
+hook = sys.modules["execrl.sandbox.audit_hook"]
+hook.MAX_DENIALS_REPORTED = -1  # the public module: the hook reads a private copy
+hook._DENIED_EVENTS = frozenset()
+try:
+    sys._getframe(0)
+    print("frame reached")
+except ValueError:
+    pass
+
+def f(x):
+    return x + 1
+"""
+
+
+def test_patching_the_audit_hooks_module_neither_silences_nor_disarms_it(sandbox):
+    r = sandbox.run(assert_job(SILENCE_THE_AUDIT_HOOK))
+    assert "frame reached" not in r.stdout
+    assert "sys._getframe" in r.tampering, (r.verdict, r.tampering, r.message)

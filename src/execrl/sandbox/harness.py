@@ -4,13 +4,13 @@ The harness reports through its own channel (a socket the worker reads), every m
 with a per-run key that lives only in this harness's locals and closures (a keyed tag over its
 sequence number and text, `protocol.seal`), so no one else can write a line the worker believes,
 even after reading the harness's own; before each message the harness also checks that fd 3 is
-still that socket, and stops the run if not. Once the candidate runs, an audit hook denies the
-ways Python code could reach that key or bend the tests: frame and traceback introspection,
-the garbage collector's object lists, trace and profile hooks, ctypes, hand-made code objects,
-reading the process's own memory, new processes (unless the job allows them), and changing
-the code or defaults of functions that existed before the candidate ran or that the tests
-define. Reading a function's `__code__` is allowed (`logging` does at import); its keyword
-defaults, where the wrapper the tests call keeps what it works with, are not.
+still that socket, and stops the run if not. Once the candidate runs, an audit hook
+(`audit_hook`) denies the ways Python code could reach that key or bend the tests: frame and
+traceback introspection, the garbage collector's object lists, trace and profile hooks, ctypes,
+hand-made code objects, reading the process's own memory, new processes (unless the job allows
+them), and changing the code or defaults of functions that existed before the candidate ran or
+that the tests define. Reading a function's `__code__` is allowed (`logging` does at import);
+its keyword defaults, where the wrapper the tests call keeps what it works with, are not.
 
 Threads are allowed. In stdin/stdout programs the harness waits for the threads that are not
 daemons, as the interpreter does at exit (`threading.Thread(target=main).start()`); call tests
@@ -18,13 +18,13 @@ compare in the parent whatever a thread does. In assert-style tests no thread ma
 program's load, a call into the candidate, or a test (`leftovers.sole_thread`): the run ends
 there, failed, with a message that says so.
 
-The harness's own functions run on private copies of this module's, `guard`'s, `leftovers'`
-and `plain`'s globals, with a private copy of the builtins (made in the worker by `Prepared`),
-so patching a module or a builtin cannot change what the harness does or reports. The test code
-gets a private copy of the builtins too; the standard modules it imports, and the real builtins
-that those modules use, are restored from a snapshot after every call into the candidate. What
-the tests call in place of the candidate, and what it checks at each call, is in `guard`, which
-also says what is still open.
+The harness's own functions run on private copies of this module's, `audit_hook`'s, `guard`'s,
+`leftovers'` and `plain`'s globals, with a private copy of the builtins (made in the worker by
+`Prepared`), so patching a module or a builtin cannot change what the harness does or reports.
+The test code gets a private copy of the builtins too; the standard modules it imports, and the
+real builtins that those modules use, are restored from a snapshot after every call into the
+candidate. What the tests call in place of the candidate, and what it checks at each call, is in
+`guard`, which also says what is still open.
 
 Nothing here decides a verdict: the worker and the trusted parent do that from these messages,
 and a run that did not say "done" after its last test never passes.
@@ -34,11 +34,10 @@ from __future__ import annotations
 
 import builtins
 import os
-import re
 import sys
 import types
 
-from execrl.sandbox import guard, leftovers, plain
+from execrl.sandbox import audit_hook, guard, leftovers, plain
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the worker 2 MB
 if TYPE_CHECKING:
@@ -47,42 +46,9 @@ if TYPE_CHECKING:
     from execrl.sandbox.prepared import Prepared
 
 CANDIDATE_FILE = "<candidate>"
-MAX_DENIALS_REPORTED = 50  # denied audit events reported per run
 CHANNEL_REPLACED = 86  # the exit status of a run whose program replaced the harness's channel
 TESTS_FILE = "<tests>"
 CODE_CACHE_SIZE = 512  # compiled test sources kept by a worker
-
-_DENIED_EVENTS = frozenset(
-    {
-        "sys._getframe",
-        "sys._current_frames",
-        "sys._current_exceptions",
-        "sys.settrace",
-        "sys.setprofile",
-        "sys.addaudithook",
-        "sys.monitoring.register_callback",
-        "gc.get_objects",
-        "gc.get_referrers",
-        "gc.get_referents",
-        "object.__getattr__",  # tb_frame, f_code, gi_frame, cr_frame, ...: the way to frames
-        "code.__new__",  # hand-made bytecode can read arbitrary memory
-        "marshal.load",
-        "marshal.loads",
-        # A subinterpreter has no audit hook of ours: ctypes, frames and gc.get_objects work
-        # there, in the same address space.
-        "cpython.PyInterpreterState_New",
-    }
-)
-# CPython's test and experimental modules offer what the audit hook exists to deny (raw memory,
-# frame evaluation hooks, subinterpreters); no honest program imports them.
-_DENIED_IMPORT = re.compile(r"^(_test|_xx|_interp|_ctypes_test)")
-# New processes, unless the job allows them (`Job.allow_threads`): a forked copy of the harness
-# would go on with the tests, with the key, beside the original. Threads are always allowed:
-# in assert-style tests none may outlive the call that started it (`leftovers.sole_thread`).
-_PROCESS_EVENTS = frozenset(
-    {"os.fork", "os.forkpty", "os.posix_spawn", "os.system", "subprocess.Popen"}
-)
-_PROC_MEMORY = re.compile(r"^/proc/(self|thread-self|\d+)(/task/\d+)?/(mem|pagemap|map_files)")
 
 
 def run_unit(unit: dict[str, Any], channel_fd: int, key: bytes, prepared: Prepared) -> None:
@@ -168,7 +134,7 @@ def prepare_unit(unit: dict[str, Any], prepared: Prepared) -> Any:
     state["reap"] = bool(unit.get("reap"))
     state["stdout"] = parts["streams"][1]
     inputs = [plain.decode(a) for a in unit.get("inputs", ())]  # decoded before the candidate runs
-    _install_audit_hook(state, send, bool(unit.get("allow_threads")))
+    audit_hook.install(state, send, bool(unit.get("allow_threads")))
     try:
         code = compile(unit["program"], CANDIDATE_FILE, "exec", dont_inherit=True, optimize=0)
         syntax = None
@@ -430,71 +396,6 @@ def _run_calls(
             send(t="result", i=i, ok=False, cls="wrong", exc="NotPlainData", msg=msg, line=None)
             continue
         send(t="result", i=i, ok=True, value=encoded, wall=wall)
-
-
-def _install_audit_hook(state: dict[str, Any], send: Any, allow_threads: bool) -> None:
-    # Everything the hook calls is bound here, before the candidate runs.
-    denied = _DENIED_EVENTS if allow_threads else _DENIED_EVENTS | _PROCESS_EVENTS
-    proc_memory, denied_import = _PROC_MEMORY.match, _DENIED_IMPORT.match
-    function_type, str_type, id_ = types.FunctionType, str, id
-    isinstance_, type_ = isinstance, type
-    get_ident = state["p"]["get_ident"]
-    pglobals, extra_globals = state["p"]["protected_globals"], state["extra_globals"]
-    # A denial raises what the standard library already expects where the feature is missing
-    # (namedtuple, enum, typing and logging fall back on ValueError from sys._getframe).
-    errors = {
-        "sys._getframe": ValueError,
-        "sys._current_frames": ValueError,
-        "object.__getattr__": AttributeError,
-    }
-    default_error = RuntimeError
-
-    def protected(obj: Any) -> bool:
-        # Functions raise audit events when their code or defaults change; classes do not, so
-        # the classes of the modules the tests use are restored (and checked) by `_snapshot`.
-        if isinstance_(obj, function_type):
-            g = id_(obj.__globals__)
-            return g in pglobals or g in extra_globals
-        return False
-
-    denials = [0]
-
-    def report(event: str) -> None:
-        # The first ones say what was tried; a loop of denied calls must not fill the channel.
-        denials[0] += 1
-        if denials[0] <= MAX_DENIALS_REPORTED:
-            state["dirty"] = True  # in the middle of the candidate's code
-            send(t="denied", event=event)
-
-    def hook(event: str, args: tuple[Any, ...]) -> None:
-        privileged = state["privileged"]
-        # Only the harness's own thread is privileged: with threads allowed, another could
-        # reach the harness's frames during `_candidate_line`.
-        if privileged is True or (privileged and get_ident() == privileged):
-            return
-        if event == "object.__getattr__" and args[1] == "__code__":
-            # A function's code: `logging` reads one at import (and `concurrent.futures`
-            # imports `logging`). It grants nothing: new code objects are denied (code.__new__,
-            # marshal), and the constants of existing ones are public source.
-            return
-        if event in denied or event.startswith("ctypes."):
-            pass
-        elif event in ("object.__setattr__", "object.__delattr__"):
-            if not protected(args[0]):
-                return
-            event = f"{event} on {type_(args[0]).__name__}"
-        elif event == "open" and isinstance_(args[0], str_type) and proc_memory(args[0]):
-            event = f"open {args[0]}"
-        elif event == "import" and isinstance_(args[0], str_type) and denied_import(args[0]):
-            event = f"import {args[0]}"
-            report(event)
-            raise ImportError(f"execrl sandbox: {event} is not permitted")
-        else:
-            return
-        report(event)
-        raise errors.get(event, default_error)(f"execrl sandbox: {event} is not permitted")
-
-    sys.addaudithook(hook)
 
 
 def _exception_fields(exc: BaseException, state: dict[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import sys
 import time
 import types
 
-from execrl.sandbox import guard, harness, leftovers, plain
+from execrl.sandbox import audit_hook, guard, harness, leftovers, plain
 from execrl.sandbox.harness import CODE_CACHE_SIZE, TESTS_FILE
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the worker 2 MB
@@ -139,14 +139,15 @@ def _catchable() -> set[int]:
 
 
 def _privatize() -> dict[str, dict[str, Any]]:
-    """Copies of the functions of `plain`, `guard`, `leftovers` and this module, on private
-    globals and a private copy of the builtins; each module sees the others' private copies.
+    """Copies of the functions of `plain`, `guard`, `leftovers`, `audit_hook` and `harness`, on
+    private globals and a private copy of the builtins; each module sees the others' private
+    copies (`harness` itself is imported by none of them).
 
     Returns the private globals by module name. Nothing at module level may refer to them, and
     no module-level value they share with the public modules may be mutable: the candidate
     reaches the public modules through `sys.modules` (tests/sandbox/test_harness_private.py)."""
     private_builtins = dict(builtins.__dict__)
-    modules = (plain, guard, leftovers, harness)
+    modules = (plain, guard, leftovers, audit_hook, harness)
     spaces: dict[str, dict[str, Any]] = {}
     for mod in modules:
         g = dict(mod.__dict__)
@@ -159,7 +160,7 @@ def _privatize() -> dict[str, dict[str, Any]]:
                 fn.__kwdefaults__ = dict(value.__kwdefaults__) if value.__kwdefaults__ else None
                 g[name] = fn
         spaces[mod.__name__] = g
-    views = {mod.__name__: types.SimpleNamespace(**spaces[mod.__name__]) for mod in modules[:3]}
+    views = {mod.__name__: types.SimpleNamespace(**spaces[mod.__name__]) for mod in modules[:-1]}
     for g in spaces.values():
         for name, value in list(g.items()):
             if isinstance(value, types.ModuleType) and value.__name__ in views:

@@ -1,0 +1,122 @@
+"""The audit hook the harness installs just before the candidate runs (`install`): it denies
+the ways Python code could reach the harness's key or bend the tests. Frame and traceback
+introspection, the garbage collector's object lists, trace and profile hooks, ctypes,
+hand-made code objects and marshal, subinterpreters, CPython's test and experimental modules,
+reading the process's own memory through /proc, new processes (unless the job allows them),
+and changing the code or defaults of functions that existed before the candidate ran or that
+the tests define. Reading a function's `__code__` is allowed (`logging` does at import).
+
+Like `harness`, it runs on a private copy of its globals and builtins (`prepared._privatize`),
+so patching this module or a builtin changes nothing the hook does.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the worker 2 MB
+if TYPE_CHECKING:
+    from typing import Any
+
+MAX_DENIALS_REPORTED = 50  # denied audit events reported per run
+
+_DENIED_EVENTS = frozenset(
+    {
+        "sys._getframe",
+        "sys._current_frames",
+        "sys._current_exceptions",
+        "sys.settrace",
+        "sys.setprofile",
+        "sys.addaudithook",
+        "sys.monitoring.register_callback",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+        "object.__getattr__",  # tb_frame, f_code, gi_frame, cr_frame, ...: the way to frames
+        "code.__new__",  # hand-made bytecode can read arbitrary memory
+        "marshal.load",
+        "marshal.loads",
+        # A subinterpreter has no audit hook of ours: ctypes, frames and gc.get_objects work
+        # there, in the same address space.
+        "cpython.PyInterpreterState_New",
+    }
+)
+# CPython's test and experimental modules offer what the audit hook exists to deny (raw memory,
+# frame evaluation hooks, subinterpreters); no honest program imports them.
+_DENIED_IMPORT = re.compile(r"^(_test|_xx|_interp|_ctypes_test)")
+# New processes, unless the job allows them (`Job.allow_threads`): a forked copy of the harness
+# would go on with the tests, with the key, beside the original. Threads are always allowed:
+# in assert-style tests none may outlive the call that started it (`leftovers.sole_thread`).
+_PROCESS_EVENTS = frozenset(
+    {"os.fork", "os.forkpty", "os.posix_spawn", "os.system", "subprocess.Popen"}
+)
+_PROC_MEMORY = re.compile(r"^/proc/(self|thread-self|\d+)(/task/\d+)?/(mem|pagemap|map_files)")
+
+
+def install(state: dict[str, Any], send: Any, allow_threads: bool) -> None:
+    """Deny, from now on in this process, what the module docstring lists; each denial is
+    reported through `send` (the first MAX_DENIALS_REPORTED) and raises."""
+    # Everything the hook calls is bound here, before the candidate runs.
+    denied = _DENIED_EVENTS if allow_threads else _DENIED_EVENTS | _PROCESS_EVENTS
+    proc_memory, denied_import = _PROC_MEMORY.match, _DENIED_IMPORT.match
+    function_type, str_type, id_ = types.FunctionType, str, id
+    isinstance_, type_ = isinstance, type
+    get_ident = state["p"]["get_ident"]
+    pglobals, extra_globals = state["p"]["protected_globals"], state["extra_globals"]
+    # A denial raises what the standard library already expects where the feature is missing
+    # (namedtuple, enum, typing and logging fall back on ValueError from sys._getframe).
+    errors = {
+        "sys._getframe": ValueError,
+        "sys._current_frames": ValueError,
+        "object.__getattr__": AttributeError,
+    }
+    default_error = RuntimeError
+
+    def protected(obj: Any) -> bool:
+        # Functions raise audit events when their code or defaults change; classes do not, so
+        # the classes of the modules the tests use are restored (and checked) by `_snapshot`.
+        if isinstance_(obj, function_type):
+            g = id_(obj.__globals__)
+            return g in pglobals or g in extra_globals
+        return False
+
+    denials = [0]
+
+    def report(event: str) -> None:
+        # The first ones say what was tried; a loop of denied calls must not fill the channel.
+        denials[0] += 1
+        if denials[0] <= MAX_DENIALS_REPORTED:
+            state["dirty"] = True  # in the middle of the candidate's code
+            send(t="denied", event=event)
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        privileged = state["privileged"]
+        # Only the harness's own thread is privileged: with threads allowed, another could
+        # reach the harness's frames during `_candidate_line`.
+        if privileged is True or (privileged and get_ident() == privileged):
+            return
+        if event == "object.__getattr__" and args[1] == "__code__":
+            # A function's code: `logging` reads one at import (and `concurrent.futures`
+            # imports `logging`). It grants nothing: new code objects are denied (code.__new__,
+            # marshal), and the constants of existing ones are public source.
+            return
+        if event in denied or event.startswith("ctypes."):
+            pass
+        elif event in ("object.__setattr__", "object.__delattr__"):
+            if not protected(args[0]):
+                return
+            event = f"{event} on {type_(args[0]).__name__}"
+        elif event == "open" and isinstance_(args[0], str_type) and proc_memory(args[0]):
+            event = f"open {args[0]}"
+        elif event == "import" and isinstance_(args[0], str_type) and denied_import(args[0]):
+            event = f"import {args[0]}"
+            report(event)
+            raise ImportError(f"execrl sandbox: {event} is not permitted")
+        else:
+            return
+        report(event)
+        raise errors.get(event, default_error)(f"execrl sandbox: {event} is not permitted")
+
+    sys.addaudithook(hook)
