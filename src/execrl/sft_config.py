@@ -7,21 +7,13 @@ model and an optimizer are described the same way for both stages.
 from __future__ import annotations
 
 import dataclasses
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from execrl.rl.config import (
-    CHOICES,
-    ConfigError,
-    ModelConfig,
-    OptimConfig,
-    _check_type,
-    _toml_value,
-    read_toml,
-    with_overrides,
-)
+from execrl.rl import toml_config
+from execrl.rl.config import CHOICES, ModelConfig, OptimConfig
+from execrl.rl.toml_config import ConfigError, checked_table, read_toml, with_overrides
 
 
 @dataclass
@@ -75,13 +67,7 @@ def from_dict(data: dict[str, Any], where: str) -> SFTConfig:
         if not isinstance(values, dict):
             raise ConfigError(f"{where}: [{section}] must be a table")
         target = getattr(config, section)
-        hints = typing.get_type_hints(type(target))
-        checked = {}
-        for name, value in values.items():
-            if name not in hints:
-                known = ", ".join(f.name for f in dataclasses.fields(target))
-                raise ConfigError(f"{where}: unknown key {section}.{name}; known: {known}")
-            checked[name] = _check_type(f"{section}.{name}", value, hints[name], where)
+        checked = checked_table(target, section, values, where)
         setattr(config, section, dataclasses.replace(target, **checked))
     validate(config, where)
     return config
@@ -109,12 +95,7 @@ def validate(config: SFTConfig, where: str) -> None:
 
 
 def to_toml(config: SFTConfig) -> str:
-    lines = []
-    for section, values in dataclasses.asdict(config).items():
-        lines.append(f"[{section}]")
-        lines.extend(f"{k} = {_toml_value(v)}" for k, v in values.items() if v is not None)
-        lines.append("")
-    return "\n".join(lines)
+    return toml_config.to_toml(dataclasses.asdict(config))
 
 
 def resume_sft_config(run_dir: Path, overrides: list[str] | tuple[str, ...]) -> SFTConfig:

@@ -10,17 +10,16 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import math
-import tomllib
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from execrl.models.engine import ENGINES
 from execrl.rewards.config import RewardConfig, RewardConfigError
+from execrl.rl import toml_config
 from execrl.rl.curriculum import CURRICULA
 from execrl.rl.episodes.env import EnvConfig
+from execrl.rl.toml_config import ConfigError, read_toml, with_overrides
 from execrl.sandbox.pool import SandboxConfig  # [sandbox]: the pool's own config, one home
 
 
@@ -202,15 +201,12 @@ CHOICES = {
 }
 
 
-class ConfigError(ValueError):
-    pass
-
-
 def load_config(
     path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()
 ) -> TrainConfig:
     """Defaults, then the TOML file, then each `section.field=value` override, validated."""
-    return from_dict(with_overrides(read_toml(path), overrides), str(path) if path else "defaults")
+    data = with_overrides(read_toml(path), overrides, _suggest)
+    return from_dict(data, str(path) if path else "defaults")
 
 
 # What `--resume` may change: how long and where the run goes on, not what it trains.
@@ -225,7 +221,7 @@ def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = 
     if not saved.is_file():
         raise ConfigError(f"--resume {run_dir}: no config.toml there; is it a run directory?")
     before = from_dict(read_toml(saved), str(saved))
-    after = from_dict(with_overrides(read_toml(saved), overrides), str(saved))
+    after = from_dict(with_overrides(read_toml(saved), overrides, _suggest), str(saved))
     changed = [
         f"{section}.{name}"
         for section, values in to_dict(after).items()
@@ -240,37 +236,6 @@ def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = 
         )
     after.run.resume = str(run_dir)
     return after
-
-
-def read_toml(path: str | Path | None) -> dict[str, Any]:
-    if not path:
-        return {}
-    try:
-        return tomllib.loads(Path(path).read_text())
-    except FileNotFoundError as e:
-        raise ConfigError(f"config file {path} not found") from e
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML: {e}") from e
-
-
-def with_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    """`data` with each `section.field=value` set; [reward] takes dotted paths into its tables
-    (`reward.noise.rate=0.2`, `reward.tree.type='pass'`)."""
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or "." not in key:
-            raise ConfigError(f"--set {item!r}: expected section.field=value{_suggest(key)}")
-        section, *inner, name = key.split(".")
-        if inner and section != "reward":
-            raise ConfigError(f"--set {item!r}: [{section}] has no nested tables")
-        table = data.setdefault(section, {})
-        for part in inner:
-            if not isinstance(table, dict):
-                raise ConfigError(f"--set {item!r}: {part} is not a table")
-            table = table.setdefault(part, {})
-        table[name] = _parse_value(raw.strip())
-    return data
 
 
 def _suggest(name: str) -> str:
@@ -296,14 +261,7 @@ def from_dict(data: dict[str, Any], where: str = "config") -> TrainConfig:
         if section == "reward":
             continue  # built last: its tree may come from rl.reward
         target = getattr(config, section)
-        hints = typing.get_type_hints(type(target))
-        checked = {}
-        for name, value in values.items():
-            if name not in hints:
-                known = ", ".join(f.name for f in dataclasses.fields(target))
-                hint = _suggest(name) if "did you mean" in _suggest(name) else ""
-                raise ConfigError(f"{where}: unknown key {section}.{name}; known: {known}{hint}")
-            checked[name] = _check_type(f"{section}.{name}", value, hints[name], where)
+        checked = toml_config.checked_table(target, section, values, where, _suggest)
         try:  # [sandbox] and [env] are frozen and check themselves
             setattr(config, section, dataclasses.replace(target, **checked))
         except ValueError as e:
@@ -476,60 +434,4 @@ def to_dict(config: TrainConfig) -> dict[str, Any]:
 
 def to_toml(config: TrainConfig) -> str:
     """The resolved config as TOML (what the run directory keeps)."""
-    lines = []
-    for section, values in to_dict(config).items():
-        lines.append(f"[{section}]")
-        lines.extend(f"{k} = {_toml_value(v)}" for k, v in values.items() if v is not None)
-        lines.append("")
-    return "\n".join(lines)
-
-
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | float):
-        return repr(v)
-    if isinstance(v, list | tuple):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    import json
-
-    if isinstance(v, dict):  # an inline table: the reward tree and its options nest
-        items = (f"{json.dumps(str(k))} = {_toml_value(x)}" for k, x in v.items() if x is not None)
-        return "{ " + ", ".join(items) + " }"
-    return json.dumps(str(v))  # JSON string escapes are valid TOML basic strings
-
-
-def _parse_value(raw: str) -> Any:
-    try:
-        return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        return raw
-
-
-def _check_type(key: str, value: Any, hint: Any, where: str) -> Any:
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint):
-        (hint,) = [a for a in typing.get_args(hint) if a is not type(None)]  # TOML has no None
-        origin = typing.get_origin(hint)
-    if origin is tuple:
-        item = typing.get_args(hint)[0]
-        return tuple(_check_type(key, value, list[item], where))  # type: ignore[valid-type]
-    if origin is list:
-        (item,) = typing.get_args(hint)
-        if isinstance(value, str) and item is str:
-            value = [value]
-        if not isinstance(value, list):
-            raise ConfigError(f"{where}: {key} must be a list, got {value!r}")
-        return [_check_type(f"{key}[]", v, item, where) for v in value]
-    if origin in (typing.Union, types.UnionType):
-        raise ConfigError(f"{where}: {key}: union types are not supported in the config")
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if (
-        hint is bool
-        and not isinstance(value, bool)
-        or not isinstance(value, hint)
-        or (hint is int and isinstance(value, bool))
-    ):
-        raise ConfigError(f"{where}: {key} must be {hint.__name__}, got {value!r}")
-    return value
+    return toml_config.to_toml(to_dict(config))
