@@ -57,24 +57,30 @@ class LetterE:
         return RewardResult(score, {self.name: score})
 
 
+TASKS = [Task(id=f"t{i}", prompt=f"Write {i}:", tests=CallTests(((1,),), (1,)),
+              entry_point="f") for i in range(4)]  # fmt: skip
+
+
+def vllm_config(model_dir, out_dir, *extra: str):
+    from execrl.rl.config import load_config
+
+    return load_config(None, [
+        f"model.path={str(model_dir)!r}", f"run.out_dir={str(out_dir)!r}", "run.name='v'",
+        "run.steps=3", "data.heldout=''", "rl.group_size=4", "rl.groups_per_step=2",
+        "rl.micro_batch_size=8", "rl.dynamic_sampling=false", "sampling.max_new_tokens=8",
+        "sampling.groups_per_generate=2", "sampling.engine='vllm'", "sandbox.workers=1",
+        "optim.lr=0.01", "run.trackers='none'", *extra,
+    ])  # fmt: skip
+
+
 def train_three_steps(model_dir, out_dir) -> list[dict]:
     """3 GRPO steps with engine = "vllm" (one generate call per step); the metrics rows, after
     checking that the parameters changed."""
     from safetensors.torch import load_file
 
-    from execrl.rl.config import load_config
     from execrl.rl.run import train
 
-    tasks = [Task(id=f"t{i}", prompt=f"Write {i}:", tests=CallTests(((1,),), (1,)),
-                  entry_point="f") for i in range(4)]  # fmt: skip
-    config = load_config(None, [
-        f"model.path={str(model_dir)!r}", f"run.out_dir={str(out_dir)!r}", "run.name='v'",
-        "run.steps=3", "data.heldout=''", "rl.group_size=4", "rl.groups_per_step=2",
-        "rl.micro_batch_size=8", "rl.dynamic_sampling=false", "sampling.max_new_tokens=8",
-        "sampling.groups_per_generate=2", "sampling.engine='vllm'", "sandbox.workers=1",
-        "optim.lr=0.01", "run.trackers='none'",
-    ])  # fmt: skip
-    train(config, tasks=tasks, heldout=[], reward=LetterE(), quiet=True)
+    train(vllm_config(model_dir, out_dir), tasks=TASKS, heldout=[], reward=LetterE(), quiet=True)
     before = load_file(str(model_dir / "model.safetensors"))
     after = load_file(str(out_dir / "v" / "final" / "model.safetensors"))
     assert any(not torch.equal(before[k], after[k]) for k in before)
@@ -92,6 +98,21 @@ def assert_rollouts_from_the_pushed_weights(rows: list[dict]) -> None:
 # first in the file: it builds (and closes) its own engine before the module's engine starts
 def test_grpo_steps_with_the_vllm_engine_change_parameters_and_log_the_gap(model_dir, tmp_path):
     assert_rollouts_from_the_pushed_weights(train_three_steps(model_dir, tmp_path))
+
+
+# before the module's engine starts, too
+def test_a_resumed_run_samples_from_the_checkpoint_not_the_base_model(model_dir, tmp_path):
+    """vLLM holds its own copy of the weights, built before `--resume` loads the checkpoint:
+    the first resumed step must push it (before the fix, that step sampled the base model)."""
+    from execrl.rl.run import train
+
+    train(vllm_config(model_dir, tmp_path, "run.steps=2"), tasks=TASKS, heldout=[],
+          reward=LetterE(), quiet=True)  # fmt: skip
+    resumed = vllm_config(model_dir, tmp_path / "ignored", f"run.resume={str(tmp_path / 'v')!r}")
+    train(resumed, tasks=TASKS, heldout=[], reward=LetterE(), quiet=True)
+    rows = [json.loads(x) for x in (tmp_path / "v" / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == [0, 1, 2]
+    assert_rollouts_from_the_pushed_weights(rows[2:])
 
 
 # before the module's engine starts, too. vLLM's multiprocess engine, so that there is an

@@ -184,6 +184,8 @@ def _loop(run: Run, sandbox: Any, log: Callable[[str], None], quiet: bool,
     first_step, summary = 0, {}
     if c.run.resume:
         first_step, summary = load_checkpoint(run.run_dir, built.learner, built.sampler)
+        # An engine with its own copy (vLLM) was built from the weights before the checkpoint
+        run.engine.sync_weights(built.policy.model)
     if dist.rank() == 0:
         (run.run_dir / "config.toml").write_text(to_toml(c))
     metrics = MetricsLog(run.run_dir / "metrics.jsonl", keep_steps=first_step,
