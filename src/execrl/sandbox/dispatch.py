@@ -164,7 +164,7 @@ class Dispatcher:
                     if item is None:
                         break
                     try:
-                        payload = pool._encode_request(item.job)
+                        payload = pool.encode_request(item.job)
                     except Exception as exc:  # noqa: BLE001 - e.g. a toolchain that vanished
                         with self._cond:
                             self._busy -= 1
@@ -174,7 +174,7 @@ class Dispatcher:
                         self._requeue(item)
                         break
                     inflight.append(item)
-                    if not pool._write(worker, payload):
+                    if not pool.write_request(worker, payload):
                         break
                 if not inflight:
                     if self._closing:
@@ -189,7 +189,7 @@ class Dispatcher:
     def _finish_one(self, worker: Any, inflight: deque[_Item]) -> Any:
         sb = self.sandbox
         item = inflight.popleft()
-        raws = pool._read(worker, pool._deadline_s(item.job, sb.config.hang_s))
+        raws = pool.read_reply(worker, pool.deadline_s(item.job, sb.config.hang_s))
         if raws is None:  # the worker died or hung: an infra error; the others never ran
             item.deaths += 1
             result = run_outcome.infra_error(item.job, item.attempt, worker.retiring)

@@ -39,7 +39,7 @@ class SandboxConfig:
     hide: tuple[str, ...] | None = None  # directories hidden from programs; None: homes and cwd
     start_timeout_s: float = 60.0
     # How long past a job's own time limits (wall clock per unit, compile) its worker may take
-    # to answer before it is killed as hung (`_deadline_s`): never a pool that waits forever.
+    # to answer before it is killed as hung (`deadline_s`): never a pool that waits forever.
     hang_s: float = 60.0
     # The cases of a stdin/stdout sample forked by a case server that prepared the program once
     # (`cases`), not each by the worker; False: every case forked by the worker, as before.
@@ -271,7 +271,7 @@ class Sandbox:
                         if not todo:
                             break
                         item = todo.popleft()
-                    payload = _encode_request(jobs[item[0]])
+                    payload = encode_request(jobs[item[0]])
                     # A second request must fit in the socket's buffer, or writing it could block
                     # while the worker blocks writing its reply.
                     if inflight and len(payload) > PIPELINE_BYTES:
@@ -279,12 +279,12 @@ class Sandbox:
                             todo.appendleft(item)
                         break
                     inflight.append(item)
-                    if not _write(worker, payload):
+                    if not write_request(worker, payload):
                         break
                 if not inflight:
                     return
                 i, attempt, deaths = inflight.popleft()
-                raws = _read(worker, _deadline_s(jobs[i], self.config.hang_s))
+                raws = read_reply(worker, deadline_s(jobs[i], self.config.hang_s))
                 if raws is None:  # the worker died: this run is an infra error, the rest never ran
                     deaths += 1
                     result = infra_error(jobs[i], attempt, worker.retiring)
@@ -412,16 +412,18 @@ def _retire(w: _Worker, graceful: bool) -> None:
             pass
 
 
+# The pipe protocol with a worker, shared by the pool's loop and `dispatch`: up to
+# PIPELINE_DEPTH requests in flight per worker, one behind another only under PIPELINE_BYTES.
 PIPELINE_DEPTH = 2
 PIPELINE_BYTES = 16 << 10
 
 
-def _encode_request(job: Job) -> bytes:
+def encode_request(job: Job) -> bytes:
     body = protocol.dumps({"t": "run", "units": job.units(), "limits": job.limits.to_wire()})
     return protocol.frame(body)
 
 
-def _write(worker: _Worker, payload: bytes) -> bool:
+def write_request(worker: _Worker, payload: bytes) -> bool:
     try:
         worker.wfile.write(payload)
         worker.wfile.flush()
@@ -430,7 +432,7 @@ def _write(worker: _Worker, payload: bytes) -> bool:
         return False
 
 
-def _deadline_s(job: Job, hang_s: float) -> float:
+def deadline_s(job: Job, hang_s: float) -> float:
     """The longest a worker may take to answer `job` (queued behind nothing: the reply before
     it was read first): each unit's wall clock and compile, and `hang_s` for the rest."""
     units = len(job.tests) if isinstance(job.tests, StdioTests) else 1
@@ -438,12 +440,14 @@ def _deadline_s(job: Job, hang_s: float) -> float:
     return units * (job.limits.wall_s + compile_s) + hang_s
 
 
-def _read(worker: _Worker, deadline_s: float | None = None) -> list[dict[str, Any]] | None:
+def read_reply(worker: _Worker, timeout_s: float | None = None) -> list[dict[str, Any]] | None:
+    """The units of the worker's next reply; None when it died, hung past `timeout_s` (then
+    `retiring` says so) or answered with something else."""
     try:
-        worker.sock.settimeout(deadline_s)
+        worker.sock.settimeout(timeout_s)
         reply = protocol.read_message(worker.rfile)
     except TimeoutError:
-        worker.retiring = f"hung: no answer within {deadline_s:g}s"
+        worker.retiring = f"hung: no answer within {timeout_s:g}s"
         return None
     except (OSError, EOFError, ValueError):
         return None
