@@ -106,15 +106,33 @@ def test_a_process_the_harness_leaves_behind_cannot_hang_the_run(scorer, tokeniz
     assert episode.steps[-1].info.hidden_passed is True
 
 
-def test_a_rewritten_history_is_masked_with_its_segments_named(scorer, tokenizer):
+def test_a_rewritten_history_is_masked_where_the_trainer_cannot_learn_segments(scorer, tokenizer):
     policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT])
     [episode] = run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer,
                                      harness("--rewrite"))  # fmt: skip
-    assert episode.masked and "rewrote its history: 2 segments" in episode.steps[-1].info.note
+    note = episode.steps[-1].info.note
+    assert episode.masked and "rewrote its history: 2 segments (not trained with this" in note
     # the segment with the last call stands for the episode (masked: it is not trained on)
     fresh = tokenizer(ADD.prompt + CHECK)["input_ids"]
     assert policy.seen[1] == [fresh]
     assert episode.trajectory.token_ids == tuple(fresh + policy.ids(RIGHT))
+    assert episode.segments == ()
+
+
+def test_a_rewritten_history_keeps_every_segment_token_exact_for_the_trainer(scorer, tokenizer):
+    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT])
+    [episode] = run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer,
+                                     harness("--rewrite"), segments=True)  # fmt: skip
+    assert not episode.masked and episode.steps[-1].info.hidden_passed is True
+    prompt, fresh = (tokenizer(t)["input_ids"] for t in (ADD.prompt, ADD.prompt + CHECK))
+    wrong, right = policy.ids(WRONG), policy.ids(RIGHT)
+    # by hand: the last call's segment stands for the episode, the first call's goes beside it
+    assert episode.trajectory.token_ids == tuple(fresh + right)
+    assert episode.trajectory.turn_rewards == (1.0,)
+    [first] = episode.segments
+    assert first.token_ids == tuple(prompt + wrong) and first.prompt_length == len(prompt)
+    assert first.loss_mask == tuple([0] * len(prompt) + [1] * len(wrong))
+    assert first.logprobs == tuple([0.0] * len(prompt) + [LOGPROB] * len(wrong))
 
 
 def test_a_bad_harness_command_is_refused_naming_the_field():

@@ -28,20 +28,33 @@ reward = { type = "length", target = 0, per_unit = 0.01, max_penalty = 1.0, unit
 """
 
 
-def test_execrl_train_on_harness_episodes_changes_the_policy(chat_model_dir, tmp_path, capsys):  # noqa: F811
-    harness = f"{sys.executable} {AGENT}"
+def harness_config(model_dir, tmp_path, *agent_flags: str, steps: int = 2):
+    harness = " ".join([sys.executable, str(AGENT), *agent_flags])
     config = tmp_path / "harness.toml"
     config.write_text(
-        f"[model]\npath = {str(chat_model_dir)!r}\n"
+        f"[model]\npath = {str(model_dir)!r}\n"
         "[data]\ntrain = 'synthetic'\nheldout = 'synthetic'\nn_train = 4\nn_heldout = 2\n"
         "heldout_samples = 1\n"
         "[sampling]\nmax_new_tokens = 8\ngroups_per_generate = 2\n"
         "[rl]\ngroup_size = 4\ngroups_per_step = 2\ndynamic_sampling = false\n"
         "[optim]\nlr = 0.01\n"
-        f"[run]\nsteps = 2\nout_dir = {str(tmp_path)!r}\nname = 'h'\n"
+        f"[run]\nsteps = {steps}\nout_dir = {str(tmp_path)!r}\nname = 'h'\n"
         "[sandbox]\nworkers = 1\n"
         f"[env]\nname = 'harness'\nharness = {harness!r}\nharness_parallel = 4\n" + REWARD
     )
+    return config
+
+
+def changed_parameters(model_dir, run_dir) -> list[str]:
+    from transformers import AutoModelForCausalLM
+
+    before = AutoModelForCausalLM.from_pretrained(model_dir).state_dict()
+    after = AutoModelForCausalLM.from_pretrained(run_dir / "final").state_dict()
+    return [k for k in before if not torch.equal(before[k], after[k])]
+
+
+def test_execrl_train_on_harness_episodes_changes_the_policy(chat_model_dir, tmp_path, capsys):  # noqa: F811
+    config = harness_config(chat_model_dir, tmp_path)
     assert main(["train", "--config", str(config)]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["steps"] == 2 and len(summary["heldout_pass@1_by_turn_after"]) == 2
@@ -49,13 +62,28 @@ def test_execrl_train_on_harness_episodes_changes_the_policy(chat_model_dir, tmp
     # every episode is the agent's two calls, and none was masked (the agent never failed)
     assert all(r["episode/turns_mean"] == 2.0 for r in rows)
     assert all(r["skipped_update"] == 0.0 for r in rows)
-    from transformers import AutoModelForCausalLM
-
-    before = AutoModelForCausalLM.from_pretrained(chat_model_dir).state_dict()
-    after = AutoModelForCausalLM.from_pretrained(tmp_path / "h" / "final").state_dict()
-    changed = [k for k in before if not torch.equal(before[k], after[k])]
+    assert all(r["episode/segment_samples"] == 0 for r in rows)  # one conversation each
+    changed = changed_parameters(chat_model_dir, tmp_path / "h")
     assert changed, "training on the harness's episodes changed no parameter"
     assert 'name = "harness"' in (tmp_path / "h" / "config.toml").read_text()
+
+
+def test_execrl_train_learns_a_rewritten_history_segment_by_segment(
+    chat_model_dir,  # noqa: F811
+    tmp_path,
+    capsys,
+):
+    """The agent drops its first answer from the second call's history: every episode has two
+    segments, and both are trained (with GRPO), none masked."""
+    config = harness_config(chat_model_dir, tmp_path, "--rewrite", steps=1)
+    assert main(["train", "--config", str(config)]) == 0
+    err = capsys.readouterr().err
+    assert "episodes masked" not in err, err
+    [row] = [json.loads(x) for x in (tmp_path / "h" / "metrics.jsonl").read_text().splitlines()]
+    # 2 groups of 4 episodes, each with one segment beside the one holding its last call
+    assert row["episode/segment_samples"] == 8 and row["skipped_update"] == 0.0
+    assert row["episode/turns_mean"] == 2.0  # both calls counted, across the segments
+    assert changed_parameters(chat_model_dir, tmp_path / "h")
 
 
 def test_a_harness_config_error_names_the_field_before_any_model_loads(tmp_path, capsys):

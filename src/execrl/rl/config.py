@@ -179,6 +179,14 @@ class TrainConfig:
         reference model's log-probs."""
         return self.rl.kl_coef > 0 or self.env.held_kl_coef > 0
 
+    @property
+    def trains_segments(self) -> bool:
+        """Whether a harness episode with a rewritten history (several token-exact sequences)
+        is learnt segment by segment, each with the episode's advantage: an outcome estimator
+        gives one advantage per episode; a per-token algorithm's values and returns, and held
+        turns, run along one sequence, so there such an episode is masked."""
+        return self.rl.algorithm not in PER_TOKEN_ALGORITHMS and self.env.credit_from_turn == 1
+
 
 DEFAULT_TREE = {"type": "pass_fraction"}
 PER_TOKEN_ALGORITHMS = ("ppo", "reinforce_pp")  # GAE and REINFORCE++ read per-token rewards

@@ -21,7 +21,8 @@ from execrl.rewards.result import RewardResult
 from execrl.rewards.scorer import RewardScorer, build_sample
 from execrl.rl.credit import discounted_return
 from execrl.rl.episodes import EnvConfig, Episode, make_env, run_episodes
-from execrl.rl.rollout import Scored, Turns
+from execrl.rl.episodes.trajectory import Trajectory
+from execrl.rl.rollout import Scored, Segment, Turns
 from execrl.tasks.schema import Task
 
 
@@ -29,9 +30,11 @@ class EpisodeGroups:
     """(task indices, group size) -> groups of scored episodes, prompt-major."""
 
     def __init__(self, config: EnvConfig, scorer: RewardScorer, engine: Any, tokenizer: Any,
-                 tasks: list[Task], params: SamplingParams, chat: bool) -> None:  # fmt: skip
+                 tasks: list[Task], params: SamplingParams, chat: bool,
+                 segments: bool = False) -> None:  # fmt: skip
         self.config, self.scorer, self.engine = config, scorer, engine
         self.tokenizer, self.tasks, self.params, self.chat = tokenizer, tasks, params, chat
+        self.segments = segments  # a harness's rewritten history is trained, not masked
 
     def __call__(self, task_indices: list[int], group_size: int) -> list[list[Scored]]:
         order = [t for t in task_indices for _ in range(group_size)]
@@ -47,7 +50,8 @@ class EpisodeGroups:
             from execrl.rl.episodes.harness import run_harness_episodes
 
             return run_harness_episodes(tasks, self.engine, self.tokenizer, self.params,
-                                        self.scorer, self.config, chat=self.chat, log=_log)  # fmt: skip
+                                        self.scorer, self.config, chat=self.chat, log=_log,
+                                        segments=self.segments)  # fmt: skip
         return run_episodes(
             lambda: make_env(self.config, self.scorer), tasks, self.engine, self.tokenizer,
             self.params, chat=self.chat, max_tokens=self.config.max_tokens,
@@ -94,7 +98,19 @@ def episode_scored(task_index: int, task: Task, episode: Episode, discount: floa
         passed_by_turn=tuple(episode.passed_by_turn(len(episode.steps))),
         tool_calls=max([0] + [s.info.tool_calls for s in episode.steps]),
     )
-    return Scored(task_index, completion, reward, sample, turns)
+    return Scored(task_index, completion, reward, sample, turns,
+                  tuple(_segment(t) for t in episode.segments))  # fmt: skip
+
+
+def _segment(trajectory: Trajectory) -> Segment:
+    start = trajectory.prompt_length
+    return Segment(
+        prompt_ids=torch.tensor(trajectory.token_ids[:start], dtype=torch.long),
+        token_ids=torch.tensor(trajectory.token_ids[start:], dtype=torch.long),
+        logprobs=torch.tensor(trajectory.logprobs[start:], dtype=torch.float32),
+        policy_mask=torch.tensor(trajectory.loss_mask[start:], dtype=torch.float32),
+        turns=len(trajectory.turn_spans),
+    )
 
 
 def transcript(episode: Episode) -> str:

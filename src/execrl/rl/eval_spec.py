@@ -149,8 +149,10 @@ def run_heldout(
     if env is not None and env.name != "single":
         from execrl.rl.episode_rollouts import EpisodeGroups
 
+        # graded, not trained: a harness's rewritten history is no reason to mask an episode
         rollouts.episodes = EpisodeGroups(env, scorer, engine, tokenizer, tasks, params,
-                                          uses_chat_template(tokenizer, chat))  # fmt: skip
+                                          uses_chat_template(tokenizer, chat),
+                                          segments=True)  # fmt: skip
     try:
         every = rollouts.chunks(list(range(len(tasks))))
         mine = range(len(every)) if chunks is None else chunks

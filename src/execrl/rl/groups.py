@@ -62,7 +62,8 @@ class EpisodeSummary:
         turns = s.turns
         assert turns is not None
         policy = s.policy_tokens
-        return cls(len(turns.ends), turns.tool_calls, s.completion.n_tokens - policy, policy,
+        calls = len(turns.ends) + sum(segment.turns for segment in s.segments)
+        return cls(calls, turns.tool_calls, s.environment_tokens, policy,
                    turns.passed_by_turn)  # fmt: skip
 
 
@@ -82,6 +83,8 @@ class GroupSummary:
     sandbox_causes: tuple[str, ...]  # why a run was SANDBOX_ERROR ("" otherwise)
     flagged: tuple[FlaggedCompletion, ...]  # the samples flagged as hacks or machinery failures
     episodes: tuple[EpisodeSummary, ...] = ()  # multi-turn episodes (empty for one turn)
+    # sequences per sample beyond its own: an episode's other segments (a rewritten history)
+    extra_sequences: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, group: list[Scored]) -> GroupSummary:
@@ -101,6 +104,7 @@ class GroupSummary:
             ),
             flagged=tuple(f for f in map(FlaggedCompletion.of, group) if f is not None),
             episodes=tuple(EpisodeSummary.of(s) for s in group if s.turns is not None),
+            extra_sequences=tuple(len(s.segments) for s in group),
         )
 
     def pass_rate(self) -> float | None:
@@ -112,10 +116,12 @@ class GroupSummary:
         return informative(self.scores, self.valid)
 
     def loss_weight(self, per_token: bool, overlong_filter: bool) -> int:
-        """This group's share of the loss denominator: tokens or sequences that count."""
+        """This group's share of the loss denominator: tokens or sequences that count (an
+        episode's other segments are sequences of their own)."""
+        extra = self.extra_sequences or (0,) * len(self.valid)
         return sum(
-            (n if per_token else 1)
-            for v, n, t in zip(self.valid, self.n_tokens, self.truncated, strict=True)
+            (n if per_token else 1 + e)
+            for v, n, t, e in zip(self.valid, self.n_tokens, self.truncated, extra, strict=True)
             if counts_in_loss(v, t, n, overlong_filter)
         )
 

@@ -41,6 +41,19 @@ class Turns:
 
 
 @dataclass(frozen=True, slots=True)
+class Segment:
+    """Another token-exact sequence of the same episode: a harness that rewrote its history
+    (cut it, summarised it, started a sub-agent) made calls that do not extend the episode's
+    main sequence. Trained with the episode's advantage (`Learner._segment_batches`)."""
+
+    prompt_ids: torch.Tensor  # (P,) the segment's first prompt
+    token_ids: torch.Tensor  # (T,) everything after it, the policy's and the harness's
+    logprobs: torch.Tensor  # (T,) behaviour log pi on the policy's tokens, 0 elsewhere
+    policy_mask: torch.Tensor  # (T,) 1 on the policy's tokens
+    turns: int  # the policy's turns (calls) in it
+
+
+@dataclass(frozen=True, slots=True)
 class Scored:
     """One completion (or one episode: `turns`) with its program, execution result and reward.
     For an episode, `reward.score` is its discounted return and `sample` its final answer."""
@@ -50,13 +63,21 @@ class Scored:
     reward: RewardResult
     sample: Sample  # the program built from the completion and what its run said
     turns: Turns | None = None  # None: one turn, every completion token the policy's
+    segments: tuple[Segment, ...] = ()  # an episode's other sequences (a rewritten history)
 
     @property
     def policy_tokens(self) -> int:
-        """The tokens the policy wrote (the loss's tokens before masking)."""
+        """The tokens the policy wrote (the loss's tokens before masking), in every segment."""
         if self.turns is None:
             return self.completion.n_tokens
-        return int(self.turns.policy_mask.sum())
+        own = int(self.turns.policy_mask.sum())
+        return own + sum(int(s.policy_mask.sum()) for s in self.segments)
+
+    @property
+    def environment_tokens(self) -> int:
+        """The tokens the environment (or a harness) added after the first prompt."""
+        every = self.completion.n_tokens + sum(len(s.token_ids) for s in self.segments)
+        return every - self.policy_tokens
 
     def policy_mask(self) -> torch.Tensor:
         """(T,) 1 where the policy wrote the token."""

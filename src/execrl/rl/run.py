@@ -106,6 +106,8 @@ def train_step(run: Run, step: int) -> tuple[dict[str, Any], Gathered]:
     row.update(source_kl(update.kl_by_task, run.built.sampler))
     if run.config.env.correction_coef > 0:
         row["episode/correction_samples"] = learner.corrections_made
+    if run.config.env.name == "harness":  # segments of rewritten histories, trained
+        row["episode/segment_samples"] = learner.segments_trained
     return row, got
 
 
@@ -158,7 +160,8 @@ def train(config: TrainConfig, *, tasks: list[Task] | None = None, heldout: list
                            c.sampling.groups_per_generate)  # fmt: skip
             if c.env.name != "single":  # a rollout is an episode of several turns
                 out.episodes = EpisodeGroups(c.env, scorer, engine, tok, built.tasks, params,
-                                             uses_chat_template(tok, chat))  # fmt: skip
+                                             uses_chat_template(tok, chat),
+                                             c.trains_segments)  # fmt: skip
             return out
 
         rollouts = rollouts_on(engine)

@@ -94,6 +94,8 @@ class Learner:
         self.recompute_old = config.sampling.engine == "vllm" or config.rl.max_staleness > 0
         # correction samples in the last advantages() (env.correction_coef)
         self.corrections_made = 0
+        # an episode's other segments trained in the last advantages() (a rewritten history)
+        self.segments_trained = 0
         self.device = next(model.parameters()).device
 
     def counts(self, s: Scored) -> bool:
@@ -153,8 +155,48 @@ class Learner:
                                    [old_values[i] for i in rows] if old_values else None,
                                    [trainer_logp[i] for i in rows] if trainer_logp else None))  # fmt: skip
             lo += len(part)
+        self.segments_trained = 0
+        if any(s.segments for s in samples):
+            out += self._segment_batches(samples, adv, inputs.mask)
         if self.c.env.correction_coef > 0:
             out += self._correction_batches(groups)
+        return out
+
+    def _segment_batches(self, samples: list[Scored], adv: torch.Tensor,
+                         mask: torch.Tensor) -> list[Batch]:  # fmt: skip
+        """An episode's other segments (a harness that rewrote its history): each a sequence
+        of its own, its policy tokens given the episode's advantage, which an outcome
+        estimator makes one number per episode (`TrainConfig.trains_segments`): read at the
+        episode's last policy token. adv, mask: (B, T) over the episodes' own sequences. Old
+        log-probs as for the episodes' own: the engine's, or the trainer's (TIS) beside them."""
+        rows = [
+            (s.task_index, segment, float(adv[i, int(mask[i].nonzero()[-1])]))
+            for i, s in enumerate(samples)
+            if s.segments and self.counts(s) and mask[i].any()
+            for segment in s.segments
+        ]
+        self.segments_trained = len(rows)
+        out, mb = [], self.c.rl.micro_batch_size
+        for lo in range(0, len(rows), mb):
+            part = rows[lo : lo + mb]
+            batch = collate([seg.prompt_ids for _, seg, _ in part],
+                            [seg.token_ids for _, seg, _ in part], self.pad_id).to(self.device)  # fmt: skip
+            shape = batch.token_mask.shape  # (B, T)
+            policy = _pad([seg.policy_mask for _, seg, _ in part], shape).to(self.device)
+            behaviour = _pad([seg.logprobs for _, seg, _ in part], shape).to(self.device)
+            trainer_logp = None
+            if self.recompute_old:
+                trainer_logp = token_stats(self.model, batch, self.c.sampling.temperature).logp
+            ref = None if self.kl is None else self._reference_logp(batch)
+            seg_mask = batch.token_mask * policy
+            advantage = torch.tensor([a for _, _, a in part], device=self.device)[:, None]
+            out.append(Batch(
+                sequences=batch, mask=seg_mask, advantages=advantage * seg_mask,
+                old_logp=behaviour if trainer_logp is None else trainer_logp * seg_mask,
+                engine_logp=None if trainer_logp is None else behaviour,
+                ref_logp=None if ref is None else ref * seg_mask,
+                tasks=torch.tensor([task for task, _, _ in part]),
+            ))  # fmt: skip
         return out
 
     def _correction_batches(self, groups: list[list[Scored]]) -> list[Batch]:
@@ -400,3 +442,11 @@ def _engine_gap(batches: list[Batch], cap: float) -> LogprobGap | None:
     trainer = torch.cat([old[real] for old, _, real in pairs])[None]  # (1, N)
     engine = torch.cat([mu[real] for _, mu, real in pairs])[None]  # (1, N)
     return logprob_gap(trainer, engine, torch.ones_like(trainer), cap)
+
+
+def _pad(rows: list[torch.Tensor], shape: torch.Size) -> torch.Tensor:
+    """(B, T) the rows (T_i,) right-padded with 0."""
+    out = torch.zeros(shape)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = row
+    return out

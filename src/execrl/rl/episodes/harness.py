@@ -18,9 +18,11 @@ masked episode (left out of the advantage, never scored 0), said in the log; a r
 episode's harness failed stops with the harness's own error output.
 
 An episode whose calls do not all extend one conversation (the harness rewrote its history)
-has several segments; it is masked, with a note saying how many, since a trainer of one sequence
-per episode cannot learn from it exactly; the segment holding the last call stands for it
-(docs/harness.md).
+has several segments, each its own token-exact sequence. The segment holding the last call
+stands for the episode; the others go beside it (`Episode.segments`), and the trainer learns
+every segment with the episode's advantage. Where it cannot (a per-token algorithm, whose values
+and returns run along one sequence, or held turns) the episode is masked with a note saying how
+many segments it had (docs/harness.md).
 """
 
 from __future__ import annotations
@@ -97,10 +99,13 @@ class HarnessRunner:
 
     def __init__(self, engine: Any, tokenizer: Any, params: SamplingParams,
                  scorer: RewardScorer, config: Any, *, chat: bool | None = None,
-                 log: Callable[[str], None] | None = None) -> None:  # fmt: skip
+                 log: Callable[[str], None] | None = None,
+                 segments: bool = False) -> None:  # fmt: skip
         self.config = HarnessConfig(
             config.harness, config.harness_timeout_s, config.harness_parallel
         )
+        # a rewritten history's other segments are kept for the trainer, else it is masked
+        self.segments = segments
         self.scorer, self.log = scorer, log or (lambda message: None)
         self.recorder = Recorder(tokenizer, strict=True)
         # env.max_tokens caps each call's prompt + completion as a context would: the
@@ -138,7 +143,7 @@ class HarnessRunner:
         scored = self.scorer.score_samples([tasks[i] for i in ok], [runs[i].answer for i in ok])
         grades = dict(zip(ok, scored, strict=True))
         episodes = [
-            _episode(task, run, recording, grades.get(i), self._prompt_only(task))
+            _episode(task, run, recording, grades.get(i), self._prompt_only(task), self.segments)
             for i, (task, run, recording) in enumerate(zip(tasks, runs, recordings, strict=True))
         ]
         self._report(episodes)
@@ -182,12 +187,15 @@ class HarnessRunner:
 
 def run_harness_episodes(tasks: Sequence[Task], engine: Any, tokenizer: Any,
                          params: SamplingParams, scorer: RewardScorer, config: Any, *,
-                         chat: bool | None = None,
-                         log: Callable[[str], None] | None = None) -> list[Episode]:  # fmt: skip
+                         chat: bool | None = None, log: Callable[[str], None] | None = None,
+                         segments: bool = False) -> list[Episode]:  # fmt: skip
     """One harness episode per task, served by `engine` with the run's `params`; `config` has
     `harness`, `harness_timeout_s` and `harness_parallel` (a `HarnessConfig` or the run's
-    [env]). The server starts in milliseconds: `execrl train` starts one per rollout chunk."""
-    runner = HarnessRunner(engine, tokenizer, params, scorer, config, chat=chat, log=log)
+    [env]). The server starts in milliseconds: `execrl train` starts one per rollout chunk.
+    `segments`: an episode whose harness rewrote its history keeps its other segments for the
+    trainer (`TrainConfig.trains_segments`); without it such an episode is masked."""
+    runner = HarnessRunner(engine, tokenizer, params, scorer, config, chat=chat, log=log,
+                           segments=segments)  # fmt: skip
     try:
         return runner.run(tasks)
     finally:
@@ -237,9 +245,10 @@ def _with_refusals(run: HarnessRun, recording: EpisodeRecording) -> HarnessRun:
 
 
 def _episode(task: Task, run: HarnessRun, recording: EpisodeRecording, scored: Any,
-             prompt_only: Trajectory) -> Episode:  # fmt: skip
+             prompt_only: Trajectory, segments: bool) -> Episode:  # fmt: skip
     """The episode the trainer sees: one model turn per call, the grade on the last. Several
-    segments: the one with the last call stands for the episode, masked."""
+    segments: the one with the last call stands for the episode, the others beside it
+    (`segments`: the trainer learns them) or the episode masked."""
     calls = sorted(recording.calls, key=lambda c: c.call)
     reward, passed, masked = 0.0, None, True
     note = f"harness failed: {run.failure}" if run.failure else ""
@@ -251,24 +260,24 @@ def _episode(task: Task, run: HarnessRun, recording: EpisodeRecording, scored: A
     if not calls and not note:
         masked, note = True, "the harness made no call to the policy"
     trajectories = recording.trajectories(reward)
-    if len(trajectories) > 1 and not note:
+    if len(trajectories) > 1 and not note and not segments:
         masked = True
-        note = (f"the harness rewrote its history: {len(trajectories)} segments "
-                "(not trained; docs/harness.md)")  # fmt: skip
+        note = (f"the harness rewrote its history: {len(trajectories)} segments (not trained "
+                "with this rl.algorithm or env.credit_from_turn; docs/harness.md)")  # fmt: skip
     turns = max(1, len(calls))
     steps = [StepResult(None, 0.0, False, StepInfo(t + 1)) for t in range(turns - 1)]
     steps.append(StepResult(None, reward if not masked else 0.0, True,
                             StepInfo(turns, hidden_passed=passed, note=note, masked=masked,
                                      graded=scored)))  # fmt: skip
     last = max((c.call for c in calls), default=-1)
-    trajectory = next(
-        (t for t, s in zip(trajectories, _called(recording), strict=True) if last in s.calls),
-        prompt_only,
-    )
+    holds_last = [last in s.calls for s in _called(recording)]
+    trajectory = next((t for t, h in zip(trajectories, holds_last, strict=True) if h), prompt_only)
+    others = tuple(t for t, h in zip(trajectories, holds_last, strict=True) if not h)
     # what the harness said between the model's turns: the text each later call added
     said = tuple(c.added for c in calls[1:])
     return Episode(task.id, tuple(c.text for c in calls), said, tuple(steps), trajectory,
-                   finishes=tuple(c.finish for c in calls))  # fmt: skip
+                   finishes=tuple(c.finish for c in calls),
+                   segments=others if segments and not masked else ())  # fmt: skip
 
 
 def _called(recording: EpisodeRecording) -> list[Any]:

@@ -1,0 +1,91 @@
+"""Training on a harness's rewritten history: an episode of several token-exact segments is
+learnt segment by segment, every segment's policy tokens with the episode's advantage, and the
+loss's denominator counts them; with a per-token algorithm it is masked instead."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import torch
+
+from execrl.rl.config import load_config
+from execrl.rl.episode_rollouts import episode_scored
+from execrl.rl.episodes.harness import run_harness_episodes
+from execrl.rl.groups import GroupSummary
+
+from .conftest import LOGPROB, PARAMS, ScriptedPolicy
+from .test_environments import ADD, RIGHT, WRONG
+from .test_harness import harness
+from .test_training import learner
+
+HARNESS = f"env.harness='{sys.executable} agent.py'"  # a program on PATH: the config checks
+
+
+def rewritten_group(scorer, tokenizer):
+    """Two episodes of one task, each rewriting its history (two segments): the first answers
+    WRONG then RIGHT (passes), the second WRONG twice (fails)."""
+    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT, WRONG, WRONG])
+    config = harness("--rewrite", harness_parallel=1)  # one at a time: the script in order
+    episodes = run_harness_episodes([ADD, ADD], policy, tokenizer, PARAMS, scorer, config,
+                                    segments=True)  # fmt: skip
+    return policy, [episode_scored(0, ADD, e, 1.0, scorer) for e in episodes]
+
+
+def test_every_segment_is_learnt_with_its_episodes_advantage(scorer, tokenizer):
+    policy, group = rewritten_group(scorer, tokenizer)
+    assert [s.score for s in group] == [1.0, 0.0] and all(len(s.segments) == 1 for s in group)
+    lr = learner("grpo", "env.name='harness'", HARNESS,
+                 "rl.micro_batch_size=8")  # fmt: skip
+    own, segments = lr.advantages([group])
+    assert lr.segments_trained == 2
+    # GRPO over the group of two: +1 and -1 (scores 1, 0; mean 0.5, std 0.707 -> +-0.707)
+    episode_adv = [float(own.advantages[i][own.mask[i] == 1][0]) for i in range(2)]
+    assert episode_adv[0] == pytest.approx(0.7071, abs=1e-3) and episode_adv[1] == -episode_adv[0]
+    wrong = len(policy.ids(WRONG))
+    for i in range(2):
+        row_mask = segments.mask[i]
+        # each segment is its first call's answer: WRONG's tokens, after a prompt of mask 0
+        assert int(row_mask.sum()) == wrong
+        assert torch.equal(segments.advantages[i][row_mask == 1],
+                           torch.full((wrong,), episode_adv[i]))  # fmt: skip
+        assert (segments.advantages[i][row_mask == 0] == 0).all()
+        assert torch.equal(segments.old_logp[i][row_mask == 1], torch.full((wrong,), LOGPROB))
+    # the loss's denominator counts the segments: their tokens, or one sequence each
+    summary = GroupSummary.of(group)
+    own_tokens = sum(int(s.turns.policy_mask.sum()) for s in group)
+    assert summary.loss_weight(True, False) == own_tokens + 2 * wrong
+    assert summary.loss_weight(False, False) == 4
+
+
+def test_a_segment_moves_the_policy_only_through_its_own_tokens(scorer, tokenizer):
+    """The segment batch's loss has a gradient on the segment's policy tokens and none on its
+    prompt (the harness's text)."""
+    from execrl.rl.kl import ESTIMATORS
+    from execrl.rl.losses import LossSettings, policy_loss, token_mean
+
+    _, group = rewritten_group(scorer, tokenizer)
+    lr = learner("grpo", "env.name='harness'", HARNESS,
+                 "rl.micro_batch_size=8")  # fmt: skip
+    _, segments = lr.advantages([group])
+    settings = LossSettings(0.2, 0.28, kl_coef=0.0, entropy_coef=0.0, vf_coef=0.0,
+                            value_clip=0.2, tis_cap=2.0)  # fmt: skip
+    logp = segments.old_logp.clone().requires_grad_(True)
+    policy_loss(segments, logp, torch.zeros_like(logp), None, ESTIMATORS["k3"], token_mean, 10.0,
+                settings).total.backward()  # fmt: skip
+    assert (logp.grad[segments.mask == 1] != 0).all()
+    assert (logp.grad[segments.mask == 0] == 0).all()
+
+
+@pytest.mark.parametrize(
+    "extra,trains",
+    [
+        ((), True),
+        (("rl.algorithm='rloo'",), True),
+        (("rl.algorithm='ppo'",), False),
+        (("rl.algorithm='reinforce_pp'", "rl.kl_in='reward'"), False),
+    ],
+)
+def test_which_algorithms_learn_segments(extra, trains):
+    config = load_config(None, ["env.name='harness'", HARNESS, *extra])
+    assert config.trains_segments is trains
