@@ -68,7 +68,7 @@ def run_sft(config: Any, resume: Path | None = None) -> dict[str, Any]:
 
     from execrl.models.loading import LoraSpec, load_policy
     from execrl.models.sft import collate_sft, train_steps
-    from execrl.rl.setup import _schedule
+    from execrl.rl.setup import lr_schedule
     from execrl.sft_config import to_toml
     from execrl.sft_data import read_pairs, tokenize
 
@@ -89,7 +89,7 @@ def run_sft(config: Any, resume: Path | None = None) -> dict[str, Any]:
     optimizer = torch.optim.AdamW(params, lr=o.lr, betas=(o.beta1, o.beta2),
                                   weight_decay=o.weight_decay)  # fmt: skip
     # execrl train's schedule (warm-up, then constant, linear or cosine): one home for it
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(config))
     start = _load_checkpoint(run_dir, model, optimizer, scheduler) if resume else 0
     trackers = _trackers(config, run_dir, start)
     pad = policy.tokenizer.pad_token_id

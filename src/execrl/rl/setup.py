@@ -10,6 +10,7 @@ import dataclasses
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,7 @@ def build(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | N
     fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in params)
     optimizer = torch.optim.AdamW(params, lr=c.optim.lr, betas=(c.optim.beta1, c.optim.beta2),
                                   weight_decay=c.optim.weight_decay, fused=fused or None)  # fmt: skip
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(c))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(c))
     learner = Learner(c, policy.model, reference, value_head, optimizer, scheduler,
                       policy.tokenizer.pad_token_id)  # fmt: skip
     sampler = PromptSampler(len(tasks), c.run.seed, c.rl.prompt_sampler, c.rl.pass_rate_target,
@@ -97,7 +98,9 @@ def run_directory(c: TrainConfig) -> Path:
     return run_dir
 
 
-def _schedule(c: TrainConfig):
+def lr_schedule(c: TrainConfig) -> Callable[[int], float]:
+    """The learning-rate factor at each step: linear warm-up over optim.warmup_steps, then
+    optim.schedule (constant, linear or cosine to 0 at run.steps); execrl sft uses it too."""
     warm, total, kind = c.optim.warmup_steps, c.run.steps, c.optim.schedule
 
     def factor(step: int) -> float:
