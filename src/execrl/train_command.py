@@ -60,6 +60,7 @@ def _train(args: argparse.Namespace) -> int:
 def _train_with(args: argparse.Namespace, overrides: list[str]) -> int:
     from execrl.report.trackers import TrackerUnavailable, tracker_names
     from execrl.rl.config import ConfigError, load_config, resume_config
+    from execrl.rl.episodes.harness import HarnessError
     from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 
     try:
@@ -77,6 +78,8 @@ def _train_with(args: argparse.Namespace, overrides: list[str]) -> int:
     except (DataNotFound, TaskDataError, UnknownBenchmark, ImportError, FileNotFoundError) as e:
         return _error(e)  # no data, no model there, no checkpoint, a missing package
     except ConfigError as e:  # what the config asks of the tasks (a curriculum's levels)
+        return _error(e)
+    except HarnessError as e:  # an agent harness no step could learn from (docs/harness.md)
         return _error(e)
     except KeyboardInterrupt:
         print("execrl train: interrupted twice: the step was abandoned; resume from the last "

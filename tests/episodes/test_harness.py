@@ -107,9 +107,12 @@ def test_a_process_the_harness_leaves_behind_cannot_hang_the_run(scorer, tokeniz
 
 
 def test_a_rewritten_history_is_masked_where_the_trainer_cannot_learn_segments(scorer, tokenizer):
-    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT])
-    [episode] = run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer,
-                                     harness("--rewrite"))  # fmt: skip
+    other = replace(ADD, id="t/add2")
+    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT, WRONG, RIGHT])
+    config = harness("--rewrite-task", "t/add", harness_parallel=1)  # the other one appends
+    episode, plain = run_harness_episodes([ADD, other], policy, tokenizer, PARAMS, scorer,
+                                          config)  # fmt: skip
+    assert not plain.masked
     note = episode.steps[-1].info.note
     assert episode.masked and "rewrote its history: 2 segments (not trained with this" in note
     # the segment with the last call stands for the episode (masked: it is not trained on)
@@ -117,6 +120,15 @@ def test_a_rewritten_history_is_masked_where_the_trainer_cannot_learn_segments(s
     assert policy.seen[1] == [fresh]
     assert episode.trajectory.token_ids == tuple(fresh + policy.ids(RIGHT))
     assert episode.segments == ()
+
+
+def test_a_harness_that_rewrites_every_history_stops_a_run_that_cannot_learn_them(
+    scorer, tokenizer
+):
+    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT] * 2)
+    with pytest.raises(HarnessError, match="rewrote its history in all 2 episodes.*'grpo'"):
+        run_harness_episodes([ADD, ADD], policy, tokenizer, PARAMS, scorer,
+                             harness("--rewrite", harness_parallel=1))  # fmt: skip
 
 
 def test_a_rewritten_history_keeps_every_segment_token_exact_for_the_trainer(scorer, tokenizer):
@@ -161,11 +173,13 @@ def test_a_masked_harness_episode_enters_no_loss_or_advantage(scorer, tokenizer)
 
     from .test_training import learner
 
-    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT, WRONG, RIGHT])
+    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT, WRONG, RIGHT, WRONG, RIGHT])
     [good] = run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer, harness())
     [silent] = run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer, harness("--no-call"))
-    [rewritten] = run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer,
-                                       harness("--rewrite"))  # fmt: skip
+    # beside an episode that appends: a batch that only rewrites stops the run (test above)
+    rewrites = harness("--rewrite-task", "t/add", harness_parallel=1)
+    rewritten, _ = run_harness_episodes([ADD, replace(ADD, id="t/add2")], policy, tokenizer,
+                                        PARAMS, scorer, rewrites)  # fmt: skip
     assert silent.masked and silent.steps[-1].info.note == "the harness made no call to the policy"
     assert silent.trajectory.token_ids == tuple(tokenizer(ADD.prompt)["input_ids"])
     for masked in (silent, rewritten):

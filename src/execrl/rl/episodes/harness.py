@@ -52,6 +52,7 @@ from execrl.rl.episodes.trajectory import Trajectory
 from execrl.tasks.schema import Task
 
 _STDERR_TAIL = 800  # characters of a failed harness's error output kept in the note
+REWROTE = "the harness rewrote its history"  # how the note of such a masked episode starts
 
 
 class HarnessError(RuntimeError):
@@ -179,6 +180,16 @@ class HarnessRunner:
 
     def _report(self, episodes: list[Episode]) -> None:
         failed = [e for e in episodes if e.masked]
+        rewrote = [e for e in failed if e.steps[-1].info.note.startswith(REWROTE)]
+        if episodes and len(rewrote) == len(episodes):
+            # not one episode the trainer can learn from, and no step will differ
+            raise HarnessError(
+                f"env.harness {self.config.harness!r} rewrote its history in all "
+                f"{len(episodes)} episodes ({rewrote[0].steps[-1].info.note}): "
+                "rl.algorithm = 'ppo' or 'reinforce_pp' (returns along one sequence), or "
+                "env.credit_from_turn > 1, cannot learn from several segments; use 'grpo', "
+                "'dr_grpo' or 'rloo' with env.credit_from_turn = 1 (docs/harness.md)"
+            )
         if failed:
             notes = sorted({e.steps[-1].info.note for e in failed})
             self.log(f"harness: {len(failed)} of {len(episodes)} episodes masked: "
@@ -262,8 +273,8 @@ def _episode(task: Task, run: HarnessRun, recording: EpisodeRecording, scored: A
     trajectories = recording.trajectories(reward)
     if len(trajectories) > 1 and not note and not segments:
         masked = True
-        note = (f"the harness rewrote its history: {len(trajectories)} segments (not trained "
-                "with this rl.algorithm or env.credit_from_turn; docs/harness.md)")  # fmt: skip
+        note = (f"{REWROTE}: {len(trajectories)} segments (not trained with this "
+                "rl.algorithm or env.credit_from_turn; docs/harness.md)")  # fmt: skip
     turns = max(1, len(calls))
     steps = [StepResult(None, 0.0, False, StepInfo(t + 1)) for t in range(turns - 1)]
     steps.append(StepResult(None, reward if not masked else 0.0, True,
