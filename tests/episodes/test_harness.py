@@ -122,13 +122,17 @@ def test_a_rewritten_history_is_masked_where_the_trainer_cannot_learn_segments(s
     assert episode.segments == ()
 
 
-def test_a_harness_that_rewrites_every_history_stops_a_run_that_cannot_learn_them(
-    scorer, tokenizer
-):
-    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT] * 2)
-    with pytest.raises(HarnessError, match="rewrote its history in all 2 episodes.*'grpo'"):
-        run_harness_episodes([ADD, ADD], policy, tokenizer, PARAMS, scorer,
-                             harness("--rewrite", harness_parallel=1))  # fmt: skip
+def test_the_log_says_which_algorithms_train_a_rewritten_history(scorer, tokenizer):
+    policy, said = ScriptedPolicy(tokenizer, [WRONG, RIGHT] * 2), []
+    episodes = run_harness_episodes([ADD, ADD], policy, tokenizer, PARAMS, scorer,
+                                    harness("--rewrite", harness_parallel=1),
+                                    log=said.append)  # fmt: skip
+    assert all(e.masked for e in episodes)
+    assert said == [
+        "harness: 2 of 2 episodes masked: the harness rewrote its history: 2 segments (not "
+        "trained with this rl.algorithm or env.credit_from_turn; docs/harness.md) (rl.algorithm "
+        "'grpo', 'dr_grpo' or 'rloo' with env.credit_from_turn = 1 trains each segment)"
+    ]
 
 
 def test_a_rewritten_history_keeps_every_segment_token_exact_for_the_trainer(scorer, tokenizer):
@@ -173,13 +177,11 @@ def test_a_masked_harness_episode_enters_no_loss_or_advantage(scorer, tokenizer)
 
     from .test_training import learner
 
-    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT, WRONG, RIGHT, WRONG, RIGHT])
+    policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT, WRONG, RIGHT])
     [good] = run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer, harness())
     [silent] = run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer, harness("--no-call"))
-    # beside an episode that appends: a batch that only rewrites stops the run (test above)
-    rewrites = harness("--rewrite-task", "t/add", harness_parallel=1)
-    rewritten, _ = run_harness_episodes([ADD, replace(ADD, id="t/add2")], policy, tokenizer,
-                                        PARAMS, scorer, rewrites)  # fmt: skip
+    [rewritten] = run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer,
+                                       harness("--rewrite"))  # fmt: skip
     assert silent.masked and silent.steps[-1].info.note == "the harness made no call to the policy"
     assert silent.trajectory.token_ids == tuple(tokenizer(ADD.prompt)["input_ids"])
     for masked in (silent, rewritten):

@@ -94,17 +94,3 @@ def test_a_harness_config_error_names_the_field_before_any_model_loads(tmp_path,
     assert "no program 'no-such-agent-program'" in capsys.readouterr().err
     assert main(["train", "--set", "env.harness='python a.py'"]) == 2  # without env.name
     assert "go together" in capsys.readouterr().err
-
-
-def test_execrl_train_stops_with_a_message_when_no_step_can_learn_the_harness(
-    chat_model_dir,  # noqa: F811
-    tmp_path,
-    capsys,
-):
-    """PPO's returns run along one sequence: an agent that rewrites every history gives it
-    nothing to learn, and the run stops at once saying what to use, not step after step."""
-    config = harness_config(chat_model_dir, tmp_path, "--rewrite", steps=1)
-    assert main(["train", "--config", str(config), "--set", "rl.algorithm='ppo'"]) == 2
-    err = capsys.readouterr().err
-    assert "execrl train: error: env.harness" in err and "use 'grpo'" in err, err
-    assert "Traceback" not in err
