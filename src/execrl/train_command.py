@@ -79,7 +79,7 @@ def _train_with(args: argparse.Namespace, overrides: list[str]) -> int:
         return _error(e)  # no data, no model there, no checkpoint, a missing package
     except ConfigError as e:  # what the config asks of the tasks (a curriculum's levels)
         return _error(e)
-    except HarnessError as e:  # an agent harness no step could learn from (docs/harness.md)
+    except HarnessError as e:  # the agent harness failed on every episode of a batch
         return _error(e)
     except KeyboardInterrupt:
         print("execrl train: interrupted twice: the step was abandoned; resume from the last "

@@ -94,3 +94,15 @@ def test_a_harness_config_error_names_the_field_before_any_model_loads(tmp_path,
     assert "no program 'no-such-agent-program'" in capsys.readouterr().err
     assert main(["train", "--set", "env.harness='python a.py'"]) == 2  # without env.name
     assert "go together" in capsys.readouterr().err
+
+
+def test_a_harness_that_fails_every_episode_stops_execrl_train_with_its_error(
+    chat_model_dir,  # noqa: F811
+    tmp_path,
+    capsys,
+):
+    config = harness_config(chat_model_dir, tmp_path, "--sleep", "30", steps=1)
+    assert main(["train", "--config", str(config), "--set", "env.harness_timeout_s=0.2"]) == 2
+    err = capsys.readouterr().err
+    assert "execrl train: error: env.harness" in err and "timed out after 0.2 s" in err, err
+    assert "Traceback" not in err
