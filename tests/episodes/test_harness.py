@@ -114,7 +114,7 @@ def test_a_rewritten_history_is_masked_where_the_trainer_cannot_learn_segments(s
                                           config)  # fmt: skip
     assert not plain.masked
     note = episode.steps[-1].info.note
-    assert episode.masked and "rewrote its history: 2 segments (not trained with this" in note
+    assert episode.masked and "rewrote its history: 2 segments (not trained: with env." in note
     # the segment with the last call stands for the episode (masked: it is not trained on)
     fresh = tokenizer(ADD.prompt + CHECK)["input_ids"]
     assert policy.seen[1] == [fresh]
@@ -122,7 +122,7 @@ def test_a_rewritten_history_is_masked_where_the_trainer_cannot_learn_segments(s
     assert episode.segments == ()
 
 
-def test_the_log_says_which_algorithms_train_a_rewritten_history(scorer, tokenizer):
+def test_the_log_says_how_a_rewritten_history_trains(scorer, tokenizer):
     policy, said = ScriptedPolicy(tokenizer, [WRONG, RIGHT] * 2), []
     episodes = run_harness_episodes([ADD, ADD], policy, tokenizer, PARAMS, scorer,
                                     harness("--rewrite", harness_parallel=1),
@@ -130,8 +130,8 @@ def test_the_log_says_which_algorithms_train_a_rewritten_history(scorer, tokeniz
     assert all(e.masked for e in episodes)
     assert said == [
         "harness: 2 of 2 episodes masked: the harness rewrote its history: 2 segments (not "
-        "trained with this rl.algorithm or env.credit_from_turn; docs/harness.md) (rl.algorithm "
-        "'grpo', 'dr_grpo' or 'rloo' with env.credit_from_turn = 1 trains each segment)"
+        "trained: with env.credit_from_turn > 1 turns are numbered per segment; "
+        "docs/harness.md) (with env.credit_from_turn = 1 they train: env.segments)"
     ]
 
 

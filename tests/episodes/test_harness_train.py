@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
 import torch
 
 from execrl.cli import main
@@ -106,3 +107,23 @@ def test_a_harness_that_fails_every_episode_stops_execrl_train_with_its_error(
     err = capsys.readouterr().err
     assert "execrl train: error: env.harness" in err and "timed out after 0.2 s" in err, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "extra", [["--set", "rl.algorithm='ppo'"], ["--set", "env.segments='last'"]]
+)
+def test_the_last_segment_alone_trains_under_ppo_or_when_asked(
+    chat_model_dir,  # noqa: F811
+    tmp_path,
+    capsys,
+    extra,
+):
+    """PPO's values and returns run along one sequence: an agent that rewrites its history
+    trains through the segment holding its final call, the others left out, none masked."""
+    config = harness_config(chat_model_dir, tmp_path, "--rewrite", steps=1)
+    assert main(["train", "--config", str(config), *extra]) == 0
+    assert "episodes masked" not in capsys.readouterr().err
+    [row] = [json.loads(x) for x in (tmp_path / "h" / "metrics.jsonl").read_text().splitlines()]
+    assert row["episode/segment_samples"] == 0 and row["skipped_update"] == 0.0
+    assert row["episode/turns_mean"] == 2.0  # both calls made, one of them trained
+    assert changed_parameters(chat_model_dir, tmp_path / "h")

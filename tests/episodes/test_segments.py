@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from execrl.rl.config import load_config
+from execrl.rl.config import ConfigError, load_config
 from execrl.rl.episode_rollouts import episode_scored
 from execrl.rl.episodes.harness import run_harness_episodes
 from execrl.rl.groups import GroupSummary
@@ -78,14 +78,29 @@ def test_a_segment_moves_the_policy_only_through_its_own_tokens(scorer, tokenize
 
 
 @pytest.mark.parametrize(
-    "extra,trains",
+    "extra,training",
     [
-        ((), True),
-        (("rl.algorithm='rloo'",), True),
-        (("rl.algorithm='ppo'",), False),
-        (("rl.algorithm='reinforce_pp'", "rl.kl_in='reward'"), False),
+        ((), "every"),
+        (("rl.algorithm='rloo'",), "every"),
+        (("rl.algorithm='ppo'",), "last"),
+        (("rl.algorithm='reinforce_pp'", "rl.kl_in='reward'"), "last"),
+        (("env.segments='last'",), "last"),
+        (("env.max_turns=2", "env.credit_from_turn=2"), "mask"),
     ],
 )
-def test_which_algorithms_learn_segments(extra, trains):
+def test_what_training_makes_of_a_rewritten_history(extra, training):
     config = load_config(None, ["env.name='harness'", HARNESS, *extra])
-    assert config.trains_segments is trains
+    assert config.segment_training == training
+
+
+@pytest.mark.parametrize(
+    "extra,error",
+    [
+        (("env.segments='every'", "rl.algorithm='ppo'"), "does not have"),
+        (("env.segments='last'", "env.max_turns=2", "env.credit_from_turn=2"), "numbered"),
+        (("env.segments='first'",), "choose one of auto, every, last"),
+    ],
+)
+def test_an_env_segments_that_cannot_work_is_refused_when_the_config_loads(extra, error):
+    with pytest.raises(ConfigError, match=error):
+        load_config(None, ["env.name='harness'", HARNESS, *extra])

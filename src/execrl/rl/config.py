@@ -180,12 +180,17 @@ class TrainConfig:
         return self.rl.kl_coef > 0 or self.env.held_kl_coef > 0
 
     @property
-    def trains_segments(self) -> bool:
-        """Whether a harness episode with a rewritten history (several token-exact sequences)
-        is learnt segment by segment, each with the episode's advantage: an outcome estimator
-        gives one advantage per episode; a per-token algorithm's values and returns, and held
-        turns, run along one sequence, so there such an episode is masked."""
-        return self.rl.algorithm not in PER_TOKEN_ALGORITHMS and self.env.credit_from_turn == 1
+    def segment_training(self) -> str:
+        """What training makes of a harness episode with a rewritten history (several
+        token-exact segments): "every" segment learnt with the episode's advantage (an outcome
+        estimator gives one advantage per episode), the "last" alone (a per-token algorithm's
+        values and returns run along one sequence), or "mask" (held turns are numbered per
+        segment). env.segments chooses; "auto" takes the first that the algorithm allows."""
+        if self.env.credit_from_turn > 1:
+            return "mask"
+        if self.env.segments != "auto":
+            return self.env.segments
+        return "last" if self.rl.algorithm in PER_TOKEN_ALGORITHMS else "every"
 
 
 DEFAULT_TREE = {"type": "pass_fraction"}
@@ -301,6 +306,17 @@ def _check_env(config: TrainConfig, where: str) -> None:
         raise ConfigError(
             f'{where}: env.credit_baseline = "reached" changes a group\'s baseline, which '
             f"rl.algorithm = {config.rl.algorithm!r} does not have; use grpo, dr_grpo or rloo"
+        )
+    if env.segments == "every" and config.rl.algorithm in PER_TOKEN_ALGORITHMS:
+        raise ConfigError(
+            f'{where}: env.segments = "every" gives each segment its episode\'s one advantage, '
+            f"which rl.algorithm = {config.rl.algorithm!r} does not have (its returns run along "
+            'one sequence); use "last" or "auto", or grpo, dr_grpo or rloo'
+        )
+    if env.segments != "auto" and env.credit_from_turn > 1:
+        raise ConfigError(
+            f"{where}: env.segments = {env.segments!r} with env.credit_from_turn > 1: a "
+            'segment\'s turns are numbered on their own, so such episodes are masked; use "auto"'
         )
     if env.correction_coef > 0 and config.rl.algorithm == "ppo":
         raise ConfigError(

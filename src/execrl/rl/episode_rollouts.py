@@ -31,14 +31,18 @@ class EpisodeGroups:
 
     def __init__(self, config: EnvConfig, scorer: RewardScorer, engine: Any, tokenizer: Any,
                  tasks: list[Task], params: SamplingParams, chat: bool,
-                 segments: bool = False) -> None:  # fmt: skip
+                 segments: str = "mask") -> None:  # fmt: skip
         self.config, self.scorer, self.engine = config, scorer, engine
         self.tokenizer, self.tasks, self.params, self.chat = tokenizer, tasks, params, chat
-        self.segments = segments  # a harness's rewritten history is trained, not masked
+        # a harness's rewritten history: "every" segment trained, the "last" alone, or "mask"
+        # (`TrainConfig.segment_training`)
+        self.segments = segments
 
     def __call__(self, task_indices: list[int], group_size: int) -> list[list[Scored]]:
         order = [t for t in task_indices for _ in range(group_size)]
         episodes = self.episodes([self.tasks[t] for t in order])
+        if self.segments != "every":  # the segment holding the final call stands alone
+            episodes = [replace(e, segments=()) for e in episodes]
         scored = [
             episode_scored(t, self.tasks[t], e, self.config.turn_discount, self.scorer)
             for t, e in zip(order, episodes, strict=True)
@@ -51,7 +55,7 @@ class EpisodeGroups:
 
             return run_harness_episodes(tasks, self.engine, self.tokenizer, self.params,
                                         self.scorer, self.config, chat=self.chat, log=_log,
-                                        segments=self.segments)  # fmt: skip
+                                        segments=self.segments != "mask")  # fmt: skip
         return run_episodes(
             lambda: make_env(self.config, self.scorer), tasks, self.engine, self.tokenizer,
             self.params, chat=self.chat, max_tokens=self.config.max_tokens,
@@ -109,7 +113,6 @@ def _segment(trajectory: Trajectory) -> Segment:
         token_ids=torch.tensor(trajectory.token_ids[start:], dtype=torch.long),
         logprobs=torch.tensor(trajectory.logprobs[start:], dtype=torch.float32),
         policy_mask=torch.tensor(trajectory.loss_mask[start:], dtype=torch.float32),
-        turns=len(trajectory.turn_spans),
     )
 
 

@@ -152,7 +152,7 @@ def run_heldout(
         # graded, not trained: a harness's rewritten history is no reason to mask an episode
         rollouts.episodes = EpisodeGroups(env, scorer, engine, tokenizer, tasks, params,
                                           uses_chat_template(tokenizer, chat),
-                                          segments=True)  # fmt: skip
+                                          segments="last")  # fmt: skip
     try:
         every = rollouts.chunks(list(range(len(tasks))))
         mine = range(len(every)) if chunks is None else chunks

@@ -62,8 +62,9 @@ class EpisodeSummary:
         turns = s.turns
         assert turns is not None
         policy = s.policy_tokens
-        calls = len(turns.ends) + sum(segment.turns for segment in s.segments)
-        return cls(calls, turns.tool_calls, s.environment_tokens, policy,
+        # one entry per turn the episode took, in every segment (a harness's calls)
+        taken = len(turns.passed_by_turn)
+        return cls(taken, turns.tool_calls, s.environment_tokens, policy,
                    turns.passed_by_turn)  # fmt: skip
 
 

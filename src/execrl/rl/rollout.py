@@ -50,7 +50,6 @@ class Segment:
     token_ids: torch.Tensor  # (T,) everything after it, the policy's and the harness's
     logprobs: torch.Tensor  # (T,) behaviour log pi on the policy's tokens, 0 elsewhere
     policy_mask: torch.Tensor  # (T,) 1 on the policy's tokens
-    turns: int  # the policy's turns (calls) in it
 
 
 @dataclass(frozen=True, slots=True)

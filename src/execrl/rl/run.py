@@ -161,7 +161,7 @@ def train(config: TrainConfig, *, tasks: list[Task] | None = None, heldout: list
             if c.env.name != "single":  # a rollout is an episode of several turns
                 out.episodes = EpisodeGroups(c.env, scorer, engine, tok, built.tasks, params,
                                              uses_chat_template(tok, chat),
-                                             c.trains_segments)  # fmt: skip
+                                             c.segment_training)  # fmt: skip
             return out
 
         rollouts = rollouts_on(engine)

@@ -166,7 +166,7 @@ class Learner:
                          mask: torch.Tensor) -> list[Batch]:  # fmt: skip
         """An episode's other segments (a harness that rewrote its history): each a sequence
         of its own, its policy tokens given the episode's advantage, which an outcome
-        estimator makes one number per episode (`TrainConfig.trains_segments`): read at the
+        estimator makes one number per episode (`TrainConfig.segment_training`): read at the
         episode's last policy token. adv, mask: (B, T) over the episodes' own sequences. Old
         log-probs as for the episodes' own: the engine's, or the trainer's (TIS) beside them."""
         rows = [

@@ -117,6 +117,13 @@ class EnvConfig:
     harness: str = ""
     harness_timeout_s: float = 300.0  # harness: one episode's wall time; past it, killed, masked
     harness_parallel: int = 8  # harness: episodes (harness processes) running at once
+    # harness, training: an episode whose calls do not extend one conversation (the agent cut,
+    # summarised or handed off its history) has several token-exact segments. "every": each is
+    # trained as a sequence of its own with the episode's advantage (grpo, dr_grpo, rloo);
+    # "last": only the one holding the final call (any algorithm); "auto": "every" where the
+    # algorithm gives one advantage per episode, else "last" (docs/harness.md). With
+    # env.credit_from_turn > 1 such episodes are masked (their turns are numbered per segment)
+    segments: str = "auto"
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -145,6 +152,8 @@ class EnvConfig:
             )
         if self.max_tokens < 0 or not 0 < self.turn_discount <= 1:
             raise ValueError("env.max_tokens must be >= 0 and env.turn_discount in (0, 1]")
+        if self.segments not in SEGMENTS:
+            raise ValueError(f"env.segments {self.segments!r}: choose one of {', '.join(SEGMENTS)}")
         if self.feedback not in FEEDBACK:
             raise ValueError(f"env.feedback {self.feedback!r}: choose one of {', '.join(FEEDBACK)}")
         if self.turn_reward not in TURN_REWARDS:
@@ -188,6 +197,7 @@ BUILTIN = ("single", "self_correct", "tool", "harness")
 TURN_REWARDS = ("final", "improvement")
 FEEDBACK = ("full", "verdict")
 CREDIT_BASELINES = ("group", "reached")
+SEGMENTS = ("auto", "every", "last")
 
 
 def make_env(config: EnvConfig, scorer: RewardScorer) -> Environment:

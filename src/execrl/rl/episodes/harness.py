@@ -20,9 +20,8 @@ episode's harness failed stops with the harness's own error output.
 An episode whose calls do not all extend one conversation (the harness rewrote its history)
 has several segments, each its own token-exact sequence. The segment holding the last call
 stands for the episode; the others go beside it (`Episode.segments`), and the trainer learns
-every segment with the episode's advantage. Where it cannot (a per-token algorithm, whose values
-and returns run along one sequence, or held turns) the episode is masked with a note saying how
-many segments it had (docs/harness.md).
+every segment with the episode's advantage, or the last alone (`env.segments`); with held turns
+the episode is masked with a note saying how many segments it had (docs/harness.md).
 """
 
 from __future__ import annotations
@@ -186,8 +185,7 @@ class HarnessRunner:
             # chunk of those alone must not stop a run that learns from the others
             advice = ""
             if any(note.startswith(REWROTE) for note in notes):
-                advice = (" (rl.algorithm 'grpo', 'dr_grpo' or 'rloo' with "
-                          "env.credit_from_turn = 1 trains each segment)")  # fmt: skip
+                advice = " (with env.credit_from_turn = 1 they train: env.segments)"
             self.log(f"harness: {len(failed)} of {len(episodes)} episodes masked: "
                      + "; ".join(notes[:3]) + advice)  # fmt: skip
 
@@ -199,8 +197,8 @@ def run_harness_episodes(tasks: Sequence[Task], engine: Any, tokenizer: Any,
     """One harness episode per task, served by `engine` with the run's `params`; `config` has
     `harness`, `harness_timeout_s` and `harness_parallel` (a `HarnessConfig` or the run's
     [env]). The server starts in milliseconds: `execrl train` starts one per rollout chunk.
-    `segments`: an episode whose harness rewrote its history keeps its other segments for the
-    trainer (`TrainConfig.trains_segments`); without it such an episode is masked."""
+    `segments`: an episode whose harness rewrote its history is kept, its other segments beside
+    it (`TrainConfig.segment_training`); without it such an episode is masked."""
     runner = HarnessRunner(engine, tokenizer, params, scorer, config, chat=chat, log=log,
                            segments=segments)  # fmt: skip
     try:
@@ -269,8 +267,8 @@ def _episode(task: Task, run: HarnessRun, recording: EpisodeRecording, scored: A
     trajectories = recording.trajectories(reward)
     if len(trajectories) > 1 and not note and not segments:
         masked = True
-        note = (f"{REWROTE}: {len(trajectories)} segments (not trained with this "
-                "rl.algorithm or env.credit_from_turn; docs/harness.md)")  # fmt: skip
+        note = (f"{REWROTE}: {len(trajectories)} segments (not trained: with env."
+                "credit_from_turn > 1 turns are numbered per segment; docs/harness.md)")  # fmt: skip
     turns = max(1, len(calls))
     steps = [StepResult(None, 0.0, False, StepInfo(t + 1)) for t in range(turns - 1)]
     steps.append(StepResult(None, reward if not masked else 0.0, True,

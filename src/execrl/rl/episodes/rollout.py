@@ -28,8 +28,8 @@ class Episode:
     truncated: bool = False  # stopped by the token budget, not by the environment
     finishes: tuple[str, ...] = ()  # each model turn's finish reason ("eos", "stop", "length")
     # A harness that rewrote its history: its other segments, each a token-exact sequence of its
-    # own (`trajectory` is the one holding the last call); kept only where the trainer learns
-    # them (`TrainConfig.trains_segments`), else the episode is masked
+    # own (`trajectory` is the one holding the last call); what training makes of them:
+    # `TrainConfig.segment_training`
     segments: tuple[Trajectory, ...] = ()
 
     @property
