@@ -72,16 +72,15 @@ def episode_scored(task_index: int, task: Task, episode: Episode, discount: floa
     trajectory = episode.trajectory
     if trajectory is None:
         raise ValueError(f"task {task.id}: an episode without token ids cannot be trained on")
-    start = trajectory.prompt_length
-    token_ids = torch.tensor(trajectory.token_ids[start:], dtype=torch.long)  # (T,)
-    mask = torch.tensor(trajectory.loss_mask[start:], dtype=torch.float32)  # (T,)
+    own = _segment(trajectory)  # the sequence that holds the final turn
+    mask = own.policy_mask  # (T,)
     truncated = episode.truncated or (bool(episode.finishes) and episode.finishes[-1] == "length")
     completion = Completion(
         prompt_index=0,
         text=transcript(episode),
-        prompt_ids=torch.tensor(trajectory.token_ids[:start], dtype=torch.long),
-        token_ids=token_ids,
-        logprobs=torch.tensor(trajectory.logprobs[start:], dtype=torch.float32),
+        prompt_ids=own.prompt_ids,
+        token_ids=own.token_ids,
+        logprobs=own.logprobs,
         finish="length" if truncated else "eos",
     )
     graded = next((s.info.graded for s in reversed(episode.steps) if s.info.graded), None)
@@ -96,7 +95,7 @@ def episode_scored(task_index: int, task: Task, episode: Episode, discount: floa
         sample = build_sample(task, answer, scorer.config.program)
     turns = Turns(
         policy_mask=mask,
-        ends=_turn_ends(trajectory.turn_spans, start, mask),
+        ends=_turn_ends(trajectory.turn_spans, trajectory.prompt_length, mask),
         rewards=trajectory.turn_rewards,
         discount=discount,
         passed_by_turn=tuple(episode.passed_by_turn(len(episode.steps))),
@@ -107,6 +106,7 @@ def episode_scored(task_index: int, task: Task, episode: Episode, discount: floa
 
 
 def _segment(trajectory: Trajectory) -> Segment:
+    """A trajectory's tensors split at its first prompt: what the trainer learns from."""
     start = trajectory.prompt_length
     return Segment(
         prompt_ids=torch.tensor(trajectory.token_ids[:start], dtype=torch.long),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, replace
+from typing import TypeVar
 
 import torch
 
@@ -114,8 +115,7 @@ class Learner:
         """The micro-batches of the update: every tensor that stays fixed while the policy
         changes (old and reference log-probs, old values, advantages, value targets)."""
         samples = [s for g in groups for s in g]
-        mb = self.c.rl.micro_batch_size
-        parts = [samples[lo : lo + mb] for lo in range(0, len(samples), mb)]
+        parts = _micro_batches(samples, self.c.rl.micro_batch_size)
         ref_logp: list[torch.Tensor] = []  # per sample (T_i,)
         old_values: list[torch.Tensor] = []
         trainer_logp: list[torch.Tensor] = []  # per sample (T_i,), when the engine is not ours
@@ -176,9 +176,8 @@ class Learner:
             for segment in s.segments
         ]
         self.segments_trained = len(rows)
-        out, mb = [], self.c.rl.micro_batch_size
-        for lo in range(0, len(rows), mb):
-            part = rows[lo : lo + mb]
+        out = []
+        for part in _micro_batches(rows, self.c.rl.micro_batch_size):
             batch = collate([seg.prompt_ids for _, seg, _ in part],
                             [seg.token_ids for _, seg, _ in part], self.pad_id).to(self.device)  # fmt: skip
             shape = batch.token_mask.shape  # (B, T)
@@ -205,15 +204,11 @@ class Learner:
         sampled in this context), so the first epoch's ratio is 1 and the clip bounds the rest."""
         made = [c for g in groups for c in corrections.correction_samples(g)]
         self.corrections_made = len(made)
-        mb, out = self.c.rl.micro_batch_size, []
-        for lo in range(0, len(made), mb):
-            part = made[lo : lo + mb]
+        out = []
+        for part in _micro_batches(made, self.c.rl.micro_batch_size):
             batch = collate([c.prompt_ids for c in part], [c.token_ids for c in part],
                             self.pad_id).to(self.device)  # fmt: skip
-            mask = torch.zeros(batch.token_mask.shape)
-            for i, c in enumerate(part):
-                mask[i, : len(c.mask)] = c.mask
-            mask = mask.to(self.device)
+            mask = _pad([c.mask for c in part], batch.token_mask.shape).to(self.device)
             old = token_stats(self.model, batch, self.c.sampling.temperature).logp
             ref = None if self.kl is None else self._reference_logp(batch)
             out.append(Batch(sequences=batch, old_logp=old * mask,
@@ -321,12 +316,7 @@ class Learner:
         lengths = [s.completion.n_tokens for s in samples]
 
         def pad(rows: list[torch.Tensor] | None) -> torch.Tensor | None:
-            if rows is None:
-                return None
-            out = torch.zeros(shape)
-            for i, r in enumerate(rows):
-                out[i, : len(r)] = r
-            return out.to(self.device)
+            return None if rows is None else _pad(rows, shape).to(self.device)
 
         behaviour = pad([s.completion.logprobs for s in samples])
         return Batch(
@@ -450,3 +440,11 @@ def _pad(rows: list[torch.Tensor], shape: torch.Size) -> torch.Tensor:
     for i, row in enumerate(rows):
         out[i, : len(row)] = row
     return out
+
+
+_Item = TypeVar("_Item")
+
+
+def _micro_batches(items: list[_Item], size: int) -> list[list[_Item]]:
+    """`items` in consecutive runs of `size` (the last may be shorter)."""
+    return [items[lo : lo + size] for lo in range(0, len(items), size)]
