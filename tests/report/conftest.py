@@ -6,6 +6,8 @@ import math
 
 import pytest
 
+from rl.conftest import tiny_model_dir  # noqa: F401 - a tiny model for `execrl train`
+
 VERDICTS = ("PASSED", "WRONG_ANSWER", "RUNTIME_ERROR", "NO_CODE")
 
 

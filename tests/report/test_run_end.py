@@ -2,9 +2,11 @@
 are in the run directory at the end of a one-step run on a tiny random model."""
 
 import json
+import re
 
 import pytest
 
+from execrl.cli import main
 from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
 from execrl.report import examples as ex
 from execrl.train_command import train_with_telemetry
@@ -37,3 +39,36 @@ def test_a_run_ends_with_its_report(tmp_path, monkeypatch):
     assert (
         "steps logged: 1;" in page and json.loads((run / "summary.json").read_text())["steps"] == 1
     )
+
+
+def _summary_cells(page: str) -> dict[str, str]:
+    """The report's summary table, name -> shown value."""
+    table = page.split("<h2>Summary</h2>", 1)[1].split("</table>", 1)[0]
+    return dict(re.findall(r"<tr><td>([^<]*)</td><td>([^<]*)</td></tr>", table))
+
+
+@pytest.mark.slow  # two one-step runs through `execrl train`
+def test_the_report_shows_the_final_figures_of_a_finished_and_a_resumed_run(
+    tiny_model_dir, tmp_path, capsys, monkeypatch
+):
+    """report.html is written after summary.json: a finished run's report holds its held-out
+    pass@1 after training, and a resumed run's report the resumed run's figures (not those of
+    the run it continued)."""
+    monkeypatch.delenv("EXECRL_TRACKERS", raising=False)
+    tiny = [f"model.path={str(tiny_model_dir)!r}", f"run.out_dir={str(tmp_path)!r}",
+            "run.name='r'", "run.steps=1", "run.trackers='none'", "data.n_train=8",
+            "data.n_heldout=2", "rl.group_size=2", "rl.groups_per_step=2",
+            "sampling.max_new_tokens=6", "sandbox.workers=1"]  # fmt: skip
+    run = tmp_path / "r"
+    for argv, steps in ((sum((["--set", s] for s in tiny), []), "1"),
+                        (["--resume", str(run), "--set", "run.steps=2"], "2")):  # fmt: skip
+        assert main(["train", *argv]) == 0
+        summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        page = (run / "report.html").read_text()
+        assert "has not finished" not in page
+        shown = _summary_cells(page)
+        assert shown["steps"] == steps == str(summary["steps"])
+        assert float(shown["heldout_pass@1_after"]) == pytest.approx(
+            summary["heldout_pass@1_after"], abs=1e-4
+        )
+        assert shown["seconds"] == format(summary["seconds"], ".4g")

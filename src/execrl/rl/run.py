@@ -168,7 +168,7 @@ def train(config: TrainConfig, *, tasks: list[Task] | None = None, heldout: list
         run_dir = setup.run_directory(c)  # set-up succeeded: from here the run has a directory
         run = Run(c, run_dir, built, engine, rollouts, node_names(scorer.reward), rollouts_on)
         try:
-            summary = _loop(run, sandbox, log, quiet, observer)
+            summary, telemetry = _loop(run, sandbox, log, quiet, observer)
         finally:
             if run.prefetch is not None:
                 run.prefetch.close()
@@ -178,11 +178,12 @@ def train(config: TrainConfig, *, tasks: list[Task] | None = None, heldout: list
     if dist.rank() == 0:
         _save_final(run)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    telemetry.end(summary)  # after summary.json: the report reads this run's, not a stale one
     return summary
 
 
 def _loop(run: Run, sandbox: Any, log: Callable[[str], None], quiet: bool,
-          observer: ObserverFactory | None) -> dict[str, Any]:  # fmt: skip
+          observer: ObserverFactory | None) -> tuple[dict[str, Any], StepObserver]:  # fmt: skip
     c, built = run.config, run.built
     first_step, summary = 0, {}
     if c.run.resume:
@@ -236,8 +237,7 @@ def _loop(run: Run, sandbox: Any, log: Callable[[str], None], quiet: bool,
             log(f"held-out pass@1 by turn after: {summary['heldout_pass@1_by_turn_after']}")
     summary.update(steps=step, reward_first=metrics.first("reward_mean"),
                    reward_last=metrics.last("reward_mean"))  # fmt: skip
-    telemetry.end(summary)
-    return summary
+    return summary, telemetry
 
 
 def _prefetcher(run: Run, first_step: int) -> Prefetcher:
