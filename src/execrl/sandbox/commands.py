@@ -24,13 +24,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     d = ssub.add_parser("doctor", help="print each isolation layer and whether it is active")
     d.add_argument("--json", action="store_true")
     d.set_defaults(handler=run_doctor)
-    b = ssub.add_parser("bench", help="run every canonical solution of a benchmark R times")
-    b.add_argument("--benchmark", default="humaneval")
-    b.add_argument("--repeat", type=int, default=1)
-    b.add_argument("--workers", type=int, default=2)
-    b.add_argument("--timeout", type=float, default=3.0)
+    b = ssub.add_parser(
+        "bench",
+        help="run every canonical solution of a benchmark R times",
+        description="Run the reference solution of every task of a benchmark (those with one) "
+        "through the sandbox and report the throughput and any that did not pass.",
+    )
+    b.add_argument("--benchmark", default="humaneval",
+                   help="a benchmark with reference solutions, as `execrl tasks list` names "
+                   "them (default humaneval)")  # fmt: skip
+    b.add_argument("--repeat", type=int, default=1, metavar="R",
+                   help="run each reference R times (default 1)")  # fmt: skip
+    b.add_argument("--workers", type=int, default=2,
+                   help="sandbox workers running programs in parallel (default 2)")  # fmt: skip
+    b.add_argument("--timeout", type=float, default=3.0,
+                   help="wall-clock limit of each run, seconds (default 3)")  # fmt: skip
     b.add_argument("--json", action="store_true", help="print one JSON line")
-    b.add_argument("--allow-weaker-sandbox", action="store_true")
+    b.add_argument("--allow-weaker-sandbox", action="store_true",
+                   help="start without the isolation layers this machine lacks")  # fmt: skip
     b.set_defaults(handler=run_bench)
     _register_serve(ssub)
     p.set_defaults(handler=lambda args: (p.print_help(), 2)[1])
@@ -180,9 +191,24 @@ def run_doctor(args: argparse.Namespace) -> int:
 
 
 def run_bench(args: argparse.Namespace) -> int:
+    from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
     from execrl.tasks.registry import load_benchmark
 
-    tasks = [t for t in load_benchmark(args.benchmark) if t.reference]
+    for name, value in (("--repeat", args.repeat), ("--workers", args.workers)):
+        if value < 1:
+            print(f"execrl sandbox bench: error: {name} must be at least 1", file=sys.stderr)
+            return 2
+    try:
+        every = load_benchmark(args.benchmark)
+    except (DataNotFound, TaskDataError, UnknownBenchmark) as exc:
+        print(f"execrl sandbox bench: error: {exc}", file=sys.stderr)
+        return 2
+    tasks = [t for t in every if t.reference]
+    if not tasks:  # zero runs would report "all_passed" of nothing
+        print(f"execrl sandbox bench: error: {args.benchmark}: none of its {len(every)} tasks has "
+              "a reference solution, so there is nothing to run; bench a benchmark with "
+              "references (humaneval, mbpp, quixbugs, ...)", file=sys.stderr)  # fmt: skip
+        return 2
     limits = Limits(wall_s=args.timeout)
     jobs = [Job.for_task(t, t.reference or "", limits) for t in tasks] * args.repeat
     try:
