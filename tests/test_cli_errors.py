@@ -29,3 +29,64 @@ def test_a_bench_that_would_run_nothing_is_an_error_not_all_passed(data_dir, cap
     assert capsys.readouterr().out == ""  # no "all_passed": true
     err = _one_line_error(capsys, "sandbox", "bench", "--repeat", "0")
     assert "--repeat must be at least 1" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["train", "--set", "sampling.temperature=-1"], "sampling.temperature = -1.0; it must be"),
+        (["train", "--set", "sampling.top_p=2"], "sampling.top_p = 2.0; it must be in (0, 1]"),
+        (["eval", "--model", "default", "--temperature", "-1"], "--temperature -1.0: it must"),
+        (["eval", "--model", "default", "--top-p", "2"], "--top-p 2.0: it must be in (0, 1]"),
+    ],
+)
+def test_sampling_numbers_out_of_range_are_one_line_before_the_model(capsys, argv, says):
+    assert says in _one_line_error(capsys, *argv)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "--set", "model.device='cuda'"],
+        ["eval", "--model", "default", "--device", "cuda"],
+    ],  # fmt: skip
+)
+def test_a_gpu_device_without_a_gpu_torch_is_one_line(capsys, monkeypatch, argv):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    err = _one_line_error(capsys, *argv)
+    assert "'cuda', but this torch cannot use a GPU" in err and "'cpu'" in err
+
+
+@pytest.mark.parametrize("argv", [["train", "--set", "model.path='nosuch-org/nosuch-model'"],
+                                  ["eval", "--model", "nosuch-org/nosuch-model"]])  # fmt: skip
+def test_a_hub_id_offline_says_so_at_once(capsys, monkeypatch, tmp_path, argv):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("EXECRL_DATA_DIR", str(tmp_path))
+    err = _one_line_error(capsys, *argv, *(["--limit", "1", "--benchmark", "synthetic"] if
+                                           argv[0] == "eval" else []))  # fmt: skip
+    assert "'nosuch-org/nosuch-model' is a Hugging Face hub id, but this machine is offline" in err
+    assert "HF_HUB_OFFLINE is set" in err and "local directory" in err
+
+
+def test_an_unreachable_hub_is_offline_without_retries(monkeypatch):
+    from execrl.models.hub import offline_reason
+
+    for proxy in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "HF_HUB_OFFLINE"):
+        monkeypatch.delenv(proxy, raising=False)
+    why = offline_reason(False, "http://127.0.0.1:9")  # the discard port: nobody listens
+    assert why is not None and why.startswith("127.0.0.1:9 cannot be reached")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["tasks", "validate", "verilog"],
+     ["train", "--set", "data.train='verilog'", "--set", "data.heldout='verilog'"]],
+)  # fmt: skip
+def test_a_missing_toolchain_is_one_line_naming_the_install(capsys, monkeypatch, argv):
+    from execrl.sandbox import languages
+
+    monkeypatch.setattr(languages, "missing_tools", lambda name: ["iverilog", "vvp"])
+    err = _one_line_error(capsys, *argv)
+    assert "language 'verilog' needs iverilog, vvp" in err and "apt-get install iverilog" in err

@@ -36,7 +36,13 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
-    return int(args.handler(args) or 0)
+    from execrl.sandbox.languages import LanguageUnavailable
+
+    try:
+        return int(args.handler(args) or 0)
+    except LanguageUnavailable as e:  # a toolchain missing here: any command that runs programs
+        print(f"execrl {args.command}: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

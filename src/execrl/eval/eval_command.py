@@ -30,9 +30,11 @@ from execrl.eval.evaluate import (
 )
 from execrl.eval.generation import GenerationMeta, SamplesFile, first_n, generate_missing
 from execrl.models.backends import OPENAI_PREFIX
+from execrl.models.device import device_problem
 from execrl.progress import progress_bar
 from execrl.rl.eval_spec import HeldoutSpec
 from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
+from execrl.sandbox.languages import require_toolchains
 from execrl.sandbox.reference_runner import sandbox_runner
 from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 from execrl.tasks.registry import load_benchmark
@@ -116,12 +118,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run_eval)
 
 
+def _sampling_problem(args: argparse.Namespace) -> str | None:
+    if args.temperature is not None and not args.temperature >= 0:  # NaN too
+        return f"--temperature {args.temperature}: it must be at least 0 (0: greedy)"
+    if args.top_p is not None and not 0 < args.top_p <= 1:
+        return f"--top-p {args.top_p}: it must be in (0, 1]"
+    return None
+
+
 def _fail(message: str) -> int:
     print(f"execrl eval: error: {message}", file=sys.stderr)
     return 2
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    problem = _sampling_problem(args)  # before any model loads
+    if problem:
+        return _fail(problem)
+    problem = device_problem(args.device)
+    if problem:
+        return _fail(f"--device {problem}")
     if args.corrections and args.env == "single":
         return _fail("--corrections needs episodes with feedback: add --env self_correct")
     if args.corrections and args.model.startswith(OPENAI_PREFIX):
@@ -156,6 +172,7 @@ def run_eval(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     if args.limit > 0:
         tasks = tasks[: args.limit]
+    require_toolchains(t.language for t in tasks)  # before generating for a run that cannot run
     out_dir = args.out_dir or Path("evals") / _slug(f"{args.benchmark}__{args.model}")
     try:
         generator = _open_generator(args)

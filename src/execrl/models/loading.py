@@ -44,7 +44,8 @@ class Policy:
 
 
 def resolve_model_path(name: str) -> tuple[str, bool]:
-    """(what to hand to `from_pretrained`, whether it is a local directory)."""
+    """(what to hand to `from_pretrained`, whether to load from local files only: a directory,
+    or a hub id in the cache while the hub cannot be reached)."""
     if name == "default":
         from execrl.models.default import ensure_default_model
 
@@ -64,7 +65,9 @@ def resolve_model_path(name: str) -> tuple[str, bool]:
             f"model path {name!r} does not exist; give a directory in Hugging Face format, "
             "a hub id like 'Qwen/Qwen2.5-Coder-0.5B-Instruct', or 'default'"
         )
-    return name, False
+    from execrl.models.hub import hub_source
+
+    return hub_source(name)  # offline: the cache, or an error that says so at once
 
 
 def load_tokenizer(name: str, *, pad_token: str = "") -> Any:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from execrl.models.device import device_problem
 from execrl.models.engine import ENGINES
 from execrl.rewards.config import RewardConfig, RewardConfigError
 from execrl.rl import toml_config
@@ -381,11 +382,27 @@ def validate(config: TrainConfig, where: str = "config") -> None:
         raise ConfigError(f"{where}: rl.tis_cap must be at least 1")
     if config.rl.max_staleness < 0:
         raise ConfigError(f"{where}: rl.max_staleness must be at least 0 (0: synchronous)")
+    _check_sampling(config.sampling, where)
+    problem = device_problem(config.model.device)
+    if problem:
+        raise ConfigError(f"{where}: model.device = {problem}")
     if config.sampling.engine == "vllm" and importlib.util.find_spec("vllm") is None:
         from execrl.models.vllm_engine import INSTALL_HINT
 
         raise ConfigError(f"{where}: {INSTALL_HINT}")
     _check_data(config.data, where)
+
+
+def _check_sampling(sampling: SamplingConfig, where: str) -> None:
+    """The sampler's numbers, here rather than when sampling starts (after the model loads)."""
+    for name in ("temperature", "heldout_temperature"):
+        if not getattr(sampling, name) >= 0:  # NaN too
+            raise ConfigError(
+                f"{where}: sampling.{name} = {getattr(sampling, name)}; it must be at least 0 "
+                "(0: greedy)"
+            )
+    if not 0 < sampling.top_p <= 1:
+        raise ConfigError(f"{where}: sampling.top_p = {sampling.top_p}; it must be in (0, 1]")
 
 
 def _check_data(data: DataConfig, where: str) -> None:

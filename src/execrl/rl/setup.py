@@ -24,6 +24,7 @@ from execrl.rl.config import ConfigError, TrainConfig
 from execrl.rl.curriculum import Curriculum, TaskMix
 from execrl.rl.prompts import PromptSampler
 from execrl.rl.trainer import Learner
+from execrl.sandbox.languages import require_toolchains
 from execrl.tasks.difficulty import difficulty_level
 from execrl.tasks.schema import Task
 
@@ -51,6 +52,7 @@ def build(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | N
         load_tasks(c.data.heldout, "test", c.data.n_heldout, c) if c.data.heldout else [])  # fmt: skip
     if not tasks:
         raise ValueError("the training set is empty: nothing to train on")
+    require_toolchains(t.language for t in [*tasks, *heldout])  # iverilog, g++: before the model
     if c.data.signature_prompt:
         tasks, heldout = with_signature_prompts(tasks), with_signature_prompts(heldout)
     device = c.model.device

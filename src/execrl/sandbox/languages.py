@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import shutil
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from execrl.sandbox import isolation
@@ -104,6 +105,15 @@ def canonical(language: str) -> str:
         known = ", ".join([*LANGUAGES, *ALIASES])
         raise LanguageUnavailable(f"unknown language {language!r}; known: {known}")
     return name
+
+
+def require_toolchains(names: Iterable[str]) -> None:
+    """LanguageUnavailable, naming the install command, for the first of `names` whose
+    toolchain is missing here: asked when the tasks load, before a model loads or a run needs
+    it. Names this module does not run (a verifier's "sql") are the verifier's to check."""
+    for name in sorted(set(names)):
+        if ALIASES.get(name.lower(), name.lower()) in SPECS:
+            commands(name)
 
 
 @functools.cache
