@@ -25,6 +25,7 @@ finish the runs in flight, then stop the workers; no process of the sandbox outl
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hmac
 import json
 import math
@@ -68,13 +69,17 @@ class Metrics:
         self.rejected: dict[str, int] = {}
         self.requests: dict[tuple[str, int], int] = {}
 
-    def observe(self, result: ExecutionResult, seconds: float) -> None:
+    def observe(self, seconds: float) -> None:
+        """One run executed, `seconds` from admission to its result."""
         self.executions += 1
-        self.verdicts[result.verdict.value] += 1
         self.latency_sum += seconds
         for i, le in enumerate(BUCKETS):
             if seconds <= le:
                 self.buckets[i] += 1
+
+    def answered(self, verdict: Verdict) -> None:
+        """One program judged, by the verdict its client was told (see `create_app.answer`)."""
+        self.verdicts[verdict.value] += 1
 
     def reject(self, reason: str) -> None:
         self.rejected[reason] = self.rejected.get(reason, 0) + 1
@@ -85,7 +90,8 @@ class Metrics:
             "# HELP execrl_executions_total Runs executed and graded.",
             "# TYPE execrl_executions_total counter",
             f"execrl_executions_total {self.executions}",
-            "# HELP execrl_verdicts_total Runs by verdict.",
+            "# HELP execrl_verdicts_total Programs judged, by the verdict the client was told "
+            "(a verifier's runs count once, as its verdict; /run_code: PASSED when it exited 0).",
             "# TYPE execrl_verdicts_total counter",
             *(f'execrl_verdicts_total{{verdict="{v}"}} {n}' for v, n in self.verdicts.items()),
             "# HELP execrl_run_latency_seconds Time from admission to verdict, per run.",
@@ -272,7 +278,14 @@ def create_app(backend: Backend, config: ServerConfig) -> Any:
         results: list[ExecutionResult] = []
         for w in waiting:
             results.append(await w)
-            metrics.observe(results[-1], time.monotonic() - t0)
+            metrics.observe(time.monotonic() - t0)
+        return results
+
+    def answer(results: Sequence[ExecutionResult]) -> Sequence[ExecutionResult]:
+        """Every endpoint's judged results pass here, once each, on their way to the client:
+        the one place verdicts are counted (not the raw runs a verifier or /run_code makes)."""
+        for result in results:
+            metrics.answered(result.verdict)
         return results
 
     @app.get("/health")
@@ -297,12 +310,16 @@ def create_app(backend: Backend, config: ServerConfig) -> Any:
     async def run_code(req: RunCodeRequest) -> JSONResponse:
         job = _request_job(run_code_job, req, config)
         (result,) = await execute([job])
-        return AsciiJSONResponse(run_code_response(result, job))
+        response = run_code_response(result, job)
+        # No expected output: a run that finished with exit status 0 passed, whatever it printed
+        ran = Verdict.PASSED if response["status"] == "Success" else result.verdict
+        answer([dataclasses.replace(result, verdict=ran)])
+        return AsciiJSONResponse(response)
 
     @app.post("/v1/run", dependencies=[Depends(auth)])
     async def run(req: GradedRun) -> JSONResponse:
         job = _request_job(graded_job, req, config, tasks_cache)
-        (result,) = await server_verifiers.run_graded([job], execute)
+        (result,) = answer(await server_verifiers.run_graded([job], execute))
         return AsciiJSONResponse(server_verifiers.result_json(result))
 
     @app.post("/v1/run_batch", dependencies=[Depends(auth)])
@@ -317,13 +334,13 @@ def create_app(backend: Backend, config: ServerConfig) -> Any:
                 jobs.append(_request_job(graded_job, r, config, tasks_cache))
             except HTTPException as exc:
                 raise HTTPException(exc.status_code, f"runs.{n}: {exc.detail}") from None
-        results = await server_verifiers.run_graded(jobs, execute)
+        results = answer(await server_verifiers.run_graded(jobs, execute))
         return AsciiJSONResponse({"results": [server_verifiers.result_json(r) for r in results]})
 
     @app.post("/v1/verify", dependencies=[Depends(auth)])
     async def verify(req: server_verifiers.VerifyRun) -> JSONResponse:
         planned = _request_job(server_verifiers.plan_verify, req, config, tasks_cache)
-        result = await server_verifiers.run_planned(planned, execute)
+        (result,) = answer([await server_verifiers.run_planned(planned, execute)])
         return AsciiJSONResponse(server_verifiers.verification_to_json(result))
 
     return _BodyLimit(app, config.max_body_bytes, metrics)
