@@ -160,6 +160,10 @@ def test_self_correct_eval_of_a_server_counts_the_second_turn(tmp_path, bench):
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["pass@1_by_turn"] == [0.0, 1.0]
+    # the verdicts of the final answers, and of the answers standing after each turn
+    assert summary["verdicts"] == {"PASSED": 2}
+    assert summary["verdicts_by_turn"] == [{"WRONG_ANSWER": 2}, {"PASSED": 2}]
+    assert "  verdicts: PASSED=2\n  verdicts after turn 1: WRONG_ANSWER=2\n" in proc.stdout
     second = [p for p in Corrector.prompts if "Feedback" in p]
     assert len(second) == 2 and "Your code returned: -1" in second[0]
     assert "10, 20" not in second[0] and "30" not in second[0]  # the hidden test stays hidden

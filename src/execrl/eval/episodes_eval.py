@@ -99,7 +99,8 @@ def run_episodes_eval(args: argparse.Namespace) -> int:
         summary["corrections"] = len(rows)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     shown = ["pass@1"] + [f"pass@1_turn{t + 1}" for t in range(config.max_turns)]
-    print_summary({**summary, **_by_turn_keys(summary)}, False, shown=shown)
+    print_summary({**summary, **_by_turn_keys(summary)}, False, shown=shown)  # final verdicts
+    _print_verdicts_by_turn(summary)
     if args.json:
         print(json.dumps(summary, separators=(",", ":")))
     return 0
@@ -209,6 +210,8 @@ def summarize_episodes(
 ) -> dict[str, Any]:
     turns = config.max_turns
     by_turn = [e.passed_by_turn(turns) for e in episodes]
+    standing = [verdicts_by_turn(e, turns) for e in episodes]
+    verdicts = [dict(sorted(Counter(v[t] for v in standing).items())) for t in range(turns)]
     fractions = [sum(b[t] for b in by_turn) / max(len(by_turn), 1) for t in range(turns)]
     sources = Counter(
         (v.source if v is not None else "none")
@@ -224,7 +227,9 @@ def summarize_episodes(
         "pass@1_by_turn": fractions,
         "turns_per_episode": sum(len(e.steps) for e in episodes) / max(len(episodes), 1),
         "tool_calls": sum(e.steps[-1].info.tool_calls for e in episodes if e.steps),
-        "verdicts": {},
+        # the final answers' verdicts, and those of the answers standing after each turn
+        "verdicts": verdicts[-1] if verdicts else {},
+        "verdicts_by_turn": verdicts,
         "feedback_protocol": {
             "visible_tests_by_source": dict(sorted(sources.items())),
             "feedback_holds": list(FEEDBACK_FIELDS)
@@ -235,6 +240,25 @@ def summarize_episodes(
             "ends": "when the visible tests pass or the turns run out",
         },
     }
+
+
+def verdicts_by_turn(episode: Episode, turns: int) -> list[str]:
+    """The verdict of the answer standing after each of `turns` turns, as `passed_by_turn`
+    reads it: a turn that was not graded (the episode had ended) keeps the last one. NOT_RUN:
+    no program (no code in the answer), as in training's verdict mix."""
+    out, last = [], "NOT_RUN"
+    for t in range(turns):
+        graded = episode.steps[t].info.graded if t < len(episode.steps) else None
+        if graded is not None:
+            result = graded.sample.result
+            last = "NOT_RUN" if result is None else result.verdict.value
+        out.append(last)
+    return out
+
+
+def _print_verdicts_by_turn(summary: dict[str, Any]) -> None:
+    for t, counts in enumerate(summary["verdicts_by_turn"][:-1], start=1):
+        print(f"  verdicts after turn {t}: " + ", ".join(f"{v}={n}" for v, n in counts.items()))
 
 
 def _by_turn_keys(summary: dict[str, Any]) -> dict[str, float]:
