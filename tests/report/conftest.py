@@ -18,6 +18,8 @@ def metrics_row(step: int, steps: int) -> dict:
         "step": step,
         "reward_mean": p + 0.05,
         "reward_std": 0.2,
+        "reward_p10": 0.0,
+        "reward_p90": 1.0,
         "pass_rate": p,
         "sandbox_error_rate": 0.0,
         "masked_frac": 0.0,

@@ -36,3 +36,5 @@ def test_nodes_flags_masked_and_sandbox_causes():
     assert row["sandbox_error/worker_died"] == 1 and row["flag/sandbox_error"] == 1
     assert {f"flag/{f.value}" for f in Flag} <= set(row) and row["flag/no_code"] == 0
     assert row["groups_kept"] == 1 and row["value_loss"] == 0.5 and row["pass_rate"] == 0.25
+    # the valid scores 1, 0, 0 (sorted 0, 0, 1): the nearest ranks of 0.1 and 0.9 are 0 and 2
+    assert row["reward_p10"] == 0.0 and row["reward_p90"] == 1.0

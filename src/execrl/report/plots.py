@@ -46,13 +46,17 @@ def _marker(n: int) -> str:
 
 
 def reward(rows: Sequence[Row], path: Path) -> Path:
-    plt, fig, ax = _figure("Reward (mean over the step's samples, ± one std)", "reward")
+    """The mean, and a band of values the reward took: the 10th to 90th percentile of the
+    step's samples (mean ± std runs past the reward's bounds: a pass reward of mean 0.9 and std
+    0.3 would reach 1.2). Runs logged before the percentiles were draw the mean alone."""
+    plt, fig, ax = _figure("Reward over the step's samples", "reward")
     steps, mean = series(rows, "reward_mean")
-    _, std = series(rows, "reward_std")
     ax.plot(steps, mean, marker=_marker(len(steps)), color="tab:blue", label="mean")
-    lo = [m - s for m, s in zip(mean, std, strict=True)]
-    hi = [m + s for m, s in zip(mean, std, strict=True)]
-    ax.fill_between(steps, lo, hi, color="tab:blue", alpha=0.2, label="± std")
+    _, lo = series(rows, "reward_p10")
+    _, hi = series(rows, "reward_p90")
+    if any(not math.isnan(v) for v in lo + hi):
+        ax.fill_between(steps, lo, hi, color="tab:blue", alpha=0.2,
+                        label="10th-90th percentile of the samples")  # fmt: skip
     ax.legend(loc="best")
     return _save(plt, fig, path)
 
@@ -146,18 +150,20 @@ def flags(rows: Sequence[Row], path: Path) -> Path:
     keys += ["reward/masked"] if any(r.get("reward/masked") for r in rows) else []
     plt, fig, ax = _figure("Flags and masked samples (count per step)", "samples")
     _named_lines(ax, rows, keys)
-    if not keys:
-        ax.text(0.5, 0.5, "no flags raised", ha="center", va="center", transform=ax.transAxes)
+    if not keys:  # a message, not an empty pair of axes that reads as a plot of zeros
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, f"no flags raised and no samples masked in {len(rows)} steps",
+                ha="center", va="center", transform=ax.transAxes, fontsize=12)  # fmt: skip
     return _save(plt, fig, path)
 
 
-def _named_lines(ax: Any, rows: Sequence[Row], keys: Sequence[str]) -> None:
+def _named_lines(ax: Any, rows: Sequence[Row], keys: Sequence[str], legend: bool = True) -> None:
     """One line per `prefix/name` key, labelled by its name, with a legend beside the axes."""
     for i, key in enumerate(keys):
         steps, values = series(rows, key)
         ax.plot(steps, values, label=key.split("/", 1)[1], color=f"C{i % 10}",
                 marker=_marker(len(steps)))  # fmt: skip
-    if keys:
+    if keys and legend:
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
 
 
@@ -166,12 +172,15 @@ def episodes(rows: Sequence[Row], path: Path) -> Path:
     and the fraction of trajectory tokens that are the environment's (masked out of the loss)."""
     keys = sorted({k for r in rows for k in r if k.startswith("episode/pass@turn")})
     plt, fig, ax = _figure("Episodes: pass rate after each turn", "fraction of episodes")
-    _named_lines(ax, rows, [*keys, "episode/masked_token_frac"])
+    _named_lines(ax, rows, [*keys, "episode/masked_token_frac"], legend=False)
     steps, turns = series(rows, "episode/turns_mean")
     twin = ax.twinx()
     twin.plot(steps, turns, linestyle="--", color="black", label="turns per episode (right)")
     twin.set_ylabel("turns per episode")
-    twin.legend(loc="lower right", fontsize=8)
+    # One legend for both axes, below them: beside them it covered the right axis's scale
+    handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
+    twin.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3,
+                fontsize=8)  # fmt: skip
     return _save(plt, fig, path)
 
 

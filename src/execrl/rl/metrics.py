@@ -61,6 +61,9 @@ def step_metrics(step: int, got: Gathered, update: UpdateMetrics, collect_s: flo
         "step": step,
         "reward_mean": statistics.fmean(scores) if scores else 0.0,
         "reward_std": statistics.pstdev(scores) if len(scores) > 1 else 0.0,
+        # the spread as values the reward took (mean ± std leaves the reward's range)
+        "reward_p10": _nearest_rank(scores, 0.1),
+        "reward_p90": _nearest_rank(scores, 0.9),
         "pass_rate": sum(p for g in groups for p in g.passed) / n,
         "masked_frac": 1 - len(scores) / n,
         "reward/masked": n - len(scores) if groups else 0,
@@ -93,6 +96,12 @@ def step_metrics(step: int, got: Gathered, update: UpdateMetrics, collect_s: flo
         "tokens_per_s": sum(lengths) / t.generate_s if t.generate_s else 0.0,
     })  # fmt: skip
     return row
+
+
+def _nearest_rank(values: Sequence[float], q: float) -> float:
+    """The q-quantile as one of `values` (nearest rank); 0.0 for none, as reward_mean."""
+    ordered = sorted(values)
+    return ordered[round(q * (len(ordered) - 1))] if ordered else 0.0
 
 
 def _components(groups: list[GroupSummary], nodes: Sequence[str]) -> dict[str, float | None]:
