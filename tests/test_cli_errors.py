@@ -3,9 +3,11 @@ status 2, no traceback, and (where it can be) before any model loads or program 
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
-from execrl.cli import main
+from execrl.cli import build_parser, main
 
 
 def _one_line_error(capsys, *argv: str) -> str:
@@ -90,3 +92,30 @@ def test_a_missing_toolchain_is_one_line_naming_the_install(capsys, monkeypatch,
     monkeypatch.setattr(languages, "missing_tools", lambda name: ["iverilog", "vvp"])
     err = _one_line_error(capsys, *argv)
     assert "language 'verilog' needs iverilog, vvp" in err and "apt-get install iverilog" in err
+
+
+def test_a_wrong_task_id_names_the_id_form_and_the_nearest_ids(capsys):
+    err = _one_line_error(capsys, "tasks", "show", "HumanEval/999")
+    assert "its 164 ids run HumanEval/0 ... HumanEval/163; nearest: HumanEval/99" in err
+    err = _one_line_error(capsys, "tasks", "show", "humaneval/1")
+    assert "did you mean 'HumanEval/1'? ids start with HumanEval/, Mbpp/," in err
+    err = _one_line_error(capsys, "tasks", "show", "t99", "--benchmark", "synthetic")
+    assert "synthetic: no task 't99'; its 100 ids run synthetic/" in err
+
+
+def _subcommand(*names: str) -> argparse.ArgumentParser:
+    parser = build_parser()
+    for name in names:
+        (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        parser = sub.choices[name]
+    return parser
+
+
+def test_every_sandbox_option_is_described_with_its_default():
+    for name in ("bench", "serve"):
+        actions = _subcommand("sandbox", name)._actions
+        assert [a.option_strings for a in actions if not a.help] == [], name
+    bench = {a.dest: a.help for a in _subcommand("sandbox", "bench")._actions}
+    assert "(default humaneval)" in bench["benchmark"] and "(default 1)" in bench["repeat"]
+    serve = {a.dest: a.help for a in _subcommand("sandbox", "serve")._actions}
+    assert "(default EXECRL_SANDBOX_TOKEN;" in serve["token_env"]

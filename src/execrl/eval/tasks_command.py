@@ -15,7 +15,7 @@ from execrl.eval.validate import validate
 from execrl.sandbox.reference_runner import sandbox_runner
 from execrl.tasks.contest_registry import PATH_BENCHMARKS
 from execrl.tasks.defects import KNOWN_DEFECTS
-from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
+from execrl.tasks.errors import DataNotFound, NoSuchTask, TaskDataError, UnknownBenchmark
 from execrl.tasks.jsonl import task_to_dict
 from execrl.tasks.registry import list_benchmarks, load_benchmark, locate_benchmark
 from execrl.tasks.schema import AssertTests, CallTests, Task, VerifierTests
@@ -140,25 +140,31 @@ def _short(v: Any, n: int = 300) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
+def unknown_id_form(task_id: str) -> str:
+    """Why `tasks show` cannot place an id: the forms it knows, and the id in the right case
+    when only the case was wrong ("humaneval/1")."""
+    fixed = [p + task_id[len(p) :] for p in ID_PREFIXES if task_id.lower().startswith(p.lower())]
+    hint = f"did you mean {fixed[0]!r}? " if fixed else ""
+    return (
+        f"cannot tell the benchmark of {task_id!r}: {hint}ids start with "
+        f"{', '.join(ID_PREFIXES)}; for another benchmark pass --benchmark NAME"
+    )
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     bench = args.benchmark or next(
         (b for p, b in ID_PREFIXES.items() if args.id.startswith(p)), None
     )
     if bench is None:
-        return _fail(f"cannot tell the benchmark of {args.id!r}; pass --benchmark NAME")
+        return _fail(unknown_id_form(args.id))
     try:
         ids = None if bench.startswith(("synthetic", "jsonl:")) else [args.id]
-        tasks = [
-            t
-            for t in load_benchmark(
-                bench, args.data_dir, ids=ids, reference_runner=sandbox_runner()
-            )
-            if t.id == args.id
-        ]
+        loaded = load_benchmark(bench, args.data_dir, ids=ids, reference_runner=sandbox_runner())
     except (DataNotFound, TaskDataError, UnknownBenchmark, ValueError) as exc:
         return _fail(str(exc))
+    tasks = [t for t in loaded if t.id == args.id]
     if not tasks:
-        return _fail(f"{bench}: no task {args.id!r}")
+        return _fail(str(NoSuchTask(bench, args.id, [t.id for t in loaded])))
     print(json.dumps(task_to_dict(tasks[0])) if args.json else show_task(tasks[0]))
     return 0
 

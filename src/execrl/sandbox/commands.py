@@ -16,13 +16,14 @@ from execrl.sandbox.pool import Sandbox, SandboxConfig, SandboxUnavailable
 from execrl.sandbox.server_config import ServerConfig
 
 T = TypeVar("T")
+WEAKER_HELP = "start without the isolation layers this machine lacks (e.g. without root)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sandbox", help="inspect and benchmark the execution sandbox")
     ssub = p.add_subparsers(dest="sandbox_command", metavar="SUBCOMMAND")
     d = ssub.add_parser("doctor", help="print each isolation layer and whether it is active")
-    d.add_argument("--json", action="store_true")
+    d.add_argument("--json", action="store_true", help="print one JSON object")
     d.set_defaults(handler=run_doctor)
     b = ssub.add_parser(
         "bench",
@@ -41,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="wall-clock limit of each run, seconds (default 3)")  # fmt: skip
     b.add_argument("--json", action="store_true", help="print one JSON line")
     b.add_argument("--allow-weaker-sandbox", action="store_true",
-                   help="start without the isolation layers this machine lacks")  # fmt: skip
+                   help=WEAKER_HELP)  # fmt: skip
     b.set_defaults(handler=run_bench)
     _register_serve(ssub)
     p.set_defaults(handler=lambda args: (p.print_help(), 2)[1])
@@ -80,14 +81,16 @@ def _register_serve(ssub: argparse._SubParsersAction) -> None:
     s.add_argument(
         "--token-env",
         default="EXECRL_SANDBOX_TOKEN",
-        help="environment variable holding the bearer token (unset or empty: no authentication)",
+        help="the environment variable holding the bearer token (default EXECRL_SANDBOX_TOKEN; "
+        "unset or empty: no authentication)",
     )
     s.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster ('local': start one)")
     s.add_argument(
         "--ray-actors", type=int, default=None,
         help=f"sandbox actors on the Ray cluster (default {box.ray_actors})",
     )  # fmt: skip
-    s.add_argument("--allow-weaker-sandbox", action="store_true")
+    s.add_argument("--allow-weaker-sandbox", action="store_true",
+                   help=WEAKER_HELP)  # fmt: skip
     s.set_defaults(handler=run_serve)
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from execrl.tasks.errors import TaskDataError
+from execrl.tasks.errors import NoSuchTask, TaskDataError
 from execrl.tasks.reference_runs import (
     ReferenceOutputs,
     ReferenceRun,
@@ -334,7 +334,8 @@ def load_evalplus(
     if ids is not None:
         unknown = set(ids) - {p.task_id for p in problems}
         if unknown:
-            raise TaskDataError(f"{path}: no task {sorted(unknown)[0]!r} in {source}")
+            where = f"{path} ({source})"
+            raise NoSuchTask(where, sorted(unknown)[0], [p.task_id for p in problems])
         problems = [p for p in problems if p.task_id in ids]
     gt = ground_truth(path, problems, runner)
     return [build_task(p, gt[p.task_id], source) for p in problems]

@@ -20,7 +20,7 @@ from execrl.tasks.contest_registry import (
     is_path_benchmark,
     load_path_benchmark,
 )
-from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
+from execrl.tasks.errors import DataNotFound, NoSuchTask, TaskDataError, UnknownBenchmark
 from execrl.tasks.evalplus import HUMANEVAL_PLUS, MBPP_PLUS, load_evalplus
 from execrl.tasks.humaneval import HUMANEVAL, humaneval_task, is_humaneval_record, read_humaneval
 from execrl.tasks.jsonl import SCHEMA_NAME, read_tasks
@@ -121,7 +121,7 @@ def load_benchmark(
         by_id = {t.id: t for t in tasks}
         missing = [i for i in ids if i not in by_id]
         if missing:
-            raise TaskDataError(f"{name}: no task {missing[0]!r}")
+            raise NoSuchTask(name, missing[0], [t.id for t in tasks])
         tasks = [t for t in tasks if t.id in set(ids)]
     return tasks
 
