@@ -15,7 +15,7 @@ from execrl.cli import main
 from execrl.rewards.result import Flag, RewardResult
 from execrl.rl.groups import GroupSummary
 from execrl.rl.progress import IdleWatch, setup_warnings
-from execrl.rl.run import train
+from execrl.rl.run import heldout_lines, train
 
 from .conftest import LetterE, tasks, tiny_config
 
@@ -153,3 +153,14 @@ def test_training_sends_execution_to_a_local_ray_sandbox(tiny_model_dir, tmp_pat
         ray.shutdown()
     row = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
     assert row["skipped_update"] in (0.0, 1.0) and row["exec_per_s"] >= 0.0
+
+
+def test_the_two_held_out_figures_of_a_multi_turn_run_say_what_they_measure():
+    summary = {"heldout_pass@1_before": 0.21875, "heldout_pass@1_by_turn_before": [0.2, 0.25]}
+    assert heldout_lines(summary, "before", "single") == ["held-out pass@1 before: 0.219"]
+    assert heldout_lines(summary, "before", "harness") == [
+        "held-out pass@1 before: 0.219 (one turn: the policy alone on each task's prompt, "
+        "without env 'harness')",
+        "held-out pass@1 by turn before: [0.2, 0.25] (through env 'harness': the answers "
+        "standing after turn 1, 2, ...; a harness's turn is a call to the policy)",
+    ]

@@ -198,11 +198,7 @@ def _loop(run: Run, sandbox: Any, log: Callable[[str], None], quiet: bool,
     make = observer or (lambda *_: _Unobserved())
     telemetry = make(run.run_dir, c, built.tasks, first_step, dist.rank() == 0)
     if built.heldout and first_step == 0:
-        summary["heldout_pass@1_before"] = _heldout(run, sandbox)
-        log(f"held-out pass@1 before: {summary['heldout_pass@1_before']:.3f}")
-        if c.env.name != "single":
-            summary["heldout_pass@1_by_turn_before"] = _heldout_by_turn(run, sandbox)
-            log(f"held-out pass@1 by turn before: {summary['heldout_pass@1_by_turn_before']}")
+        _evaluate_heldout(run, sandbox, summary, "before", log)
     progress = Progress(c.run.steps, first_step, quiet or dist.rank() != 0, log)
     idle = IdleWatch(log, c.rl.dynamic_sampling)
     step = first_step
@@ -230,11 +226,7 @@ def _loop(run: Run, sandbox: Any, log: Callable[[str], None], quiet: bool,
             f"    execrl train --resume {run.run_dir}")  # fmt: skip
         summary["interrupted_at"] = step
     elif built.heldout:
-        summary["heldout_pass@1_after"] = _heldout(run, sandbox)
-        log(f"held-out pass@1 after: {summary['heldout_pass@1_after']:.3f}")
-        if c.env.name != "single":
-            summary["heldout_pass@1_by_turn_after"] = _heldout_by_turn(run, sandbox)
-            log(f"held-out pass@1 by turn after: {summary['heldout_pass@1_by_turn_after']}")
+        _evaluate_heldout(run, sandbox, summary, "after", log)
     summary.update(steps=step, reward_first=metrics.first("reward_mean"),
                    reward_last=metrics.last("reward_mean"))  # fmt: skip
     return summary, telemetry
@@ -276,6 +268,31 @@ def _stopping(stop: StopRequest) -> bool:
     import torch
 
     return bool(dist.all_reduce_sum(torch.tensor([float(stop.requested)]))[0] > 0)
+
+
+def _evaluate_heldout(run: Run, sandbox: Any, summary: dict[str, Any], when: str,
+                      log: Callable[[str], None]) -> None:  # fmt: skip
+    """Held-out pass@1 `when` ("before", "after") into the summary, and logged; a multi-turn
+    run adds it by turn, through its environment."""
+    summary[f"heldout_pass@1_{when}"] = _heldout(run, sandbox)
+    if run.config.env.name != "single":
+        summary[f"heldout_pass@1_by_turn_{when}"] = _heldout_by_turn(run, sandbox)
+    for line in heldout_lines(summary, when, run.config.env.name):
+        log(line)
+
+
+def heldout_lines(summary: dict[str, Any], when: str, env: str) -> list[str]:
+    """The held-out figures as logged. A multi-turn run (a harness) has two, each saying what
+    it measures: they differ, and a bare "before" twice read as a contradiction."""
+    one = f"held-out pass@1 {when}: {summary[f'heldout_pass@1_{when}']:.3f}"
+    if env == "single":
+        return [one]
+    by_turn = summary[f"heldout_pass@1_by_turn_{when}"]
+    return [
+        f"{one} (one turn: the policy alone on each task's prompt, without env {env!r})",
+        f"held-out pass@1 by turn {when}: {by_turn} (through env {env!r}: the answers standing "
+        "after turn 1, 2, ...; a harness's turn is a call to the policy)",
+    ]
 
 
 def _heldout(run: Run, sandbox: Any) -> float:
