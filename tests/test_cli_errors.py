@@ -46,28 +46,36 @@ def test_sampling_numbers_out_of_range_are_one_line_before_the_model(capsys, arg
     assert says in _one_line_error(capsys, *argv)
 
 
+def _with_sft_data(argv: list[str], tmp_path) -> list[str]:
+    """`execrl sft` needs an examples file before it looks at the model."""
+    if argv[0] != "sft":
+        return argv
+    examples = tmp_path / "examples.jsonl"
+    examples.write_text('{"prompt": "a", "completion": "b"}\n')
+    return [*argv, "--set", f"data.train={str(examples)!r}"]
+
+
 @pytest.mark.parametrize(
     "argv",
-    [
-        ["train", "--set", "model.device='cuda'"],
-        ["eval", "--model", "default", "--device", "cuda"],
-    ],  # fmt: skip
-)
-def test_a_gpu_device_without_a_gpu_torch_is_one_line(capsys, monkeypatch, argv):
+    [["train", "--set", "model.device='cuda'"], ["sft", "--set", "model.device='cuda'"],
+     ["eval", "--model", "default", "--device", "cuda"]],
+)  # fmt: skip
+def test_a_gpu_device_without_a_gpu_torch_is_one_line(capsys, monkeypatch, argv, tmp_path):
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    err = _one_line_error(capsys, *argv)
+    err = _one_line_error(capsys, *_with_sft_data(argv, tmp_path))
     assert "'cuda', but this torch cannot use a GPU" in err and "'cpu'" in err
 
 
 @pytest.mark.parametrize("argv", [["train", "--set", "model.path='nosuch-org/nosuch-model'"],
+                                  ["sft", "--set", "model.path='nosuch-org/nosuch-model'"],
                                   ["eval", "--model", "nosuch-org/nosuch-model"]])  # fmt: skip
 def test_a_hub_id_offline_says_so_at_once(capsys, monkeypatch, tmp_path, argv):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("EXECRL_DATA_DIR", str(tmp_path))
-    err = _one_line_error(capsys, *argv, *(["--limit", "1", "--benchmark", "synthetic"] if
-                                           argv[0] == "eval" else []))  # fmt: skip
+    eval_tasks = ["--limit", "1", "--benchmark", "synthetic"] if argv[0] == "eval" else []
+    err = _one_line_error(capsys, *_with_sft_data(argv, tmp_path), *eval_tasks)
     assert "'nosuch-org/nosuch-model' is a Hugging Face hub id, but this machine is offline" in err
     assert "HF_HUB_OFFLINE is set" in err and "local directory" in err
 

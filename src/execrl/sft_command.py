@@ -55,7 +55,14 @@ def _sft(args: argparse.Namespace) -> int:
             raise ConfigError(f"data.train: no such file {config.data.train}")
         tracker_names(config.run.trackers)
         summary = run_sft(config, Path(args.resume) if args.resume else None)
-    except (ConfigError, TaskDataError, TrackerUnavailable, ValueError, ImportError) as e:
+    except (
+        ConfigError,
+        TaskDataError,
+        TrackerUnavailable,
+        ValueError,
+        ImportError,
+        FileNotFoundError,
+    ) as e:  # fmt: skip - FileNotFoundError: no model there (or offline)
         print(f"execrl sft: error: {e}", file=sys.stderr)
         return 2
     print(json.dumps(summary))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from execrl.models.device import device_problem
 from execrl.rl import toml_config
 from execrl.rl.config import CHOICES, ModelConfig, OptimConfig
 from execrl.rl.toml_config import ConfigError, checked_table, read_toml, with_overrides
@@ -92,6 +93,9 @@ def validate(config: SFTConfig, where: str) -> None:
             raise ConfigError(f"{where}: {key} must be positive, got {value!r}")
     if config.run.checkpoint_every < 0 or config.model.lora_r < 0:
         raise ConfigError(f"{where}: run.checkpoint_every and model.lora_r cannot be negative")
+    problem = device_problem(config.model.device)
+    if problem:
+        raise ConfigError(f"{where}: model.device = {problem}")
 
 
 def to_toml(config: SFTConfig) -> str:
