@@ -80,6 +80,23 @@ def test_a_hub_id_offline_says_so_at_once(capsys, monkeypatch, tmp_path, argv):
     assert "HF_HUB_OFFLINE is set" in err and "local directory" in err
 
 
+def test_a_hub_id_in_the_cache_loads_from_it_offline(monkeypatch, tmp_path):
+    from huggingface_hub import constants
+
+    from execrl.models.hub import hub_source
+
+    snapshot = tmp_path / "models--org--tiny" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (tmp_path / "models--org--tiny" / "refs").mkdir()
+    (tmp_path / "models--org--tiny" / "refs" / "main").write_text("abc")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert hub_source("org/tiny") == ("org/tiny", True)  # local files only: no retries
+    with pytest.raises(FileNotFoundError, match="'org/other' is a Hugging Face hub id"):
+        hub_source("org/other")
+
+
 def test_an_unreachable_hub_is_offline_without_retries(monkeypatch):
     from execrl.models.hub import offline_reason
 
