@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from execrl.sandbox import Verdict
@@ -86,3 +88,21 @@ def test_a_chart_program_cannot_forge_the_figure_description(sandbox):
     ((r, v),) = verify(sandbox, CHART, forged, wall_s=30)
     assert not r.passed and v.score == 0.0, v
     assert "result lines of its own" in v.feedback
+
+
+def test_non_finite_series_never_match_a_finite_reference(sandbox):
+    """A pair fails only when `abs(x - y) > tol`, which is False for NaN: an all-NaN series of
+    the reference's length matched any reference. A non-finite value matches only the same
+    non-finite value, in every verifier's numeric comparison."""
+    labels = "plt.title('Sales')\nplt.xlabel('region')\n"
+    nan_bars = "import matplotlib.pyplot as plt\nplt.bar(['a', 'b', 'c'], [float('nan')] * 3)\n"
+    inf_bars = "import matplotlib.pyplot as plt\nplt.bar(['a', 'b', 'c'], [float('inf')] * 3)\n"
+    (r1, v1), (r2, v2) = verify(sandbox, CHART, nan_bars + labels, inf_bars + labels, wall_s=30)
+    assert not r1.passed and v1.components["series"] == 0.0, v1
+    assert not r2.passed and v2.components["series"] == 0.0, v2
+    from execrl.sandbox.compare import same_number
+
+    assert not same_number(math.nan, 1.0, 1e-6) and not same_number(1.0, math.nan, 1e-6)
+    assert not same_number(math.inf, 1e308, 1e300) and not same_number(-math.inf, math.inf, 1.0)
+    assert same_number(math.nan, math.nan, 0.0) and same_number(math.inf, math.inf, 0.0)
+    assert same_number(1.0, 1.0 + 1e-9, 1e-6) and not same_number(1.0, 1.1, 1e-6)

@@ -15,7 +15,8 @@ drew (it still learns nothing of the target beyond its prompt).
 Scores (the parent compares; the runner decides nothing):
 - `chart_type`: the kinds of the plotted series, as multisets, are the reference's (1 or 0);
 - `series`: reference series matched by a candidate series of the same kind whose values equal
-  it within 1e-6 relative, over max(reference series, candidate series);
+  it within 1e-6 relative (a non-finite value matches only the same non-finite value), over
+  max(reference series, candidate series);
 - `labels`: the fraction of text fields (title, x and y labels, legend, categories) equal after
   trimming and case folding;
 - `image`: the mean structural similarity, SSIM (Wang et al. 2004, IEEE TIP 13(4)), of the two
@@ -42,6 +43,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from execrl.sandbox.artifacts import Artifact, ArtifactSpec, program_job, program_run
+from execrl.sandbox.compare import same_number
 from execrl.sandbox.job import Job
 from execrl.sandbox.verdict import ExecutionResult, Verdict
 from execrl.sandbox.verifiers.base import (
@@ -252,7 +254,7 @@ def _values_equal(a: list[Any], b: list[Any]) -> bool:
         return False
     for x, y in zip(a, b, strict=True):
         if isinstance(x, float) and isinstance(y, float):
-            if abs(x - y) > RTOL * max(1.0, abs(x), abs(y)):
+            if not same_number(x, y, RTOL * max(1.0, abs(x), abs(y))):
                 return False
         elif x != y:
             return False
