@@ -194,9 +194,8 @@ def _stdout_matches(got: str, expected: str, cmp: Compare) -> bool:
 
 
 def _floats_close(x: str, y: str, cmp: Compare) -> bool:
-    try:
-        fx, fy = float(x), float(y)
-    except ValueError:
+    fx, fy = checkers.c_number(x), checkers.c_number(y)  # never Python-only `1_0` or `\u0661`
+    if fx is None or fy is None:
         return False
     if not (math.isfinite(fx) and math.isfinite(fy)):
         return False
