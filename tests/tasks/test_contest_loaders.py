@@ -294,3 +294,27 @@ def test_record_limits_are_capped_and_a_malformed_limit_names_the_record(tmp_pat
             load_benchmark(write(tmp_path, name, [rec]))
     with pytest.raises(TaskDataError, match="max_test_s"):
         load_benchmark(write(tmp_path, "taco", [taco]) + "?max_test_s=forever")
+
+
+def test_a_pickle_is_bounded_by_the_objects_it_builds_not_its_bytes(tmp_path):
+    """Shared references cost 2 bytes each in a pickle (BINGET) and a pointer, a stack slot
+    and more once loaded: a record within the byte cap could ask for tens of GiB. The pickle's
+    object graph is bounded before anything is built; over the bound is an error naming the
+    record."""
+    from execrl.tasks.restricted_pickle import MAX_PICKLE_OPS
+
+    shared: list[int] = []
+    blob = pickle.dumps([shared] * (MAX_PICKLE_OPS + 1), protocol=4)
+    assert len(blob) < 3 * MAX_PICKLE_OPS  # small on disk, as the attack is
+    recs = records("livecodebench")
+    recs[0]["private_test_cases"] = base64.b64encode(zlib.compress(blob)).decode()
+    with pytest.raises(TaskDataError, match=r"\(abc371_a\).*more than .* objects"):
+        load_benchmark(write(tmp_path, "livecodebench", recs))
+    # The same through the JSON text the pickle holds (LiveCodeBench's layout): 3 bytes a list.
+    lists = "[" + "[]," * MAX_PICKLE_OPS + "[]]"
+    recs[0]["private_test_cases"] = base64.b64encode(zlib.compress(pickle.dumps(lists))).decode()
+    with pytest.raises(TaskDataError, match=r"\(abc371_a\).*more than .* values"):
+        load_benchmark(write(tmp_path, "livecodebench", recs))
+    with pytest.raises(ValueError, match="more than 10 objects"):
+        plain_loads(pickle.dumps([shared] * 11), max_ops=10)
+    assert plain_loads(pickle.dumps("x" * 10_000_000)) == "x" * 10_000_000  # bytes are not ops
