@@ -8,7 +8,7 @@ import pytest
 
 from execrl.sandbox import Job, Limits, Verdict
 from execrl.sandbox.verdict import SandboxErrorCause
-from execrl.sandbox.verifiers import verification_of
+from execrl.sandbox.verifiers import VerifierSpecError, verification_of
 from execrl.tasks.schema import VerifierTests
 from verifiers.verifier_helpers import verify
 
@@ -62,8 +62,9 @@ def test_an_optimiser_cannot_claim_an_objective_without_a_feasible_solution(sand
 def test_a_verifier_failure_is_that_jobs_verdict_never_the_batchs(sandbox):
     """Float objectives compare within a tolerance: 0.1 + 0.2 is the best known 0.3, one ulp
     off, and was a spec error that escaped `run_many` and lost every other job's grade. A task
-    whose data is wrong (a best known value that a feasible solution beats, an unknown problem)
-    fails its own job, masked and named; the rest of the batch is graded."""
+    whose data a run shows wrong (a best known value that a feasible solution beats) fails its
+    own job, masked and named; the rest of the batch is graded. A spec that cannot be read
+    before anything runs is still the user's error, named."""
     floats = VerifierTests(
         "optimize",
         {
@@ -73,17 +74,17 @@ def test_a_verifier_failure_is_that_jobs_verdict_never_the_batchs(sandbox):
         },
     )
     wrong_best = VerifierTests("optimize", {**KNAPSACK.spec, "best": 7})
-    unknown = VerifierTests("optimize", {**KNAPSACK.spec, "problem": "tsp"})
     batch = [
         Job("print([0, 1])", floats, limits=Limits(wall_s=10), id="floats"),
         Job("print([1, 2])", wrong_best, limits=Limits(wall_s=10), id="wrong-best"),
-        Job("print([1, 2])", unknown, limits=Limits(wall_s=10), id="unknown"),
         Job("print([1, 2])", KNAPSACK, limits=Limits(wall_s=10), id="right"),
     ]
-    ulp, beaten, unnamed, right = sandbox.run_many(batch)
+    ulp, beaten, right = sandbox.run_many(batch)
     assert ulp.passed and verification_of(ulp).score == 1.0, ulp.message
     assert right.passed
-    for result, says in ((beaten, "task wrong-best: .*better than spec.best"), (unnamed, "tsp")):
-        assert result.verdict is Verdict.SANDBOX_ERROR, result
-        assert result.sandbox_error_cause == SandboxErrorCause.TASK_DATA
-        assert re.search(says, result.message), result.message
+    assert beaten.verdict is Verdict.SANDBOX_ERROR, beaten
+    assert beaten.sandbox_error_cause == SandboxErrorCause.TASK_DATA
+    assert re.search("task wrong-best: .*better than spec.best", beaten.message), beaten.message
+    unknown = VerifierTests("optimize", {**KNAPSACK.spec, "problem": "tsp"})
+    with pytest.raises(VerifierSpecError, match="task unknown: spec.problem 'tsp'"):
+        sandbox.run_many([Job("print([1, 2])", unknown, id="unknown")])

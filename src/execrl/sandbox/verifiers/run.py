@@ -6,11 +6,13 @@ The result is an ordinary `ExecutionResult` of one test (the verifier's verdict)
 `Verification` itself (score, components, feedback, artifacts) rides in `extra` and is read
 with `verification_of`.
 
-A task whose verifier data is wrong (`VerifierSpecError`: an unknown verifier, a missing field,
-a reference that fails, a best known value a solution beats) fails its own job, never the batch:
-SANDBOX_ERROR with cause `task_data` and the error, naming the task and the field, as its
-message. No program can cause one (a program's output that breaks the check is its WRONG_ANSWER),
-so the mask forgives nothing.
+A task file that names an unknown verifier, or whose spec its verifier cannot read
+(`VerifierSpecError` from `jobs`), is the user's error before anything runs: it is raised,
+naming the task and the field (the CLI's one-line error). Once runs have come back, a verifier
+that finds the task's data wrong (a reference that fails, a best known value a solution beats)
+fails that job alone, never the batch: SANDBOX_ERROR with cause `task_data` and the error,
+naming the task, as its message. No program can cause one (a program's output that breaks the
+check is its WRONG_ANSWER), so the mask forgives nothing.
 """
 
 from __future__ import annotations
@@ -44,10 +46,12 @@ def run_verified(
         request = VerifyRequest(job.id, job.program, job.tests, job.limits)
         try:
             verifier = load_verifier(job.tests.verifier)
-            runs = list(verifier.jobs(request))
         except VerifierSpecError as exc:
-            results[i] = task_data_error(request, exc)
-            continue
+            raise VerifierSpecError(f"task {job.id or '<unnamed>'}: {exc}") from None
+        try:
+            runs = list(verifier.jobs(request))
+        except VerifierSpecError:
+            raise  # the task file is wrong before anything ran: the user's error to fix
         except Exception as exc:  # noqa: BLE001 - the program may have broken it: see below
             results[i] = unverifiable(request, exc)
             continue
