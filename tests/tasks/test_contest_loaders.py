@@ -289,6 +289,14 @@ def test_record_limits_are_capped_and_a_malformed_limit_names_the_record(tmp_pat
             r"primeintellect.jsonl:1 \(vfc_1001\).*time_limit",
         ),
     ]
+    apps = records("apps")[0]
+    info = json.loads(prime["verification_info"])
+    info["test_cases"][0]["type"] = ["stdin_stdout"]
+    malformed += [  # other fields of the wrong type: a TaskDataError too, never a TypeError
+        ("apps", {**apps, "starter_code": -1}, r"apps.jsonl:1 \(4000\).*starter_code"),
+        ("codecontests", {**contest, "solutions": -1}, r"\(1000_A. Circle Area\).*solutions"),
+        ("primeintellect", {**prime, "verification_info": json.dumps(info)}, r"\(vfc_1001\)"),
+    ]
     for name, rec, says in malformed:
         with pytest.raises(TaskDataError, match=says):
             load_benchmark(write(tmp_path, name, [rec]))

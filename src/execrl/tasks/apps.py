@@ -89,6 +89,10 @@ def _task(where: str, rec: dict[str, Any], task_id: str, source: str, caps: Limi
     if not inputs:
         raise TaskDataError(f"{where}: the problem has an empty test list")
     starter = rec.get("starter_code") or ""
+    if not isinstance(starter, str):
+        raise TaskDataError(
+            f"{where}: field 'starter_code' has the wrong type ({type(starter).__name__})"
+        )
     fn_name = io.get("fn_name")
     tests: Tests
     if fn_name:

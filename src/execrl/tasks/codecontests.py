@@ -68,6 +68,10 @@ def _group(where: str, rec: dict[str, Any], name: str) -> list[StdioCase]:
 
 def _solutions(where: str, rec: dict[str, Any], name: str) -> list[tuple[int, str]]:
     value = rec.get(name) or {"language": [], "solution": []}
+    if not isinstance(value, dict):
+        raise TaskDataError(
+            f"{where}: {name} should be an object of 'language' and 'solution' lists"
+        )
     langs, programs = value.get("language"), value.get("solution")
     if not isinstance(langs, list) or not isinstance(programs, list) or len(langs) != len(programs):
         raise TaskDataError(f"{where}: {name} needs 'language' and 'solution' lists of one length")
@@ -118,7 +122,7 @@ def _task(where: str, rec: dict[str, Any], groups: tuple[str, ...], caps: LimitC
     reference = next((p for lang, p in solutions if lang == PYTHON3), None)
     counts: dict[str, int] = {}
     for lang, _ in solutions:
-        key = LANGUAGES.get(lang, str(lang))
+        key = LANGUAGES.get(lang, str(lang)) if isinstance(lang, int) else str(lang)
         counts[key] = counts.get(key, 0) + 1
     memory = _memory_bytes(where, rec)
     return make_task(

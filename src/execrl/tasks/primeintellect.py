@@ -59,7 +59,7 @@ def unfenced(text: str) -> str:
 def _tests(where: str, cases: Any) -> tuple[Tests, str | None]:
     if not isinstance(cases, list) or not cases:
         raise TaskDataError(f"{where}: verification_info.test_cases is empty or not a list")
-    kinds = {c.get("type") if isinstance(c, dict) else None for c in cases}
+    kinds = {str(c.get("type")) if isinstance(c, dict) else None for c in cases}
     if kinds == {"stdin_stdout"}:
         if not all(
             isinstance(c.get("input"), str) and isinstance(c.get("output"), str) for c in cases
@@ -67,7 +67,7 @@ def _tests(where: str, cases: Any) -> tuple[Tests, str | None]:
             raise TaskDataError(f"{where}: a stdin_stdout test case lacks a string input or output")
         return StdioTests(tuple(StdioCase(c["input"], c["output"]) for c in cases), COMPARE), None
     if kinds == {"function_call"}:
-        names = {c.get("fn_name") for c in cases}
+        names = {c.get("fn_name") if isinstance(c.get("fn_name"), str) else None for c in cases}
         if len(names) != 1 or not isinstance(next(iter(names)), str):
             raise TaskDataError(f"{where}: function_call test cases need one fn_name")
         if not all(isinstance(c.get("input"), list) and "output" in c for c in cases):
