@@ -167,3 +167,10 @@ def test_a_chart_program_cannot_read_or_write_the_result_channel(sandbox, route)
     program = FORGE % (figure,) + ROUTES[route]
     ((r, v),) = verify(sandbox, CHART, program, wall_s=30)
     assert not r.passed and v.score == 0.0, (route, v.feedback)
+
+
+def test_a_chart_program_that_closes_stdout_fails_at_once(sandbox):
+    program = "import os\nimport matplotlib.pyplot as plt\nplt.bar(['a'], [1])\nos.close(1)\n"
+    ((r, v),) = verify(sandbox, CHART, program, wall_s=30)
+    assert not r.passed and "ended before its figure was read" in v.feedback, v.feedback
+    assert r.wall_s < 20, r.wall_s
