@@ -103,3 +103,23 @@ def test_unknown_checker_and_source_without_program_are_errors():
         Compare(checker="program")
     with pytest.raises(ValueError, match="only it takes one"):
         Compare(checker="tokens", checker_source="x")
+
+
+def test_c_judged_checkers_accept_only_what_the_c_judge_reads():
+    """`float` (testlib, problemtools) and `codecontests` judge with ASCII C/C++: a number is
+    ASCII digits as strtod reads them, a separator is ASCII whitespace. Python's `\\d`, `float()`
+    and `str.split()` read more: Arabic-Indic digits, `1_0`, a no-break space between tokens."""
+    arabic_ten, fullwidth_ten = "\u0661\u0660", "\uff11\uff10"
+    for name in ("float", "codecontests"):
+        for wrong in (arabic_ten, fullwidth_ten, "1_0", "+1_0.0"):
+            assert not check(name, wrong, "10", atol=1e-3), (name, wrong)
+        assert not check(name, "1\u00a02", "1 2", atol=1e-3), name  # no-break space
+        assert not check(name, "1\u20032", "1 2", atol=1e-3), name  # em space
+        assert check(name, "10.0000001\r\n2\t", "10 2", atol=1e-3), name  # ASCII forms still pass
+    for name in ("tokens", "yesno"):
+        assert not check(name, "1\u00a02", "1 2"), name
+    # The default comparison's tolerance reads numbers the same way.
+    tolerant = Compare(atol=1e-3)
+    assert not stdout_matches("1_0", "10", tolerant)
+    assert not stdout_matches(arabic_ten, "10", tolerant)
+    assert stdout_matches("10.0001", "10", tolerant)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from execrl.cli import main
-from execrl.sandbox import Job, Limits, SandboxErrorCause, Verdict
+from execrl.sandbox import Job, Limits, SandboxErrorCause, Verdict, languages
 from execrl.tasks.schema import Compare, StdioCase, StdioTests
 
 CASES = (StdioCase("12\n", "2\n"), StdioCase("35\n", "5\n"))
@@ -127,3 +127,35 @@ def test_a_cpp_checker_from_a_task_file_through_eval_samples(tmp_path):
         "PASSED",
         "WRONG_ANSWER",
     ]
+
+
+def test_a_compile_that_failed_for_its_jobs_limits_is_never_cached_for_another_job(sandbox):
+    """The compile cache keyed on the compiler and the source: a compile that failed only for
+    its job's own limits (a 1 MiB memory allowance) was cached as a compile error, so every
+    later job with that source was SYNTAX_ERROR, and a checker's source sent as a program made
+    every later right answer a masked SANDBOX_ERROR. Only definite results are cached, under
+    the limits they were reached with, and a checker compiles under its own trusted limits."""
+    from execrl.sandbox.custom_checker import checker_program
+
+    if languages.missing_tools("cpp"):
+        pytest.skip("g++ not installed")
+    cmp = Compare(
+        checker="program", checker_source=CPP_CHECKER + "// poison\n", checker_language="cpp"
+    )
+    add = "#include <iostream>\nint main(){int a,b;std::cin>>a>>b;std::cout<<a+b;}\n// poison\n"
+    starved = Limits(wall_s=10, memory_mb=1)
+    stdio = StdioTests((StdioCase("3 4\n", "7"),))
+    poison = [
+        Job(add, stdio, language="cpp", limits=starved),
+        Job(checker_program(cmp), stdio, language="cpp", limits=starved),
+    ]
+    for result in sandbox.run_many(poison):
+        assert result.verdict is not Verdict.PASSED, result  # it did fail under 1 MiB
+    ok, checked = sandbox.run_many(
+        [
+            Job(add, stdio, language="cpp", limits=Limits(wall_s=10)),
+            Job(LARGEST, StdioTests(CASES, cmp), limits=Limits(wall_s=10)),
+        ]
+    )
+    assert ok.passed, (ok.verdict, ok.message)
+    assert checked.passed, (checked.verdict, checked.message)

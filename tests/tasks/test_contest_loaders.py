@@ -239,3 +239,90 @@ def test_bad_spec_errors():
         load_benchmark("apps")
     with pytest.raises(FileNotFoundError, match="no such file /nope.jsonl"):
         load_benchmark("taco:/nope.jsonl")
+
+
+def test_record_limits_are_capped_and_a_malformed_limit_names_the_record(tmp_path):
+    """A record's limits were taken as given (a TACO record asked for 48 h and 976 GiB a test)
+    and a malformed one raised a bare ValueError. Scaled limits are capped at
+    MAX_TEST_S / MAX_MEMORY_MB (raised or lowered with `?max_test_s=&max_memory_mb=`), and every
+    limit the loader cannot read is a TaskDataError naming the file, the record and the field."""
+    from execrl.tasks.contest_source import MAX_MEMORY_MB, MAX_TEST_S
+
+    taco = records("taco")[0]
+    huge = {**taco, "time_limit": "172800 seconds", "memory_limit": "1000000 megabytes"}
+    contest = records("codecontests")[0]
+    contest_huge = {**contest, "time_limit": {"seconds": 10**6}, "memory_limit_bytes": 1 << 50}
+    prime = records("primeintellect")[0]
+    prime_huge = {**prime, "metadata": json.dumps({"time_limit": "99999 seconds"})}
+    for name, rec in (
+        ("taco", huge),
+        ("codecontests", contest_huge),
+        ("primeintellect", prime_huge),
+    ):
+        (task,) = load_benchmark(write(tmp_path, name, [rec]))
+        limit = task.time_limits["tests"]
+        assert limit.test_wall_s == MAX_TEST_S, (name, limit)
+        assert limit.wall_s <= MAX_TEST_S * len(task.tests) + 1, (name, limit)
+        assert limit.memory_mb in (None, MAX_MEMORY_MB), (name, limit)
+    (raised,) = load_benchmark(
+        write(tmp_path, "taco", [huge]) + "?max_test_s=100&max_memory_mb=8192"
+    )
+    assert raised.time_limits["tests"].test_wall_s == 100
+    assert raised.time_limits["tests"].memory_mb == 8192
+    malformed = [
+        ("taco", {**taco, "time_limit": "1.2.3 seconds"}, r"taco.jsonl:1 \(0\).*time_limit"),
+        ("taco", {**taco, "memory_limit": ". megabytes"}, r"taco.jsonl:1 \(0\).*memory_limit"),
+        ("taco", {**taco, "time_limit": "0 seconds"}, r"taco.jsonl:1 \(0\).*time_limit"),
+        (
+            "codecontests",
+            {**contest, "time_limit": {"seconds": "one"}},
+            r"codecontests.jsonl:1 \(1000_A. Circle Area\).*time_limit",
+        ),
+        (
+            "codecontests",
+            {**contest, "memory_limit_bytes": -5},
+            r"codecontests.jsonl:1 \(1000_A. Circle Area\).*memory_limit_bytes",
+        ),
+        (
+            "primeintellect",
+            {**prime, "metadata": json.dumps({"time_limit": "1e400 seconds"})},
+            r"primeintellect.jsonl:1 \(vfc_1001\).*time_limit",
+        ),
+    ]
+    apps = records("apps")[0]
+    info = json.loads(prime["verification_info"])
+    info["test_cases"][0]["type"] = ["stdin_stdout"]
+    malformed += [  # other fields of the wrong type: a TaskDataError too, never a TypeError
+        ("apps", {**apps, "starter_code": -1}, r"apps.jsonl:1 \(4000\).*starter_code"),
+        ("codecontests", {**contest, "solutions": -1}, r"\(1000_A. Circle Area\).*solutions"),
+        ("primeintellect", {**prime, "verification_info": json.dumps(info)}, r"\(vfc_1001\)"),
+    ]
+    for name, rec, says in malformed:
+        with pytest.raises(TaskDataError, match=says):
+            load_benchmark(write(tmp_path, name, [rec]))
+    with pytest.raises(TaskDataError, match="max_test_s"):
+        load_benchmark(write(tmp_path, "taco", [taco]) + "?max_test_s=forever")
+
+
+def test_a_pickle_is_bounded_by_the_objects_it_builds_not_its_bytes(tmp_path):
+    """Shared references cost 2 bytes each in a pickle (BINGET) and a pointer, a stack slot
+    and more once loaded: a record within the byte cap could ask for tens of GiB. The pickle's
+    object graph is bounded before anything is built; over the bound is an error naming the
+    record."""
+    from execrl.tasks.restricted_pickle import MAX_PICKLE_OPS
+
+    shared: list[int] = []
+    blob = pickle.dumps([shared] * (MAX_PICKLE_OPS + 1), protocol=4)
+    assert len(blob) < 3 * MAX_PICKLE_OPS  # small on disk, as the attack is
+    recs = records("livecodebench")
+    recs[0]["private_test_cases"] = base64.b64encode(zlib.compress(blob)).decode()
+    with pytest.raises(TaskDataError, match=r"\(abc371_a\).*more than .* objects"):
+        load_benchmark(write(tmp_path, "livecodebench", recs))
+    # The same through the JSON text the pickle holds (LiveCodeBench's layout): 3 bytes a list.
+    lists = "[" + "[]," * MAX_PICKLE_OPS + "[]]"
+    recs[0]["private_test_cases"] = base64.b64encode(zlib.compress(pickle.dumps(lists))).decode()
+    with pytest.raises(TaskDataError, match=r"\(abc371_a\).*more than .* values"):
+        load_benchmark(write(tmp_path, "livecodebench", recs))
+    with pytest.raises(ValueError, match="more than 10 objects"):
+        plain_loads(pickle.dumps([shared] * 11), max_ops=10)
+    assert plain_loads(pickle.dumps("x" * 10_000_000)) == "x" * 10_000_000  # bytes are not ops

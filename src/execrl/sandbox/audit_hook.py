@@ -55,9 +55,13 @@ _PROCESS_EVENTS = frozenset(
 _PROC_MEMORY = re.compile(r"^/proc/(self|thread-self|\d+)(/task/\d+)?/(mem|pagemap|map_files)")
 
 
-def install(state: dict[str, Any], send: Any, allow_threads: bool) -> None:
+def install(
+    state: dict[str, Any], send: Any, allow_threads: bool, readable: Any = ("__code__",)
+) -> None:
     """Deny, from now on in this process, what the module docstring lists; each denial is
-    reported through `send` (the first MAX_DENIALS_REPORTED) and raises."""
+    reported through `send` (the first MAX_DENIALS_REPORTED) and raises. `readable`: the
+    audited attributes that may still be read (the chart verifier's runner, whose key is in no
+    function's defaults, lets matplotlib's `inspect.signature` read `__defaults__`)."""
     # Everything the hook calls is bound here, before the candidate runs.
     denied = _DENIED_EVENTS if allow_threads else _DENIED_EVENTS | _PROCESS_EVENTS
     proc_memory, denied_import = _PROC_MEMORY.match, _DENIED_IMPORT.match
@@ -97,7 +101,7 @@ def install(state: dict[str, Any], send: Any, allow_threads: bool) -> None:
         # reach the harness's frames during `_candidate_line`.
         if privileged is True or (privileged and get_ident() == privileged):
             return
-        if event == "object.__getattr__" and args[1] == "__code__":
+        if event == "object.__getattr__" and args[1] in readable:
             # A function's code: `logging` reads one at import (and `concurrent.futures`
             # imports `logging`). It grants nothing: new code objects are denied (code.__new__,
             # marshal), and the constants of existing ones are public source.

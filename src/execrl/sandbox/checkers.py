@@ -3,10 +3,11 @@
 Each is a pure function run in the trusted parent, named by `Compare.checker`
 (`execrl.tasks.schema.CHECKERS`). The general-purpose ones:
 
-- `tokens`: whitespace-separated tokens, exactly equal.
+- `tokens`: tokens separated by C's whitespace (ASCII, as `scanf` reads them), exactly equal.
 - `float`: tokens; a pair of numeric tokens passes if its absolute error is within `atol` or
   its relative error within `rtol` (testlib's `doubleCompare`, problemtools' `float_tolerance`);
-  with both zero, numbers must be equal as numbers (`1.0` is `1`). Other tokens exactly.
+  with both zero, numbers must be equal as numbers (`1.0` is `1`). Other tokens exactly. A
+  number is what C's strtod reads, in ASCII: not `1_0`, not Arabic-Indic or fullwidth digits.
 - `yesno`: tokens; `yes`/`no` in any case (`YES`, `Yes`), every other token exactly.
 - `lines_unordered`: the same lines, each stripped, as a multiset (blank lines ignored).
 
@@ -44,10 +45,16 @@ from typing import Any
 
 from execrl.tasks.schema import Compare
 
-_ASCII_SPACE = re.compile(r"[ \n\t\r\v]+")
+# The checkers whose upstream judge is C or C++ read as it does, in ASCII: Python's `\d`,
+# `float()` and `str.split()` also take Arabic-Indic or fullwidth digits, `1_0`, and no-break
+# or em spaces as separators, which no such judge does.
+_ASCII_SPACE = re.compile(r"[ \n\t\r\v]+")  # code_contests' separators
+_C_SPACE = re.compile(r"[ \t\n\v\f\r]+")  # C's isspace: scanf's and cin's separators
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 # A decimal number as C's strtod reads one (no Python-only forms such as `1_000`).
-_NUMBER = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan)", re.I)
+_NUMBER = re.compile(
+    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan)", re.I | re.A
+)
 
 
 def stdout_check(got: str, expected: str, cmp: Compare) -> bool:
@@ -63,22 +70,28 @@ def value_check(got: Any, expected: Any, cmp: Compare) -> bool:
     return rule(got, expected)
 
 
-def _tokens(got: str, expected: str, cmp: Compare) -> bool:
-    return got.split() == expected.split()
+def c_tokens(text: str) -> list[str]:
+    """`text` split on C's whitespace, as `scanf("%s")` and `cin >>` read it."""
+    return [t for t in _C_SPACE.split(text) if t]
 
 
-def _number(token: str) -> float | None:
+def c_number(token: str) -> float | None:
+    """The token's value if C's strtod reads all of it as a number (ASCII only), else None."""
     return float(token) if _NUMBER.fullmatch(token) else None
 
 
+def _tokens(got: str, expected: str, cmp: Compare) -> bool:
+    return c_tokens(got) == c_tokens(expected)
+
+
 def _float(got: str, expected: str, cmp: Compare) -> bool:
-    a, b = got.split(), expected.split()
+    a, b = c_tokens(got), c_tokens(expected)
     if len(a) != len(b):
         return False
     for x, y in zip(a, b, strict=True):
         if x == y:
             continue
-        fx, fy = _number(x), _number(y)
+        fx, fy = c_number(x), c_number(y)
         if fx is None or fy is None or not (math.isfinite(fx) and math.isfinite(fy)):
             return False
         err = abs(fx - fy)
@@ -88,9 +101,10 @@ def _float(got: str, expected: str, cmp: Compare) -> bool:
 
 
 def _yesno(got: str, expected: str, cmp: Compare) -> bool:
-    a, b = got.split(), expected.split()
+    a, b = c_tokens(got), c_tokens(expected)
+    lower = _ASCII_LOWER
     return len(a) == len(b) and all(
-        x == y or (y.lower() in ("yes", "no") and x.lower() == y.lower())
+        x == y or (y.translate(lower) in ("yes", "no") and x.translate(lower) == y.translate(lower))
         for x, y in zip(a, b, strict=True)
     )
 
@@ -167,7 +181,7 @@ def _codecontests(got: str, expected: str, cmp: Compare) -> bool:
     if len(a) != len(b):
         return False
     for x, y in zip(a, b, strict=True):
-        fx, fy = _number(x), _number(y)
+        fx, fy = c_number(x), c_number(y)
         if fx is None or fy is None:
             if x != y:
                 return False

@@ -88,13 +88,21 @@ def _hashable(value: Any) -> Any:
     return value
 
 
+def same_number(got: float, expected: float, tol: float) -> bool:
+    """`got` within `tol` of `expected`, where a non-finite value matches only the same
+    non-finite value: `abs(x - y) > tol` is False for NaN, so a test for a mismatch alone
+    would let NaN match anything (and `inf - inf` is NaN). Every verifier compares through
+    this."""
+    if not (math.isfinite(got) and math.isfinite(expected)):
+        return got == expected or (math.isnan(got) and math.isnan(expected))
+    return abs(got - expected) <= tol
+
+
 def _close(got: Any, expected: Any, atol: float, rtol: float) -> bool:
     if isinstance(expected, float) or isinstance(got, float):
         if type(got) not in (int, float) or type(expected) not in (int, float):
             return False
-        if math.isnan(expected) or math.isnan(got):
-            return math.isnan(expected) and math.isnan(got)
-        return abs(got - expected) <= atol + rtol * abs(expected)
+        return same_number(got, expected, atol + rtol * abs(expected))
     if type(got) in (list, tuple) and type(got) is type(expected):
         return len(got) == len(expected) and all(
             _close(g, e, atol, rtol) for g, e in zip(got, expected, strict=True)
@@ -186,9 +194,8 @@ def _stdout_matches(got: str, expected: str, cmp: Compare) -> bool:
 
 
 def _floats_close(x: str, y: str, cmp: Compare) -> bool:
-    try:
-        fx, fy = float(x), float(y)
-    except ValueError:
+    fx, fy = checkers.c_number(x), checkers.c_number(y)  # never Python-only `1_0` or `\u0661`
+    if fx is None or fy is None:
         return False
     if not (math.isfinite(fx) and math.isfinite(fy)):
         return False

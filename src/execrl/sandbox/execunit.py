@@ -101,7 +101,7 @@ def not_run(**fields: Any) -> dict[str, Any]:
 def _compiled(program, comp, source, limits, ctx, spawn):  # noqa: ANN001, ANN202
     """(what the compile did, the binary's path or None), from the cache when it can be."""
     directory = ctx["cache"]["dir"]
-    dest = os.path.join(directory, _key(comp, program))
+    dest = os.path.join(directory, _key(comp, program, limits))
     cached = _cached_info(dest)
     if cached is not None:
         return dict(cached, cached=True), dest if cached["ok"] else None
@@ -110,8 +110,6 @@ def _compiled(program, comp, source, limits, ctx, spawn):  # noqa: ANN001, ANN20
     ok = info["ok"]
     if ok:
         os.replace(staging, dest)  # atomic: another worker may be compiling the same source
-    # A definite compile error is cached too (every case of the job fails the same way); a
-    # timeout or an infrastructure failure is not: it may not happen again.
     if _cacheable(info):
         _write_atomic(f"{dest}.json", protocol.dumps(info), 0o600)
         _evict(directory)
@@ -121,7 +119,7 @@ def _compiled(program, comp, source, limits, ctx, spawn):  # noqa: ANN001, ANN20
 def _compiled_in_memory(program, comp, source, limits, ctx, spawn):  # noqa: ANN001, ANN202
     """(what the compile did, the binary's bytes or None), kept in this worker's memory."""
     cache = ctx["cache"]
-    memory, key = cache["memory"], _key(comp, program)
+    memory, key = cache["memory"], _key(comp, program, limits)
     if key in memory:
         info, data = memory.pop(key)
         memory[key] = (info, data)  # most recently used last
@@ -136,12 +134,46 @@ def _compiled_in_memory(program, comp, source, limits, ctx, spawn):  # noqa: ANN
     return info, data
 
 
-def _key(comp: dict[str, Any], program: str) -> str:
-    return hashlib.sha256(protocol.dumps([comp["argv"], program])).hexdigest()[:40]
+# Limits that a compile runs under as the job gives them (`_compile` sets its own clock).
+_COMPILE_LIMITS = ("memory_mb", "file_size_mb", "open_files", "processes", "scratch_mb")
+# What compiler drivers say when a compile failed for its limits, not its source: g++ and gcc
+# report a cc1 killed by a signal as an internal compiler error, and a failed allocation,
+# fork or write in words of their own.
+_LIMIT_SIGNS = (
+    "signal terminated program",
+    "internal compiler error",
+    "memory exhausted",
+    "out of memory",
+    "cannot allocate memory",
+    "resource temporarily unavailable",
+    "no space left on device",
+    "file size limit exceeded",
+    "too many open files",
+)
+
+
+def _key(comp: dict[str, Any], program: str, limits: dict[str, Any]) -> str:
+    """The compiler, the source and the limits the compile runs under: a result reached under
+    one job's limits is never another's."""
+    bounds = [limits.get(k) for k in _COMPILE_LIMITS] + [limits.get("compile_wall_s", 10.0)]
+    return hashlib.sha256(protocol.dumps([comp["argv"], program, bounds])).hexdigest()[:40]
 
 
 def _cacheable(info: dict[str, Any]) -> bool:
-    return info["ok"] or (info["exit_code"] not in (None, 0) and info["setup_error"] is None)
+    """Only a definite result: a binary, or a compile error the compiler reported on its own.
+    A compile that ran out of time, was killed by a signal, hit the output cap, failed to set
+    up, or whose driver reports a limit (a cc1 killed, memory exhausted) may not fail again,
+    and cached it would fail every later job with that source, on every worker."""
+    if info["ok"]:
+        return True
+    clean = info["signal"] is None and not info["timed_out"] and not info["output_limit"]
+    said = (info["stderr"] + info["stdout"]).lower()
+    return (
+        clean
+        and info["exit_code"] not in (None, 0)
+        and info["setup_error"] is None
+        and not any(sign in said for sign in _LIMIT_SIGNS)
+    )
 
 
 def _compile(comp, source, limits, ctx, spawn, staging):  # noqa: ANN001, ANN202

@@ -34,6 +34,7 @@ class SandboxErrorCause(enum.StrEnum):
     ACTOR_LOST = "actor_lost"  # Ray: the actor holding the run was lost on every retry
     BACKEND_ERROR = "backend_error"  # Ray: any other failure of the remote call
     CHECKER_FAILED = "checker_failed"  # a problem's checker program failed on the answer too
+    TASK_DATA = "task_data"  # a verifier found the task's own data wrong (its spec): fix the task
 
 
 @dataclass(frozen=True, slots=True)

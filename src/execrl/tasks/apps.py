@@ -20,18 +20,25 @@ and the first of `solutions`; the prompt shows the block, and a completion grade
 `execrl eval` or `eval-samples` gets the import lines it lacks from its prompt.
 
 Limits: APPS' harness gives each test 4 s; TACO's `time_limit` (a judge's, for C++) is scaled by
-`contest_source.TIME_FACTOR`, its `memory_limit` by `MEMORY_FACTOR`.
+`contest_source.TIME_FACTOR`, its `memory_limit` by `MEMORY_FACTOR`, both capped
+(`MAX_TEST_S`, `MAX_MEMORY_MB`; `?max_test_s=&max_memory_mb=`).
 """
 
 from __future__ import annotations
 
-import re
+import math
 from typing import Any
 
 from execrl.tasks.contest_source import (
+    LIMIT_OPTIONS,
+    MEGABYTES,
+    SECONDS,
     HubSource,
+    LimitCaps,
     Record,
     json_value,
+    judge_limit,
+    limit_caps,
     named,
     scaled_limits,
 )
@@ -41,11 +48,9 @@ from execrl.tasks.sources import field, make_task
 
 APPS_HUB = HubSource("json", "train", data_files="hf://datasets/codeparrot/apps/test.jsonl")
 TACO_HUB = HubSource("BAAI/TACO", "test")
-OPTIONS = ("difficulty",)
+OPTIONS = ("difficulty", *LIMIT_OPTIONS)
 APPS_PER_TEST_S = 4.0  # APPS testing_util: TIMEOUT = 4
 COMPARE = Compare(checker="apps")
-_SECONDS = re.compile(r"([\d.]+)\s*sec", re.I)
-_MEGABYTES = re.compile(r"([\d.]+)\s*(?:megabytes|mb)", re.I)
 
 
 def read_apps(records: list[Record], options: dict[str, str]) -> list[Task]:
@@ -58,19 +63,20 @@ def read_taco(records: list[Record], options: dict[str, str]) -> list[Task]:
 
 def _read(records: list[Record], options: dict[str, str], source: str) -> list[Task]:
     wanted = options.get("difficulty")
+    caps = limit_caps(source, options)
     tasks = []
     for row, (where, rec) in enumerate(records):
         task_id = str(field(where, rec, "problem_id", int)) if source == "apps" else str(row)
         where = named(where, task_id)
         if wanted is not None and str(rec.get("difficulty")) != wanted:
             continue
-        tasks.append(_task(where, rec, task_id, source))
+        tasks.append(_task(where, rec, task_id, source, caps))
     if not tasks:
         raise TaskDataError(f"{source}: no record has difficulty {wanted!r}")
     return tasks
 
 
-def _task(where: str, rec: dict[str, Any], task_id: str, source: str) -> Task:
+def _task(where: str, rec: dict[str, Any], task_id: str, source: str, caps: LimitCaps) -> Task:
     question = field(where, rec, "question")
     io = json_value(where, rec, "input_output")
     if not isinstance(io, dict):
@@ -83,6 +89,10 @@ def _task(where: str, rec: dict[str, Any], task_id: str, source: str) -> Task:
     if not inputs:
         raise TaskDataError(f"{where}: the problem has an empty test list")
     starter = rec.get("starter_code") or ""
+    if not isinstance(starter, str):
+        raise TaskDataError(
+            f"{where}: field 'starter_code' has the wrong type ({type(starter).__name__})"
+        )
     fn_name = io.get("fn_name")
     tests: Tests
     if fn_name:
@@ -104,7 +114,7 @@ def _task(where: str, rec: dict[str, Any], task_id: str, source: str) -> Task:
         reference=APPS_IMPORTS + solutions[0]
         if solutions and isinstance(solutions[0], str)
         else None,
-        time_limits=_limits(rec, len(tests), source),
+        time_limits=_limits(where, rec, len(tests), source, caps),
         metadata={
             "source": source,
             "difficulty": rec.get("difficulty"),
@@ -160,13 +170,15 @@ def _call_tests(where: str, inputs: list[Any], outputs: list[Any]) -> CallTests:
     return CallTests(tuple(args_list), tuple(expected), COMPARE)
 
 
-def _limits(rec: dict[str, Any], n_tests: int, source: str) -> dict[str, Any]:
-    seconds = _SECONDS.search(str(rec.get("time_limit") or ""))
-    megabytes = _MEGABYTES.search(str(rec.get("memory_limit") or ""))
-    memory = int(float(megabytes.group(1)) * (1 << 20)) if megabytes else None
+def _limits(
+    where: str, rec: dict[str, Any], n_tests: int, source: str, caps: LimitCaps
+) -> dict[str, Any]:
+    seconds = judge_limit(where, "time_limit", rec.get("time_limit"), SECONDS)
+    megabytes = judge_limit(where, "memory_limit", rec.get("memory_limit"), MEGABYTES)
+    memory = math.ceil(megabytes * (1 << 20)) if megabytes else None
     if source == "taco" and seconds:
-        return scaled_limits(float(seconds.group(1)), n_tests, memory)
-    return scaled_limits(APPS_PER_TEST_S, n_tests, memory, factor=1.0)
+        return scaled_limits(seconds, n_tests, memory, caps=caps)
+    return scaled_limits(APPS_PER_TEST_S, n_tests, memory, factor=1.0, caps=caps)
 
 
 # APPS' testing_util prepends this to every program it runs (`sol`), and TACO's copies it, so

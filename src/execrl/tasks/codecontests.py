@@ -11,21 +11,31 @@ Tests: public, then private, then generated (AlphaCode's evaluation uses all thr
 `tests=public,private` picks groups. Judged as code_contests' `OutputsMatch`
 (execution/tester_sandboxer.cc; checker `codecontests`): lowercase tokens, numbers within an
 absolute 1e-5. Limits: the problem's `time_limit` per test (2 s where it is null, Codeforces'
-usual) and `memory_limit_bytes`, scaled by `contest_source.TIME_FACTOR`/`MEMORY_FACTOR`. The
+usual) and `memory_limit_bytes`, scaled by `contest_source.TIME_FACTOR`/`MEMORY_FACTOR` and
+capped (`MAX_TEST_S`, `MAX_MEMORY_MB`; `?max_test_s=&max_memory_mb=`). The
 reference is the first Python 3 solution; the other solutions' counts are in the metadata.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from execrl.tasks.contest_source import HubSource, Record, named, scaled_limits
+from execrl.tasks.contest_source import (
+    LIMIT_OPTIONS,
+    HubSource,
+    LimitCaps,
+    Record,
+    limit_caps,
+    named,
+    scaled_limits,
+)
 from execrl.tasks.errors import TaskDataError
 from execrl.tasks.schema import Compare, StdioCase, StdioTests, Task
 from execrl.tasks.sources import field, make_task
 
 HUB = HubSource("deepmind/code_contests", "test")
-OPTIONS = ("tests",)
+OPTIONS = ("tests", *LIMIT_OPTIONS)
 GROUPS = ("public_tests", "private_tests", "generated_tests")
 LANGUAGES = {0: "unknown", 1: "python2", 2: "cpp", 3: "python3", 4: "java"}
 PYTHON3 = 3
@@ -42,7 +52,8 @@ def read_codecontests(records: list[Record], options: dict[str, str]) -> list[Ta
             raise TaskDataError(
                 f"codecontests: tests={options['tests']!r}; choose among public,private,generated"
             )
-    return [_task(named(where, rec.get("name")), rec, groups) for where, rec in records]
+    caps = limit_caps("codecontests", options)
+    return [_task(named(where, rec.get("name")), rec, groups, caps) for where, rec in records]
 
 
 def _group(where: str, rec: dict[str, Any], name: str) -> list[StdioCase]:
@@ -57,6 +68,10 @@ def _group(where: str, rec: dict[str, Any], name: str) -> list[StdioCase]:
 
 def _solutions(where: str, rec: dict[str, Any], name: str) -> list[tuple[int, str]]:
     value = rec.get(name) or {"language": [], "solution": []}
+    if not isinstance(value, dict):
+        raise TaskDataError(
+            f"{where}: {name} should be an object of 'language' and 'solution' lists"
+        )
     langs, programs = value.get("language"), value.get("solution")
     if not isinstance(langs, list) or not isinstance(programs, list) or len(langs) != len(programs):
         raise TaskDataError(f"{where}: {name} needs 'language' and 'solution' lists of one length")
@@ -69,11 +84,35 @@ def _time_s(where: str, rec: dict[str, Any]) -> float:
         return DEFAULT_TIME_S
     if not isinstance(limit, dict):
         raise TaskDataError(f"{where}: time_limit should be {{'seconds', 'nanos'}} or null")
-    seconds = float(limit.get("seconds") or 0) + float(limit.get("nanos") or 0) / 1e9
+    parts = [limit.get("seconds") or 0, limit.get("nanos") or 0]
+    if not all(_nonnegative(p) for p in parts):
+        raise TaskDataError(
+            f"{where}: time_limit {limit!r}: seconds and nanos should be numbers >= 0"
+        )
+    seconds = float(parts[0]) + float(parts[1]) / 1e9
     return seconds or DEFAULT_TIME_S
 
 
-def _task(where: str, rec: dict[str, Any], groups: tuple[str, ...]) -> Task:
+def _nonnegative(value: Any) -> bool:
+    """A number >= 0 within float's range."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value) and value >= 0
+    except OverflowError:  # an int past float's range
+        return False
+
+
+def _memory_bytes(where: str, rec: dict[str, Any]) -> int | None:
+    memory = rec.get("memory_limit_bytes")
+    if memory is None:
+        return None
+    if not _nonnegative(memory):
+        raise TaskDataError(f"{where}: memory_limit_bytes {memory!r} should be a number >= 0")
+    return int(memory)
+
+
+def _task(where: str, rec: dict[str, Any], groups: tuple[str, ...], caps: LimitCaps) -> Task:
     name = field(where, rec, "name")
     public = _group(where, rec, "public_tests")
     cases = [c for g in groups for c in (public if g == "public_tests" else _group(where, rec, g))]
@@ -83,9 +122,9 @@ def _task(where: str, rec: dict[str, Any], groups: tuple[str, ...]) -> Task:
     reference = next((p for lang, p in solutions if lang == PYTHON3), None)
     counts: dict[str, int] = {}
     for lang, _ in solutions:
-        key = LANGUAGES.get(lang, str(lang))
+        key = LANGUAGES.get(lang, str(lang)) if isinstance(lang, int) else str(lang)
         counts[key] = counts.get(key, 0) + 1
-    memory = rec.get("memory_limit_bytes")
+    memory = _memory_bytes(where, rec)
     return make_task(
         where,
         id=name,
@@ -96,9 +135,7 @@ def _task(where: str, rec: dict[str, Any], groups: tuple[str, ...]) -> Task:
         tests=StdioTests(tuple(cases), COMPARE),
         visible_tests=StdioTests(tuple(public), COMPARE) if public else None,
         reference=reference,
-        time_limits=scaled_limits(
-            _time_s(where, rec), len(cases), memory if isinstance(memory, int) else None
-        ),
+        time_limits=scaled_limits(_time_s(where, rec), len(cases), memory, caps=caps),
         metadata={
             "source": "codecontests",
             "contest_source": rec.get("source"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,18 @@ Record = tuple[str, dict[str, Any]]  # (where: file and line, for messages; the 
 TIME_FACTOR = 2.0
 MEMORY_FACTOR = 1.0
 MEMORY_FLOOR_MB = 256
+# Caps on the scaled limits. A record's limits are data: one that asks for 48 hours or 976 GiB
+# a test would hold a worker that long, or ask the host for that much. `?max_test_s=` and
+# `?max_memory_mb=` on the benchmark's name raise or lower them, where the loader reads limits
+# from its records (`LIMIT_OPTIONS` among its options).
+MAX_TEST_S = 30.0
+MAX_MEMORY_MB = 4096
+LIMIT_OPTIONS = ("max_test_s", "max_memory_mb")
+# A judge's limit as its records write it, "2 seconds", "256 megabytes": the token before the
+# unit, which must be an ASCII decimal number.
+SECONDS = re.compile(r"(\S+?)\s*sec", re.I | re.A)
+MEGABYTES = re.compile(r"(\S+?)\s*(?:megabytes|mb)", re.I | re.A)
+_DECIMAL = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.A)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,15 +153,62 @@ def json_value(where: str, rec: dict[str, Any], name: str, default: Any = ...) -
         raise TaskDataError(f"{where}: field {name!r} is not valid JSON: {exc.msg}") from None
 
 
+@dataclass(frozen=True, slots=True)
+class LimitCaps:
+    """The largest per-test time and memory a record's limits may scale to."""
+
+    test_s: float = MAX_TEST_S
+    memory_mb: int = MAX_MEMORY_MB
+
+
+def limit_caps(name: str, options: dict[str, str]) -> LimitCaps:
+    """The caps of `NAME:PATH?max_test_s=&max_memory_mb=`, the defaults where not given."""
+    test_s = _option_number(name, options, "max_test_s", MAX_TEST_S, "seconds")
+    memory_mb = _option_number(name, options, "max_memory_mb", MAX_MEMORY_MB, "MiB")
+    return LimitCaps(test_s, math.ceil(memory_mb))
+
+
+def _option_number(
+    name: str, options: dict[str, str], key: str, default: float, unit: str
+) -> float:
+    if key not in options:
+        return default
+    text = options[key]
+    value = float(text) if _DECIMAL.fullmatch(text) else math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise TaskDataError(f"{name}: {key}={text!r}; give a positive number of {unit}")
+    return value
+
+
+def judge_limit(where: str, name: str, text: Any, unit: re.Pattern[str]) -> float | None:
+    """The number of a judge's limit written as text ("2 seconds", `unit` SECONDS or MEGABYTES),
+    None where the field is empty or names no such unit; a number that is not a positive
+    finite ASCII decimal is a TaskDataError naming the record and the field."""
+    found = unit.search(str(text)) if text not in (None, "") else None
+    if found is None:
+        return None
+    token = found.group(1)
+    value = float(token) if _DECIMAL.fullmatch(token) else math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise TaskDataError(f"{where}: {name} {str(text)[:80]!r} is not a positive number")
+    return value
+
+
 def scaled_limits(
-    per_test_s: float, n_tests: int, memory_bytes: int | None = None, factor: float = TIME_FACTOR
+    per_test_s: float,
+    n_tests: int,
+    memory_bytes: int | None = None,
+    factor: float = TIME_FACTOR,
+    caps: LimitCaps = LimitCaps(),
 ) -> dict[str, TimeLimit]:
     """`Task.time_limits` from a judge's per-test time and memory, scaled by the factors above
-    (`factor=1` where the limit is already a Python harness's, as LiveCodeBench's is)."""
-    per_test = per_test_s * factor
+    (`factor=1` where the limit is already a Python harness's, as LiveCodeBench's is), then
+    capped (`caps`)."""
+    per_test = min(per_test_s * factor, caps.test_s)
     memory_mb = None
     if memory_bytes:
-        memory_mb = max(MEMORY_FLOOR_MB, math.ceil(memory_bytes / (1 << 20) * MEMORY_FACTOR))
+        scaled = max(MEMORY_FLOOR_MB, math.ceil(memory_bytes / (1 << 20) * MEMORY_FACTOR))
+        memory_mb = min(scaled, caps.memory_mb)
     return {
         "tests": TimeLimit(wall_s=per_test * n_tests + 1, test_wall_s=per_test, memory_mb=memory_mb)
     }

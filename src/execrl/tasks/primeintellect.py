@@ -12,18 +12,24 @@ conventions (call outputs wrapped once in a list), so both kinds are graded by A
 (checker `apps`). Not verified against PrimeIntellect's own verifier, whose source we could not
 read here. A record's tests must all be of one type and, for function calls, one `fn_name`.
 Limits: 4 s per test (APPS'), or the metadata's `time_limit` when it gives seconds, scaled by
-`contest_source.TIME_FACTOR`.
+`contest_source.TIME_FACTOR`, capped (`MAX_TEST_S`; `?max_test_s=`).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
 from execrl.tasks.contest_source import (
+    LIMIT_OPTIONS,
+    SECONDS,
     HubSource,
+    LimitCaps,
     Record,
     json_value,
+    judge_limit,
+    limit_caps,
     read_selected,
     scaled_limits,
 )
@@ -32,16 +38,16 @@ from execrl.tasks.schema import CallTests, Compare, StdioCase, StdioTests, Task,
 from execrl.tasks.sources import field, make_task
 
 HUB = HubSource("PrimeIntellect/verifiable-coding-problems", "train")
-OPTIONS = ("source",)
+OPTIONS = ("source", *LIMIT_OPTIONS)
 PER_TEST_S = 4.0
 COMPARE = Compare(checker="apps")
 _FENCE = re.compile(r"```[a-zA-Z0-9_+-]*\n(.*?)```", re.S)
-_SECONDS = re.compile(r"([\d.]+)\s*sec", re.I)
 
 
 def read_primeintellect(records: list[Record], options: dict[str, str]) -> list[Task]:
     source = ("source", options.get("source"))
-    return read_selected("primeintellect", records, source, "problem_id", _task)
+    task = functools.partial(_task, caps=limit_caps("primeintellect", options))
+    return read_selected("primeintellect", records, source, "problem_id", task)
 
 
 def unfenced(text: str) -> str:
@@ -53,7 +59,7 @@ def unfenced(text: str) -> str:
 def _tests(where: str, cases: Any) -> tuple[Tests, str | None]:
     if not isinstance(cases, list) or not cases:
         raise TaskDataError(f"{where}: verification_info.test_cases is empty or not a list")
-    kinds = {c.get("type") if isinstance(c, dict) else None for c in cases}
+    kinds = {str(c.get("type")) if isinstance(c, dict) else None for c in cases}
     if kinds == {"stdin_stdout"}:
         if not all(
             isinstance(c.get("input"), str) and isinstance(c.get("output"), str) for c in cases
@@ -61,7 +67,7 @@ def _tests(where: str, cases: Any) -> tuple[Tests, str | None]:
             raise TaskDataError(f"{where}: a stdin_stdout test case lacks a string input or output")
         return StdioTests(tuple(StdioCase(c["input"], c["output"]) for c in cases), COMPARE), None
     if kinds == {"function_call"}:
-        names = {c.get("fn_name") for c in cases}
+        names = {c.get("fn_name") if isinstance(c.get("fn_name"), str) else None for c in cases}
         if len(names) != 1 or not isinstance(next(iter(names)), str):
             raise TaskDataError(f"{where}: function_call test cases need one fn_name")
         if not all(isinstance(c.get("input"), list) and "output" in c for c in cases):
@@ -78,7 +84,7 @@ def _tests(where: str, cases: Any) -> tuple[Tests, str | None]:
     )
 
 
-def _task(where: str, rec: dict[str, Any]) -> Task:
+def _task(where: str, rec: dict[str, Any], caps: LimitCaps) -> Task:
     info = json_value(where, rec, "verification_info")
     if not isinstance(info, dict):
         raise TaskDataError(f"{where}: verification_info should be an object")
@@ -90,11 +96,11 @@ def _task(where: str, rec: dict[str, Any]) -> Task:
     tests, fn_name = _tests(where, info.get("test_cases"))
     meta = json_value(where, rec, "metadata", {})
     meta = meta if isinstance(meta, dict) else {}
-    seconds = _SECONDS.search(str(meta.get("time_limit") or ""))
+    seconds = judge_limit(where, "metadata.time_limit", meta.get("time_limit"), SECONDS)
     limits = (
-        scaled_limits(float(seconds.group(1)), len(tests))
+        scaled_limits(seconds, len(tests), caps=caps)
         if seconds
-        else scaled_limits(PER_TEST_S, len(tests), factor=1.0)
+        else scaled_limits(PER_TEST_S, len(tests), factor=1.0, caps=caps)
     )
     gold = rec.get("gold_standard_solution")
     return make_task(

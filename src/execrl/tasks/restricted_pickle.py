@@ -2,9 +2,16 @@
 
 LiveCodeBench ships its private tests as base64(zlib(pickle(json string))). `pickle.loads` on a
 downloaded file runs whatever the pickle names (`os.system` through `__reduce__`), so the
-unpickler here resolves no global but a few plain built-in types, refuses persistent ids, and
-caps the decompressed size, so a hostile or corrupt record is an error, never code run or an
-exhausted memory.
+unpickler here resolves no global but a few plain built-in types, refuses persistent ids, caps
+the decompressed size, and bounds the objects the pickle builds before it builds any, so a
+hostile or corrupt record is an error, never code run or an exhausted memory.
+
+Bytes alone do not bound memory: a reference to an object already built costs 2 bytes
+(BINGET) and a pointer, a stack slot and list growth once loaded, about 36 bytes of memory per
+byte, and an empty set costs 1 byte and over 200 bytes of memory. Every opcode builds or pushes
+at most one object or reference, so the pickle's opcodes are counted first (`pickletools`
+reads them without building anything): at most `MAX_PICKLE_OPS`, which bounds what the load
+builds beside its strings and numbers, whose size is their bytes'.
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ import binascii
 import builtins
 import io
 import pickle
+import pickletools
+import re
 import zlib
 from typing import Any
 
@@ -24,10 +33,17 @@ _ALLOWED = frozenset({"set", "frozenset", "complex"})
 # Larger than the largest LiveCodeBench record we know of (tens of MiB), small enough that a
 # zlib bomb cannot take the machine's memory.
 MAX_DECOMPRESSED_BYTES = 1 << 30
+# Opcodes a pickle may hold: LiveCodeBench's pickle one JSON string (a handful of opcodes);
+# a million objects and references cost at most a few hundred MB.
+MAX_PICKLE_OPS = 1_000_000
 
 
 class UnsafePickle(ValueError):
     """A pickle that tries to build something other than plain built-in data."""
+
+
+class PickleTooLarge(ValueError):
+    """A pickle that would build more objects and references than `MAX_PICKLE_OPS`."""
 
 
 def _latin1(text: Any, encoding: Any) -> bytes:
@@ -60,13 +76,30 @@ class _PlainUnpickler(pickle.Unpickler):
         raise UnsafePickle("the pickle uses a persistent id; only plain built-in data is allowed")
 
 
-def plain_loads(data: bytes) -> Any:
-    """Unpickle `data`, admitting only plain built-in values; UnsafePickle or ValueError else."""
+def plain_loads(data: bytes, max_ops: int = MAX_PICKLE_OPS) -> Any:
+    """Unpickle `data`, admitting only plain built-in values, built by at most `max_ops`
+    opcodes; UnsafePickle or ValueError else."""
     try:
+        _count_ops(data, max_ops)
         return _PlainUnpickler(io.BytesIO(data)).load()
     except UnsafePickle:
         raise
     except (pickle.UnpicklingError, EOFError, TypeError, AttributeError, IndexError) as exc:
+        raise ValueError(f"not a readable pickle ({type(exc).__name__}: {exc})") from None
+
+
+def _count_ops(data: bytes, max_ops: int) -> None:
+    """ValueError when the pickle has more than `max_ops` opcodes (before anything is built)."""
+    try:
+        for n, _ in enumerate(pickletools.genops(data), 1):
+            if n > max_ops:
+                raise PickleTooLarge(
+                    f"the pickle builds more than {max_ops} objects and references; a plain "
+                    "record needs far fewer"
+                )
+    except PickleTooLarge:
+        raise
+    except Exception as exc:  # noqa: BLE001 - genops' own errors on a corrupt stream
         raise ValueError(f"not a readable pickle ({type(exc).__name__}: {exc})") from None
 
 
@@ -87,9 +120,31 @@ def decompress_capped(data: bytes, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes
 def decode_b64_zlib_pickle(text: str) -> Any:
     """LiveCodeBench's private-test encoding: base64, then zlib, then a pickle (of a JSON
     string, in every release we know). Errors are ValueError (UnsafePickle for a pickle that
-    names anything but plain built-in types)."""
+    names anything but plain built-in types, PickleTooLarge for one, or a JSON string in it,
+    that would build more than `MAX_PICKLE_OPS` objects)."""
     try:
         raw = base64.b64decode(text.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError) as exc:
         raise ValueError(f"not valid base64 ({exc})") from None
-    return plain_loads(decompress_capped(raw))
+    value = plain_loads(decompress_capped(raw))
+    if isinstance(value, str):
+        _count_json_values(value, MAX_PICKLE_OPS)
+    return value
+
+
+# A JSON string (skipped whole), or a character that starts a value or separates two.
+_JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{,]')
+
+
+def _count_json_values(text: str, max_values: int) -> None:
+    """PickleTooLarge when the JSON text would build more than `max_values` containers and
+    values: the text the pickle holds is parsed next, and `[[],[],...` costs 3 bytes a list of
+    over 60 bytes, so its bytes bound its memory no better than a pickle's do."""
+    n = 0
+    for token in _JSON_TOKEN.finditer(text):
+        n += token.group().startswith(("[", "{", ","))
+        if n > max_values:
+            raise PickleTooLarge(
+                f"the pickled JSON builds more than {max_values} values; a plain record needs "
+                "far fewer"
+            )

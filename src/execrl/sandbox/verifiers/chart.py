@@ -6,16 +6,28 @@ installed packages (the in-process harness admits only the standard library): it
 program with the Agg backend and a fixed figure size, then itself renders the current figure to
 `chart.png` and reads from its first axes what was plotted: each line, bar series and scatter
 (its kind, x and y values, label), the title, axis labels, legend entries and, for bar charts,
-the category names, printed on one line keyed with a value given on stdin (`_key_of`). The
-reference is rendered once per process and kept in the parent's memory only, so no path the
-program can guess holds it. Residual risk: the program shares the runner's interpreter, so a
-program that digs the key out of its memory can forge the description of a figure it never
-drew (it still learns nothing of the target beyond its prompt).
+the category names, printed on one line sealed as the harness seals its channel
+(`protocol.seal`, read back with `protocol.ChannelReader`) under a per-program key
+(`_key_of`). The reference is rendered once per process and kept in the parent's memory only,
+so no path the program can guess holds it.
+
+The key never enters the program's namespace: a thread of the runner's own reads it raw from
+stdin (then stdin is /dev/null, and the unlinked file that held it is gone), keeps it in its
+frame alone, and after the program has run in the main thread, renders and reads the figure
+and seals the line. execrl's audit hook (the harness's, `audit_hook`, installed before the
+program runs) denies what reaches another thread's frames or the process's memory (frames,
+tracebacks, gc's object lists, ctypes, /proc/self/mem, new processes); a signal handler, handed
+the frame it interrupts, runs in the main thread, whose frames hold no key. Residual risk: what
+the figure holds is what matplotlib's objects say, and the program can patch matplotlib, so it
+can make the runner describe data it never drew (as it could draw that data; it still learns
+nothing of the target beyond its prompt); and numpy, which the runner needs, can read raw
+memory through an array interface with a hand-made address, which no audit event marks.
 
 Scores (the parent compares; the runner decides nothing):
 - `chart_type`: the kinds of the plotted series, as multisets, are the reference's (1 or 0);
 - `series`: reference series matched by a candidate series of the same kind whose values equal
-  it within 1e-6 relative, over max(reference series, candidate series);
+  it within 1e-6 relative (a non-finite value matches only the same non-finite value), over
+  max(reference series, candidate series);
 - `labels`: the fraction of text fields (title, x and y labels, legend, categories) equal after
   trimming and case folding;
 - `image`: the mean structural similarity, SSIM (Wang et al. 2004, IEEE TIP 13(4)), of the two
@@ -39,9 +51,12 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from execrl.sandbox import audit_hook, protocol
 from execrl.sandbox.artifacts import Artifact, ArtifactSpec, program_job, program_run
+from execrl.sandbox.compare import same_number
 from execrl.sandbox.job import Job
 from execrl.sandbox.verdict import ExecutionResult, Verdict
 from execrl.sandbox.verifiers.base import (
@@ -60,19 +75,18 @@ RTOL = 1e-6
 MAX_PIXELS = 4_000_000  # a render larger than this is not decoded (decompression bombs)
 
 RUNNER = r"""
-import json, os, sys
+import os, sys
 os.environ["MPLBACKEND"] = "Agg"
 os.environ["MPLCONFIGDIR"] = os.path.abspath(".mpl")
+import json, threading, warnings
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib import _api
 from matplotlib.container import BarContainer
 from matplotlib.collections import PathCollection
 
-# The key of this run's result line comes on stdin, read before the program runs: it is in no
-# file the program can read (the program shares this interpreter, so this raises the bar, no more).
-MARK = "__MARK__" + sys.stdin.readline().strip() + " "
-sys.stdin = open(os.devnull)
+MARK = "__MARK__"
 
 
 def number(v):
@@ -115,24 +129,86 @@ def describe(fig):
     }
 
 
-plt.rcParams.update({"figure.figsize": (4, 3), "figure.dpi": 50, "savefig.dpi": 50})
-source = open("chart.py", encoding="utf-8").read()
-try:
-    exec(compile(source, "chart.py", "exec"), {"__name__": "__main__"})
-except SystemExit as exc:
-    if exc.code not in (None, 0):
-        print(MARK + json.dumps({"status": "error", "error": f"SystemExit: {exc.code}"}))
-        sys.exit(0)
-except BaseException as exc:
-    print(MARK + json.dumps({"status": "error", "error": f"{type(exc).__name__}: {exc}"}))
-    sys.exit(0)
-if not plt.get_fignums():
-    print(MARK + json.dumps({"status": "error", "error": "no figure is open at the end"}))
-    sys.exit(0)
-fig = plt.gcf()
-fig.set_size_inches(4, 3)
-fig.savefig("chart.png", dpi=50)
-print(MARK + json.dumps({"status": "ok", "figure": describe(fig)}))
+def private(path):
+    # A module of execrl's (its source shipped beside this runner) in a namespace only the
+    # sealing thread's locals refer to.
+    namespace = {"__name__": "execrl_" + path[:-3]}
+    exec(compile(open(path, encoding="utf-8").read(), path, "exec"), namespace)
+    return namespace
+
+
+def warn_external(message, category=None):
+    # matplotlib's own walks the stack with sys._getframe, which the audit hook denies.
+    warnings.warn(message, category, stacklevel=2)
+
+
+def sealer(ready, done, outcome):
+    # The channel's key lives in this thread's frame alone. Its frames are out of the program's
+    # reach: the audit hook (execrl's `audit_hook`) denies sys._getframe, sys._current_frames,
+    # tracebacks' and generators' frames, gc's object lists, ctypes and /proc/self/mem, and a
+    # signal handler, which is handed the frame it interrupts, runs in the main thread only.
+    # Everything after the program runs here too, so no frame of the main thread (where the
+    # program runs) ever holds what is sealed.
+    key = bytes.fromhex(os.read(0, 64).decode().strip())
+    seal, write, dumps, exit_ = private("protocol.py")["seal"], os.write, json.dumps, os._exit
+    ready.set()
+    done.wait()
+    try:
+        if outcome:
+            out = {"status": "error", "error": str(outcome[0])}
+        elif not plt.get_fignums():
+            out = {"status": "error", "error": "no figure is open at the end"}
+        else:
+            fig = plt.gcf()
+            fig.set_size_inches(4, 3)
+            fig.savefig("chart.png", dpi=50)
+            out = {"status": "ok", "figure": describe(fig)}
+        body = dumps(out).encode()
+    except BaseException as exc:
+        body = dumps({"status": "error", "error": f"reading the figure: {type(exc).__name__}"}).encode()
+    try:
+        sys.stdout.flush()
+    except BaseException:
+        pass
+    try:
+        write(1, b"\n" + MARK.encode() + seal(key, 0, body))
+    finally:  # a closed stdout ends the run now, without its line, not at the time limit
+        exit_(0)
+
+
+def main():
+    ready, done, outcome = threading.Event(), threading.Event(), []
+    threading.Thread(target=sealer, args=(ready, done, outcome), daemon=True).start()
+    ready.wait()
+    # The sealing thread has read the key from stdin (raw: no buffer keeps it); stdin is now
+    # /dev/null, so the unlinked file that held it is gone.
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdin = open(os.devnull)
+    _api.warn_external = warn_external
+    plt.rcParams.update({"figure.figsize": (4, 3), "figure.dpi": 50, "savefig.dpi": 50})
+    source = open("chart.py", encoding="utf-8").read()
+    # Modules imported from here compile from source, as in the harness: cached bytecode is
+    # read through marshal.loads, which the hook denies.
+    sys.pycache_prefix = "/proc/execrl-no-bytecode"
+    state = {"privileged": True, "dirty": False, "extra_globals": set(),
+             "p": {"get_ident": threading.get_ident, "protected_globals": {id(globals())}}}
+    readable = ("__code__", "__defaults__", "__kwdefaults__")  # inspect.signature reads them
+    private("audit_hook.py")["install"](state, lambda **_: None, False, readable)
+    state["privileged"] = False
+    try:
+        exec(compile(source, "chart.py", "exec"), {"__name__": "__main__"})
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            outcome.append(f"SystemExit: {exc.code}")
+    except BaseException as exc:
+        outcome.append(f"{type(exc).__name__}: {exc}")
+    done.set()
+    threading.Event().wait()  # the sealing thread ends the process
+
+
+main()
 """.replace("__MARK__", MARK)
 
 
@@ -187,15 +263,31 @@ def _job(program: str, request: VerifyRequest) -> Job:
     # A separate interpreter (bash execs it, confined like any run) with site-packages: -I
     # ignores the environment and the user's site directory.
     launcher = f"OPENBLAS_NUM_THREADS=1 exec {sys.executable} -I runner.py\n"
-    files = (("runner.py", RUNNER.encode()), ("chart.py", program.encode()), *_font_cache())
+    files = (
+        ("runner.py", RUNNER.encode()),
+        ("chart.py", program.encode()),
+        *_shipped_modules(),
+        *_font_cache(),
+    )
     return program_job(
         launcher,
         language="bash",
-        stdin=_key_of(program, request) + "\n",
+        stdin=_key_of(program, request).hex() + "\n",
         files=files,
         collect=(IMAGE,),
         limits=request.limits,
         job_id=request.task_id,
+    )
+
+
+@functools.cache
+def _shipped_modules() -> tuple[tuple[str, bytes], ...]:
+    """The runner seals its line with execrl's own `protocol.seal` and guards its key with
+    execrl's own audit hook, the harness's (one home for each): their sources go with it, since
+    the runner's interpreter runs isolated (-I) and need not see execrl."""
+    return tuple(
+        (f"{module.__name__.rsplit('.', 1)[1]}.py", Path(module.__file__ or "").read_bytes())
+        for module in (protocol, audit_hook)
     )
 
 
@@ -216,25 +308,26 @@ def _key(reference: str) -> str:
     return hashlib.sha256(reference.encode()).hexdigest()
 
 
-def _key_of(program: str, request: VerifyRequest) -> str:
-    """The key of a run's result line: derived from the program and a per-process secret."""
+def _key_of(program: str, request: VerifyRequest) -> bytes:
+    """The key that seals a run's result line: derived from the program and a per-process
+    secret."""
     data = f"{request.task_id}\0{program}".encode()
-    return hashlib.blake2b(data, key=_SECRET, digest_size=12).hexdigest()
+    return hashlib.blake2b(data, key=_SECRET, digest_size=16).digest()
 
 
-def _read(result: ExecutionResult, key: str) -> tuple[dict[str, Any], bytes] | str:
+def _read(result: ExecutionResult, key: bytes) -> tuple[dict[str, Any], bytes] | str:
     """(figure description, PNG) of a run, or why there is none."""
     run = program_run(result, (IMAGE,))
     if not run.ran:
         return f"the program did not run: {run.message}"
-    lines = [ln for ln in run.stdout.splitlines() if ln.startswith(MARK)]
-    keyed = [ln for ln in lines if ln.startswith(f"{MARK}{key} ")]
-    if len(lines) != len(keyed) or len(keyed) > 1:
+    lines = [ln[len(MARK) :] for ln in run.stdout.splitlines() if ln.startswith(MARK)]
+    reader = protocol.ChannelReader(key)
+    reader.feed("".join(f"{ln}\n" for ln in lines).encode(errors="replace"), final=True)
+    if reader.broken or len(reader.events) > 1:
         return "the program printed result lines of its own"
-    line = keyed[0][len(MARK) + len(key) + 1 :] if keyed else None
-    if line is None:
+    if not reader.events:
         return "the program ended before its figure was read"
-    out = json.loads(line)
+    out = reader.events[0]
     if out.get("status") != "ok":
         return f"the program failed: {out.get('error')}"
     image = run.artifacts.get(IMAGE.path)
@@ -252,7 +345,7 @@ def _values_equal(a: list[Any], b: list[Any]) -> bool:
         return False
     for x, y in zip(a, b, strict=True):
         if isinstance(x, float) and isinstance(y, float):
-            if abs(x - y) > RTOL * max(1.0, abs(x), abs(y)):
+            if not same_number(x, y, RTOL * max(1.0, abs(x), abs(y))):
                 return False
         elif x != y:
             return False

@@ -5,8 +5,11 @@ The program reads the instance as JSON on stdin and prints its solution as JSON,
 of its output. Only the instance enters the sandbox; the best known value stays in the parent.
 Feasibility is a gate, as in the seeds' solver synthesis: an infeasible or unreadable solution
 scores the minimum (0), whatever objective the program claims. A feasible one scores
-`1 - gap`, where gap = |best - value| / |best| (0 when it matches the best known value), so the
-best known value scores 1.0 and the verdict is PASSED only there.
+`1 - gap`, where gap = |best - value| / |best| (0 when it matches the best known value within
+`OBJECTIVE_RTOL` of max(1, |best|): float objectives summed in another order differ in the last
+bits), so the best known value scores 1.0 and the verdict is PASSED only there. A feasible
+solution better than that is the task's error (its best known value is wrong), which fails
+this job alone (`run.task_data_error`).
 
 Problems (spec.problem):
 - "knapsack": items with `weights` and `values`, a `capacity`; the solution is a list of
@@ -20,10 +23,12 @@ spec: `problem`, `instance` (the fields above), `best` (the best known objective
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from execrl.sandbox.artifacts import program_job, program_run
+from execrl.sandbox.compare import same_number
 from execrl.sandbox.job import Job
 from execrl.sandbox.verdict import ExecutionResult, Verdict
 from execrl.sandbox.verifiers.base import (
@@ -32,6 +37,8 @@ from execrl.sandbox.verifiers.base import (
     VerifyRequest,
     failed,
 )
+
+OBJECTIVE_RTOL = 1e-9
 
 # problem -> (objective of a solution or None when infeasible, with the reason; maximise?)
 Objective = Callable[[dict[str, Any], Any], tuple[float | None, str]]
@@ -79,7 +86,9 @@ class OptimizeVerifier:
                 f"task {request.task_id}: spec.problem {problem!r} is not one of {list(PROBLEMS)}"
             )
         instance = request.field("instance", dict)
-        request.field("best", (int, float))
+        best = request.field("best", (int, float))
+        if not _finite(best):
+            raise VerifierSpecError(f"task {request.task_id}: spec.best must be a finite number")
         language = str(request.spec.get("language", "python"))
         return [
             program_job(
@@ -111,22 +120,30 @@ class OptimizeVerifier:
         if value is None:
             return failed(Verdict.WRONG_ANSWER, f"infeasible solution: {why}", feasible=0.0)
         best = float(request.spec["best"])
-        if maximise and value > best or not maximise and value < best:
+        optimal = same_number(value, best, OBJECTIVE_RTOL * max(1.0, abs(best)))
+        if not optimal and (maximise and value > best or not maximise and value < best):
             # Better than the best known value: the best known value was wrong. Feasibility
             # was checked here, so this is the task's error, not a trick of the program.
             raise VerifierSpecError(
                 f"task {request.task_id}: a feasible solution has objective {value}, better "
                 f"than spec.best = {best}; correct the best known value"
             )
-        gap = abs(best - value) / abs(best) if best else float(value != best)
-        quality = max(0.0, 1.0 - gap)
-        verdict = Verdict.PASSED if gap == 0 else Verdict.WRONG_ANSWER
+        gap = 0.0 if optimal else abs(best - value) / abs(best) if best else 1.0
+        quality = max(0.0, 1.0 - gap) if math.isfinite(gap) else 0.0
+        verdict = Verdict.PASSED if optimal else Verdict.WRONG_ANSWER
         feedback = (
             "feasible and optimal"
-            if gap == 0
+            if optimal
             else f"feasible, objective {value:g}, but a better solution exists"
         )
         return Verification(quality, {"feasible": 1.0, "quality": quality}, verdict, feedback)
+
+
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int past float's range
+        return False
 
 
 def _is_int(value: Any) -> bool:

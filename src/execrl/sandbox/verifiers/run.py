@@ -5,6 +5,14 @@ The result is an ordinary `ExecutionResult` of one test (the verifier's verdict)
 `pass@k` and every reward that reads verdicts work on verifier tasks unchanged; the
 `Verification` itself (score, components, feedback, artifacts) rides in `extra` and is read
 with `verification_of`.
+
+A task file that names an unknown verifier, or whose spec its verifier cannot read
+(`VerifierSpecError` from `jobs`), is the user's error before anything runs: it is raised,
+naming the task and the field (the CLI's one-line error). Once runs have come back, a verifier
+that finds the task's data wrong (a reference that fails, a best known value a solution beats)
+fails that job alone, never the batch: SANDBOX_ERROR with cause `task_data` and the error,
+naming the task, as its message. No program can cause one (a program's output that breaks the
+check is its WRONG_ANSWER), so the mask forgives nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from execrl.sandbox.job import Job
-from execrl.sandbox.verdict import ExecutionResult, TestOutcome, Verdict
+from execrl.sandbox.verdict import ExecutionResult, SandboxErrorCause, TestOutcome, Verdict
 from execrl.sandbox.verifiers import load_verifier
 from execrl.sandbox.verifiers.base import Verification, Verifier, VerifierSpecError, VerifyRequest
 from execrl.tasks.schema import VerifierTests
@@ -29,21 +37,27 @@ def run_verified(
     expanded: list[Job] = []
     plain: list[tuple[int, int]] = []  # (job index, run index)
     plans: list[tuple[int, Verifier, VerifyRequest, int, int]] = []
+    results: list[ExecutionResult | None] = [None] * len(jobs)
     for i, job in enumerate(jobs):
         if not isinstance(job.tests, VerifierTests):
             plain.append((i, len(expanded)))
             expanded.append(job)
             continue
+        request = VerifyRequest(job.id, job.program, job.tests, job.limits)
         try:
             verifier = load_verifier(job.tests.verifier)
         except VerifierSpecError as exc:
             raise VerifierSpecError(f"task {job.id or '<unnamed>'}: {exc}") from None
-        request = VerifyRequest(job.id, job.program, job.tests, job.limits)
-        runs = list(verifier.jobs(request))
+        try:
+            runs = list(verifier.jobs(request))
+        except VerifierSpecError:
+            raise  # the task file is wrong before anything ran: the user's error to fix
+        except Exception as exc:  # noqa: BLE001 - the program may have broken it: see below
+            results[i] = unverifiable(request, exc)
+            continue
         plans.append((i, verifier, request, len(expanded), len(expanded) + len(runs)))
         expanded.extend(runs)
     ran = sandbox.run_many(expanded) if expanded else []
-    results: list[ExecutionResult | None] = [None] * len(jobs)
     for i, k in plain:
         results[i] = ran[k]
     for i, verifier, request, start, end in plans:
@@ -66,15 +80,14 @@ def verified_result(
         return replace(infra, tests=(outcome,), n_tests=1)
     try:
         verification = verifier.verify(request, runs)
-    except VerifierSpecError:
-        raise
+    except VerifierSpecError as exc:
+        return task_data_error(request, exc)
     except Exception as exc:  # noqa: BLE001 - the program's output broke the check
-        verification = Verification(
-            0.0,
-            {},
-            Verdict.WRONG_ANSWER,
-            f"the program's output could not be verified: {type(exc).__name__}: {exc}",
-        )
+        return unverifiable(request, exc, runs)
+    return _as_result(verification, runs)
+
+
+def _as_result(verification: Verification, runs: Sequence[ExecutionResult]) -> ExecutionResult:
     feedback = verification.feedback[:FEEDBACK_CHARS]
     last = runs[-1] if runs else ExecutionResult(Verdict.PASSED)
     return ExecutionResult(
@@ -91,4 +104,27 @@ def verified_result(
         tampering=tuple(dict.fromkeys(t for r in runs for t in r.tampering)),
         possible_hack=next((r.possible_hack for r in runs if r.possible_hack), ""),
         extra={"verification": verification},
+    )
+
+
+def unverifiable(
+    request: VerifyRequest, exc: Exception, runs: Sequence[ExecutionResult] = ()
+) -> ExecutionResult:
+    """A check that raised on what the program gave it fails the program, never the batch."""
+    message = f"the program could not be verified: {type(exc).__name__}: {exc}"
+    return _as_result(Verification(0.0, {}, Verdict.WRONG_ANSWER, message), runs)
+
+
+def task_data_error(request: VerifyRequest, exc: VerifierSpecError) -> ExecutionResult:
+    """The result of a job whose task's verifier data is wrong: masked, with the error."""
+    message = str(exc)
+    task = f"task {request.task_id or '<unnamed>'}"
+    if not message.startswith(task):
+        message = f"{task}: {message}"
+    return ExecutionResult(
+        Verdict.SANDBOX_ERROR,
+        tests=(TestOutcome(0, Verdict.SANDBOX_ERROR, message=message),),
+        n_tests=1,
+        message=message,
+        sandbox_error_cause=SandboxErrorCause.TASK_DATA,
     )

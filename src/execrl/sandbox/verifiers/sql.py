@@ -5,7 +5,8 @@ read-only with an authorizer that allows reading and nothing else (no ATTACH, no
 PRAGMA, no extension loading), runs the one statement the candidate wrote under a time budget,
 and prints the result set. The expected rows stay in the parent, which compares result sets as
 Spider's execution accuracy does: as multisets of rows, in order only when the reference query
-orders them (`spec.ordered`). Floats are compared rounded to `FLOAT_DIGITS` decimals.
+orders them (`spec.ordered`). Floats are compared rounded to `FLOAT_DIGITS` decimals; a
+non-finite value matches only the same non-finite value.
 
 spec: `schema` (CREATE statements), `rows` ({table: [[value, ...], ...]}), `expected`
 ([[value, ...], ...]), `ordered` (bool), optional `timeout_s` (default 2).
@@ -14,6 +15,7 @@ spec: `schema` (CREATE statements), `rows` ({table: [[value, ...], ...]}), `expe
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -133,6 +135,8 @@ def _norm(value: Any) -> Any:
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, float):
+        if math.isnan(value):  # NaN != NaN: one marker, so NaN matches NaN and nothing else
+            return ("nan",)
         return round(value, FLOAT_DIGITS) + 0.0  # -0.0 and 0.0 alike
     if isinstance(value, dict):
         return ("bytes", str(value.get("bytes")))
