@@ -5,6 +5,7 @@ log-probabilities are the model's own."""
 from __future__ import annotations
 
 import json
+import os
 import queue
 import signal
 import subprocess
@@ -33,10 +34,18 @@ def chat_model_dir(tmp_path_factory):
     )
 
 
-def start(argv: list[str]) -> tuple[subprocess.Popen, str, list[str]]:
-    """The server process and its base URL, read from the line it prints on stderr."""
+TOKEN = "test-token-" + "x" * 32
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def start(argv: list[str], token: str | None = TOKEN) -> tuple[subprocess.Popen, str, list[str]]:
+    """The server process and its base URL, read from the line it prints on stderr; `token`
+    in $EXECRL_POLICY_TOKEN (None: unset)."""
+    env = {k: v for k, v in os.environ.items() if k != "EXECRL_POLICY_TOKEN"}
+    if token is not None:
+        env["EXECRL_POLICY_TOKEN"] = token
     process = subprocess.Popen([sys.executable, "-m", "execrl.cli", "serve-policy", *argv],
-                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+                               stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
     lines: queue.Queue = queue.Queue()
     seen: list[str] = []
     threading.Thread(target=lambda: [lines.put(x) for x in process.stderr], daemon=True).start()
@@ -58,12 +67,12 @@ def test_serve_policy_records_an_episode_end_to_end(chat_model_dir, tmp_path):
     try:
         base = url + "/e/ep-1/v1"
         assert get(base + "/models")[1]["data"][0]["id"] == "policy"
-        _, one = post(base + "/chat/completions", {"messages": messages("def add(a, b):")})
+        _, one = post(base + "/chat/completions", {"messages": messages("def add(a, b):")}, AUTH)
         first = one["choices"][0]["message"]["content"]
         _, two = post(base + "/chat/completions",
-                      {"messages": messages("def add(a, b):", first, "print(5)")})  # fmt: skip
+                      {"messages": messages("def add(a, b):", first, "print(5)")}, AUTH)  # fmt: skip
         assert two["execrl"]["extends"] in ("exact", "shown")
-        _, shown = get(url + "/episodes/ep-1")
+        _, shown = get(url + "/episodes/ep-1", AUTH)
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
@@ -107,3 +116,51 @@ def test_a_port_in_use_is_an_error_that_says_what_to_do(chat_model_dir, capsys):
         argv = ["serve-policy", "--model", str(chat_model_dir), "--port", str(port)]
         assert main([*argv, "--device", "cpu"]) == 2
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_only_the_token_reaches_serve_policy_and_an_episode_s_key_alone_extends_it(
+    chat_model_dir,
+):
+    """Anyone local could post into any episode (no authentication, episodes opened on first
+    use). Now a call without the token is refused, a token that was never set is generated and
+    printed, and an episode opened with a key (`POST /episodes`) takes calls with that key only:
+    not the token's, not another episode's key, not by naming its id."""
+    process, url, seen = start(["--model", str(chat_model_dir), "--port", "0",
+                                "--max-new-tokens", "4", "--device", "cpu"], token=None)  # fmt: skip
+    body = {"messages": messages("def add(a, b):")}
+    try:
+        assert post(url + "/e/ep-1/v1/chat/completions", body)[0] == 401
+        printed = [x for x in seen if "calls must carry this token" in x]
+        assert printed, seen
+        token = printed[0].strip().rsplit(" ", 1)[1]
+        assert (
+            post(url + "/e/ep-1/v1/chat/completions", body, {"Authorization": "Bearer no"})[0]
+            == 401
+        )
+        assert get(url + "/episodes/ep-1")[0] == 401
+        auth = {"Authorization": f"Bearer {token}"}
+        assert post(url + "/e/ep-1/v1/chat/completions", body, auth)[0] == 200
+        status, mine = post(url + "/episodes", {}, auth)
+        status_2, theirs = post(url + "/episodes", {}, auth)
+        assert status == status_2 == 200 and mine["key"] != theirs["key"]
+        own = {"Authorization": f"Bearer {mine['key']}"}
+        assert post(mine["base_url"] + "/chat/completions", body, own)[0] == 200
+        # into the keyed episode: the token's holder, another key, a key naming it
+        assert post(mine["base_url"] + "/chat/completions", body, auth)[0] == 403
+        other = {"Authorization": f"Bearer {theirs['key']}"}
+        assert post(mine["base_url"] + "/chat/completions", body, other)[0] == 403
+        assert (
+            post(url + "/v1/chat/completions", {**body, "user": mine["episode_id"]}, other)[0]
+            == 403
+        )
+        assert get(url + f"/episodes/{mine['episode_id']}", other)[0] == 401
+        assert get(url + f"/episodes/{mine['episode_id']}", own)[1]["calls"] == 1
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+
+
+def test_the_token_flag_names_its_default(capsys):
+    with pytest.raises(SystemExit):
+        main(["serve-policy", "--help"])
+    assert "(default EXECRL_POLICY_TOKEN)" in " ".join(capsys.readouterr().out.split())
