@@ -71,6 +71,11 @@ def _register_serve(ssub: argparse._SubParsersAction) -> None:
         default="EXECRL_SANDBOX_TOKEN",
         help="environment variable holding the bearer token (unset or empty: no authentication)",
     )
+    s.add_argument(
+        "--data-dir", action="append", default=None, metavar="DIR",
+        help="a directory whose files a request's task may name (apps:PATH, livecodebench:PATH, "
+        "...); repeatable (default: $EXECRL_DATA_DIR)",
+    )  # fmt: skip
     s.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster ('local': start one)")
     s.add_argument(
         "--ray-actors", type=int, default=None,
@@ -113,6 +118,7 @@ def run_serve(args: argparse.Namespace) -> int:
         max_queue=args.max_queue,
         max_timeout_s=args.max_timeout,
         token=os.environ.get(args.token_env) or None,
+        data_dirs=tuple(args.data_dir) if args.data_dir else None,
     )
     try:
         return serve(config)

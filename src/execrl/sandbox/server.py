@@ -50,6 +50,7 @@ from execrl.sandbox.server_jobs import (
     run_code_job,
     run_code_response,
 )
+from execrl.sandbox.server_tasks import TaskSets
 from execrl.sandbox.verdict import ExecutionResult, Verdict
 
 # -- metrics -------------------------------------------------------------------------------
@@ -219,7 +220,7 @@ def create_app(backend: Backend, config: ServerConfig) -> Any:
         openapi_url=None,
     )
     app.state.backend, app.state.metrics, app.state.config = backend, metrics, config
-    tasks_cache: dict[str, dict[str, Any]] = {}
+    task_sets = TaskSets(config)  # what a request's `task` names, loaded off the event loop
     available = [s.name for s in languages.probe_languages() if s.available]  # once: it forks
 
     @app.exception_handler(RequestValidationError)
@@ -301,7 +302,8 @@ def create_app(backend: Backend, config: ServerConfig) -> Any:
 
     @app.post("/v1/run", dependencies=[Depends(auth)])
     async def run(req: GradedRun) -> JSONResponse:
-        job = _request_job(graded_job, req, config, tasks_cache)
+        loaded = await task_sets.for_request([req.task.benchmark] if req.task else [])
+        job = _request_job(graded_job, req, config, loaded)
         (result,) = await server_verifiers.run_graded([job], execute)
         return AsciiJSONResponse(server_verifiers.result_json(result))
 
@@ -311,10 +313,11 @@ def create_app(backend: Backend, config: ServerConfig) -> Any:
             raise HTTPException(413, f"{len(req.runs)} runs; the limit is {config.max_batch}")
         if not req.runs:
             raise HTTPException(422, "runs: the batch is empty")
+        loaded = await task_sets.for_request(r.task.benchmark for r in req.runs if r.task)
         jobs = []
         for n, r in enumerate(req.runs):
             try:
-                jobs.append(_request_job(graded_job, r, config, tasks_cache))
+                jobs.append(_request_job(graded_job, r, config, loaded))
             except HTTPException as exc:
                 raise HTTPException(exc.status_code, f"runs.{n}: {exc.detail}") from None
         results = await server_verifiers.run_graded(jobs, execute)
@@ -322,7 +325,8 @@ def create_app(backend: Backend, config: ServerConfig) -> Any:
 
     @app.post("/v1/verify", dependencies=[Depends(auth)])
     async def verify(req: server_verifiers.VerifyRun) -> JSONResponse:
-        planned = _request_job(server_verifiers.plan_verify, req, config, tasks_cache)
+        loaded = await task_sets.for_request([req.task.benchmark] if req.task else [])
+        planned = _request_job(server_verifiers.plan_verify, req, config, loaded)
         result = await server_verifiers.run_planned(planned, execute)
         return AsciiJSONResponse(server_verifiers.verification_to_json(result))
 
