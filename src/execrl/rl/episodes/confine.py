@@ -8,7 +8,8 @@ episodes of its batch (their folders, their answers, their processes). So each h
 through this launcher, which puts it in a mount and a pid namespace of its own (and a user
 namespace, without root) where:
 
-- every benchmark-data location is covered (an empty tmpfs, or /dev/null for a file);
+- every benchmark-data location is covered (an empty tmpfs, or /dev/null for a file), and so
+  is every task file the run named by its path (`jsonl:PATH`, `apps:PATH`: `registry.files_read`);
 - the runner's folder of episode folders is covered, and this episode's folder alone bound
   back at its own path (named by a secret, so that no harness could guess a sibling's);
 - /proc is the pid namespace's own: no other process, and so no `/proc/PID/root` way round

@@ -56,6 +56,7 @@ from execrl.rl.episodes.recorder import EpisodeRecording, Recorder
 from execrl.rl.episodes.rollout import Episode
 from execrl.rl.episodes.trajectory import Trajectory
 from execrl.sandbox import hidden_paths
+from execrl.tasks.registry import files_read
 from execrl.tasks.schema import Task
 
 _STDERR_TAIL = 800  # characters of a failed harness's error output kept in the note
@@ -124,7 +125,8 @@ class HarnessRunner:
         self.server = PolicyServer(engine, tokenizer, settings, self.recorder)
         self.url = self.server.start()
         self.workdir = Path(tempfile.mkdtemp(prefix="execrl-harness-"))
-        self.hide = tuple(hidden_paths.benchmark_data())  # as the sandbox hides them
+        # benchmark data as the sandbox hides it, and the task files this run named by path
+        self.hide = tuple(hidden_paths.benchmark_data()) + tuple(files_read())
 
     def close(self) -> None:
         self.server.close()
