@@ -56,3 +56,10 @@ def test_binding_twice_changes_nothing():
 def test_a_prose_prompt_binds_nothing():
     task = Task(id="t", prompt="Write f.", tests=AssertTests("", ("assert f(1)",)))
     assert task.tests.setup == ""
+
+
+def test_a_prose_prompt_s_fenced_code_defines_helpers_too():
+    prompt = f"Use the helpers below.\n\n```python\n{PROMPT}```\n\nWrite f."
+    task = Task(id="t", prompt=prompt, tests=AssertTests("", ("assert f(1) == helper(1)",)))
+    assert "def helper" in task.tests.setup and "def inner" in task.tests.setup
+    assert "Use the helpers" not in task.tests.setup

@@ -10,6 +10,7 @@ declaration), so `Task` binds the prompt's definitions into its assert tests' tr
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -35,9 +36,10 @@ def with_prompt_helpers(
     Not taken: the entry point and any other stub the program is to write (a function whose
     body is only a docstring, `pass` or `...`, a class with such a method), and names the test
     code defines itself (so binding twice changes nothing)."""
-    tree = _parse_prompt(code)
-    if tree is None:
+    parsed = _parse_prompt(code)
+    if parsed is None:
         return test
+    code, tree = parsed
     defs = {name: node for name, node in _definitions(tree) if not _is_stub(node)}
     defs.pop(entry or "", None)  # the program's to define
     if not defs:
@@ -68,15 +70,22 @@ def with_prompt_helpers(
     return "\n".join(parts) + "\n\n" + test
 
 
-def _parse_prompt(code: str) -> ast.Module | None:
+def _parse_prompt(prompt: str) -> tuple[str, ast.Module] | None:
+    """The prompt's code and its tree: the whole prompt, else its fenced code blocks (a prose
+    prompt that shows code), or None."""
     # A HumanEval prompt parses (a signature and its docstring); HumanEvalPack's declaration
-    # ends at the signature, which wants a body. A prose prompt parses as neither.
-    for source in (code, code + "\n    pass\n"):
-        try:
-            return ast.parse(source)
-        except (SyntaxError, ValueError):  # ValueError: a NUL byte in the prompt
-            continue
+    # ends at the signature, which wants a body.
+    fenced = "\n".join(m.group(1) for m in _FENCE.finditer(prompt))
+    for code in (prompt, fenced) if fenced else (prompt,):
+        for source in (code, code + "\n    pass\n"):
+            try:
+                return source, ast.parse(source)
+            except (SyntaxError, ValueError):  # ValueError: a NUL byte in the prompt
+                continue
     return None
+
+
+_FENCE = re.compile(r"^```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)^```", re.M | re.S)
 
 
 def _definitions(tree: ast.Module) -> list[tuple[str, ast.stmt]]:
