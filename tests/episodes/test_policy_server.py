@@ -169,6 +169,38 @@ def test_an_episode_is_reached_by_its_key_never_by_its_id(chat_tok):
     assert recorder.close("theirs").calls == [] and recorder.close("mine").refusals
 
 
+def test_with_a_token_only_its_holder_calls_and_an_episode_s_key_alone_extends_it(chat_tok):
+    """`execrl serve-policy` took any local caller into any episode (no authentication,
+    episodes opened on first use). With a token: a call without it is refused; the token's
+    holder names episodes (opened on first use); an episode opened for a harness
+    (`POST /episodes`) takes calls with its key only: not the token's, not another key's, not
+    by naming its id; and its recording is read with its key or the token only."""
+    _, recorder, server = serve(chat_tok, [FIRST] * 4, strict=False)
+    server.token = "the-token"
+    body = {"messages": messages(PROMPT)}
+    with server:
+        chat = server.url + "/e/{}/v1/chat/completions"
+        for headers in ({}, bearer("wrong"), bearer("the-toke")):
+            assert post(chat.format("ep"), body, headers)[0] == 401
+        assert post(server.url + "/episodes", {})[0] == 401
+        assert post(chat.format("ep"), body, bearer("the-token"))[0] == 200
+        status, mine = post(server.url + "/episodes", {}, bearer("the-token"))
+        _, theirs = post(server.url + "/episodes", {}, bearer("the-token"))
+        assert status == 200 and mine["key"] != theirs["key"]
+        assert mine["base_url"] == server.url + f"/e/{mine['episode_id']}/v1"
+        own, other = bearer(mine["key"]), bearer(theirs["key"])
+        assert post(mine["base_url"] + "/chat/completions", body, own)[0] == 200
+        assert post(mine["base_url"] + "/chat/completions", body, bearer("the-token"))[0] == 403
+        assert post(mine["base_url"] + "/chat/completions", body, other)[0] == 403
+        assert post(server.url + "/v1/chat/completions",
+                    {**body, "user": mine["episode_id"]}, other)[0] == 403  # fmt: skip
+        assert post(chat.format("ep"), body, own)[0] == 403  # a key stays in its episode
+        assert get(server.url + f"/episodes/{mine['episode_id']}", other)[0] == 401
+        assert get(server.url + f"/episodes/{mine['episode_id']}", own)[1]["calls"] == 1
+        assert get(server.url + "/episodes/ep", bearer("the-token"))[1]["calls"] == 1
+        assert get(server.url + "/health")[0] == 200
+
+
 def test_the_episode_id_comes_from_the_path_then_the_header_then_user(chat_tok):
     _, recorder, server = serve(chat_tok, [FIRST] * 3, strict=False)
     with server:
