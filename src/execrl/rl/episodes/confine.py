@@ -21,7 +21,7 @@ The network namespace is the host's: the harness reaches the policy server on 12
 The launcher is pid 1 of the namespace and reaps; the harness is its child, and when the
 harness exits every process it left there dies with the namespace.
 
-    python -c LAUNCH SPEC   (`launcher_argv`; SPEC: {"hide", "workdir", "folder", "argv"})
+    python -I -c LAUNCH SPEC   (`launcher_argv`; SPEC: {"hide", "workdir", "folder", "argv"})
 """
 
 from __future__ import annotations
@@ -46,11 +46,12 @@ class Confinement:
 
 def launcher_argv(spec: Confinement) -> list[str]:
     """The command that runs `spec.argv` confined. The launcher imports execrl from where this
-    process did (-I: not from the harness's PYTHONPATH, which it still hands to the harness)."""
-    source = str(Path(__file__).resolve().parents[3])
+    process did (-I: not from the harness's PYTHONPATH, which it still hands to the harness),
+    and runs this file as a script: the packages above it (torch) are not imported."""
+    here = Path(__file__).resolve()
     code = (
-        f"import sys; sys.path.insert(0, {source!r}); "
-        "from execrl.rl.episodes.confine import main; main()"
+        f"import runpy, sys; sys.path.insert(0, {str(here.parents[3])!r}); "
+        f"runpy.run_path({str(here)!r}, run_name='__main__')"
     )
     return [sys.executable, "-I", "-c", code, json.dumps(asdict(spec))]
 
@@ -138,3 +139,7 @@ def _exit_as(status: int) -> None:
 def _fail(message: str) -> None:
     print(f"execrl: {message}", file=sys.stderr, flush=True)
     os._exit(EXIT_CONFINE)
+
+
+if __name__ == "__main__":
+    main()
