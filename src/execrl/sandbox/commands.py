@@ -102,6 +102,11 @@ def run_serve(args: argparse.Namespace) -> int:
         if value is not None and value < low:
             print(f"execrl sandbox serve: error: {name} must be at least {low}", file=sys.stderr)
             return 2
+    for directory in args.data_dir or ():
+        if not os.path.isdir(directory):
+            print(f"execrl sandbox serve: error: --data-dir {directory}: not a directory",
+                  file=sys.stderr)  # fmt: skip
+            return 2
     ray = {"backend": "ray", "ray_address": args.ray} if args.ray is not None else {}
     sandbox = _given(
         SandboxConfig(),
