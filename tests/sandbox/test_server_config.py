@@ -82,7 +82,8 @@ def test_the_ray_backend_takes_every_sandbox_field_the_server_was_given():
 
 def test_the_data_directories_a_request_may_name_files_in(started, capsys, tmp_path):
     one, two = tmp_path / "one", tmp_path / "two"
-    one.mkdir(), two.mkdir()
+    one.mkdir()
+    two.mkdir()
     assert main(["sandbox", "serve", "--data-dir", str(one), "--data-dir", str(two)]) == 0
     assert started[-1].data_dirs == (str(one), str(two))
     assert main(["sandbox", "serve", "--data-dir", str(tmp_path / "none")]) == 2
