@@ -160,7 +160,7 @@ def test_an_episode_is_reached_by_its_key_never_by_its_id(chat_tok):
                     {**bearer(mine), "X-Episode-Id": "theirs"})[0] == 403  # fmt: skip
         assert post(server.url + "/v1/chat/completions", {**body, "user": "theirs"},
                     bearer(mine))[0] == 403  # fmt: skip
-        for headers in ({}, bearer("execrl-local"), bearer(mine[:-1])):
+        for headers in ({}, bearer("execrl-local"), bearer(mine[:-1]), bearer("\u00e9")):
             assert post(server.url + "/e/theirs/v1/chat/completions", body, headers)[0] == 401
         assert get(server.url + "/episodes/theirs", bearer(mine))[0] == 401
         assert get(server.url + "/episodes/theirs")[0] == 401
@@ -180,7 +180,7 @@ def test_with_a_token_only_its_holder_calls_and_an_episode_s_key_alone_extends_i
     body = {"messages": messages(PROMPT)}
     with server:
         chat = server.url + "/e/{}/v1/chat/completions"
-        for headers in ({}, bearer("wrong"), bearer("the-toke")):
+        for headers in ({}, bearer("wrong"), bearer("the-toke"), bearer("th\u00e9-token")):
             assert post(chat.format("ep"), body, headers)[0] == 401
         assert post(server.url + "/episodes", {})[0] == 401
         assert post(chat.format("ep"), body, bearer("the-token"))[0] == 200

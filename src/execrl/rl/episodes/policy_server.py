@@ -227,7 +227,8 @@ class PolicyServer:
 
     def _trusted(self, credential: str) -> bool:
         if self.token is not None:
-            return bool(credential) and hmac.compare_digest(credential, self.token)
+            given = credential.encode("utf-8", "replace")
+            return bool(credential) and hmac.compare_digest(given, self.token.encode())
         return not self.recorder.strict
 
     @property

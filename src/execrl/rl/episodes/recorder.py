@@ -142,7 +142,8 @@ class Recorder:
         """The open episode `key` opens, or None."""
         with self._lock:
             for known, episode_id in self._keys.items():
-                if hmac.compare_digest(known, key):  # no timing tells a key's prefix
+                # no timing tells a key's prefix; bytes: a str with non-ASCII text is refused
+                if hmac.compare_digest(known.encode(), key.encode("utf-8", "replace")):
                     return episode_id
         return None
 
