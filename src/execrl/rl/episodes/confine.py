@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 EXIT_CONFINE = 126  # the launcher could not confine the harness (said on its stderr)
+MS_NOEXEC = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +109,8 @@ def _confine(spec: Confinement) -> None:
     cover = syscalls.MS_NOSUID | syscalls.MS_NODEV
     own = os.open(spec.folder, os.O_PATH | os.O_DIRECTORY)  # reached after its parent is covered
     for path in outermost([p for p in spec.hide if os.path.lexists(p)]):
-        if os.path.isdir(path):
-            syscalls.mount("execrl-hidden", path, "tmpfs", cover, "size=1m,mode=0755")
+        if os.path.isdir(path):  # empty and read-only
+            syscalls.mount("execrl-hidden", path, "tmpfs", cover | syscalls.MS_RDONLY, "size=4k")
         else:
             syscalls.mount("/dev/null", path, None, syscalls.MS_BIND, None)
     syscalls.mount("execrl-episodes", spec.workdir, "tmpfs", cover, "size=1m,mode=0711")
@@ -117,7 +118,7 @@ def _confine(spec: Confinement) -> None:
     os.mkdir(place, 0o700)
     syscalls.mount(f"/proc/self/fd/{own}", place, None, syscalls.MS_BIND, None)
     os.close(own)
-    syscalls.mount("proc", "/proc", "proc", cover | 8, None)  # 8: MS_NOEXEC
+    syscalls.mount("proc", "/proc", "proc", cover | MS_NOEXEC, None)
 
 
 def _reap_until(harness: int) -> None:
