@@ -7,8 +7,8 @@ conversation, so every episode has two token-exact segments (docs/harness.md).
     name = "harness"
     harness = "python examples/agents/draft_then_rewrite.py"
 
-Standard library only; it reads what execrl gives every harness (OPENAI_BASE_URL, EXECRL_MODEL,
-EXECRL_TASK_FILE, EXECRL_ANSWER_FILE).
+Standard library only; it reads what execrl gives every harness (OPENAI_BASE_URL, OPENAI_API_KEY,
+EXECRL_MODEL, EXECRL_TASK_FILE, EXECRL_ANSWER_FILE).
 """
 
 import json
@@ -21,7 +21,10 @@ def complete(prompt: str) -> str:
     request = urllib.request.Request(
         os.environ["OPENAI_BASE_URL"] + "/completions",
         data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
+        headers={
+            "Content-Type": "application/json",
+            "Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],  # the episode's key
+        },
     )
     with urllib.request.urlopen(request, timeout=600) as response:
         return json.load(response)["choices"][0]["text"]

@@ -1,8 +1,12 @@
 """`execrl serve-policy`: a policy behind an OpenAI-compatible endpoint, recording episodes.
 
     execrl serve-policy --model runs/RUN/final --port 8000 --record-dir recorded/
-    OPENAI_BASE_URL=http://127.0.0.1:8000/e/episode-1/v1 python my_agent.py
+    OPENAI_API_KEY=$EXECRL_POLICY_TOKEN OPENAI_BASE_URL=http://127.0.0.1:8000/e/episode-1/v1 \
+        python my_agent.py
 
+Every call carries a token as its API key: the one in the variable `--token-env` names, or one
+generated and printed at start. `POST /episodes` opens an episode with a key of its own, for a
+harness that should reach that episode alone (`PolicyServer.access`).
 Any program that speaks the OpenAI API (`/v1/chat/completions`, `/v1/completions`,
 `/v1/models`) runs against the model; every call that names an episode (the `/e/<id>` path
 prefix, the `X-Episode-Id` header or the `user` field) is recorded token-exactly
@@ -17,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import secrets
 import signal
 import sys
 import threading
@@ -25,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 ENGINES_SERVED = ("loop", "hf")  # in-process engines; a vLLM server serves itself
+TOKEN_ENV = "EXECRL_POLICY_TOKEN"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +50,7 @@ class ServePolicyConfig:
     device: str = "auto"  # cpu | cuda | auto
     record_dir: str = ""  # calls.jsonl and episodes.jsonl go here ("" keeps them in memory)
     model_name: str = "policy"  # the id /v1/models lists
+    token_env: str = TOKEN_ENV  # the variable holding the token calls carry (unset: generated)
 
     def __post_init__(self) -> None:
         if self.chat not in ("auto", "on", "off"):
@@ -55,6 +63,8 @@ class ServePolicyConfig:
             raise ValueError("--temperature must be >= 0, --top-p in (0, 1], --max-new-tokens >= 1")
         if self.record_dir and Path(self.record_dir).is_file():
             raise ValueError(f"--record-dir {self.record_dir}: is a file, not a directory")
+        if not self.token_env:
+            raise ValueError("--token-env: name an environment variable")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -83,6 +93,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--record-dir", default=d.record_dir,
                    help="write calls.jsonl (as served) and episodes.jsonl (at exit) here")  # fmt: skip
     p.add_argument("--model-name", default=d.model_name, help="the model id /v1/models lists")
+    p.add_argument("--token-env", default=d.token_env,
+                   help="the environment variable holding the token every call must carry as "
+                   f"its API key (default {d.token_env}); unset: one is generated and printed")  # fmt: skip
     p.set_defaults(handler=_serve)
 
 
@@ -91,7 +104,7 @@ def _serve(args: argparse.Namespace) -> int:
         config = ServePolicyConfig(
             args.model, args.host, args.port, args.chat, args.temperature, args.top_p,
             args.max_new_tokens, args.fixed_sampling, args.engine, args.device, args.record_dir,
-            args.model_name,
+            args.model_name, args.token_env,
         )  # fmt: skip
     except ValueError as e:
         return _error(e)
@@ -105,6 +118,9 @@ def _serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     server.start()
+    if not os.environ.get(config.token_env):
+        print(f"execrl serve-policy: ${config.token_env} is unset; calls must carry this token "
+              f"as their API key: {server.token}", file=sys.stderr, flush=True)  # fmt: skip
     print(f"execrl serve-policy: serving {config.model} at {server.url}/v1 "
           f"(episode N: {server.url}/e/N/v1); Ctrl-C stops", file=sys.stderr, flush=True)  # fmt: skip
     try:
@@ -142,8 +158,9 @@ def _build(config: ServePolicyConfig) -> tuple[Any, Any]:
     settings = ServeSettings(config.model_name, chat, sampling, config.fixed_sampling,
                              context_length(engine))  # fmt: skip
     record = CallLog(Path(config.record_dir)) if config.record_dir else None
+    token = os.environ.get(config.token_env) or secrets.token_urlsafe(32)
     server = PolicyServer(engine, tokenizer, settings, Recorder(tokenizer), host=config.host,
-                          port=config.port, log=stderr_log,
+                          port=config.port, token=token, log=stderr_log,
                           on_record=record.call if record else None)  # fmt: skip
     return server, record
 

@@ -37,9 +37,15 @@ def post(url: str, body: dict, headers: dict | None = None) -> tuple[int, dict]:
         return exc.code, json.load(exc)
 
 
-def get(url: str) -> tuple[int, dict]:
+def bearer(key: str) -> dict:
+    """The header an OpenAI client sends with OPENAI_API_KEY=key."""
+    return {"Authorization": f"Bearer {key}"}
+
+
+def get(url: str, headers: dict | None = None) -> tuple[int, dict]:
     try:
-        with urllib.request.urlopen(url, timeout=30) as response:
+        request = urllib.request.Request(url, headers=headers or {})
+        with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, json.load(response)
     except urllib.error.HTTPError as exc:
         return exc.code, json.load(exc)
@@ -65,12 +71,14 @@ def chat_tok(tokenizer):
 
 def test_two_chat_calls_record_one_token_exact_trajectory(chat_tok):
     policy, recorder, server = serve(chat_tok, [FIRST, SECOND])
-    recorder.open("ep1")
+    key = recorder.open("ep1")
     with server:
         url = server.url + "/e/ep1/v1/chat/completions"
-        status, one = post(url, {"model": "x", "messages": messages(PROMPT)})
+        status, one = post(url, {"model": "x", "messages": messages(PROMPT)}, bearer(key))
         assert status == 200 and one["choices"][0]["message"]["content"] == FIRST
-        status, two = post(url, {"model": "x", "messages": messages(PROMPT, FIRST, CHECK)})
+        status, two = post(
+            url, {"model": "x", "messages": messages(PROMPT, FIRST, CHECK)}, bearer(key)
+        )
         assert status == 200 and two["choices"][0]["message"]["content"] == SECOND
     [segment] = recorder.close("ep1").trajectories(final_reward=1.0)
     # by hand: the first prompt is the template's rendering; the second call adds only the
@@ -100,12 +108,12 @@ def test_two_chat_calls_record_one_token_exact_trajectory(chat_tok):
 
 def test_a_rewritten_history_starts_a_new_segment(chat_tok):
     policy, recorder, server = serve(chat_tok, [FIRST, SECOND])
-    recorder.open("ep")
+    key = recorder.open("ep")
     with server:
         url = server.url + "/e/ep/v1/chat/completions"
-        post(url, {"messages": messages(PROMPT)})
+        post(url, {"messages": messages(PROMPT)}, bearer(key))
         # the harness drops its first answer: the text no longer extends the conversation
-        _, two = post(url, {"messages": messages(PROMPT + "\n" + CHECK)})
+        _, two = post(url, {"messages": messages(PROMPT + "\n" + CHECK)}, bearer(key))
     assert two["execrl"] == {"episode_id": "ep", "call": 1, "segment": 1, "extends": "new"}
     first, second = recorder.close("ep").trajectories(final_reward=1.0)
     rendered = f"<user>{PROMPT}\n{CHECK}{chat_tok.eos_token}\n<assistant>"
@@ -119,12 +127,16 @@ def test_a_forged_assistant_turn_is_never_a_policy_token(chat_tok):
     """A harness that puts words in the model's mouth (an assistant message the engine never
     sampled, or its real answer edited) gets them masked 0: only sampled ids carry the loss."""
     policy, recorder, server = serve(chat_tok, [FIRST, SECOND])
-    recorder.open("ep")
+    key = recorder.open("ep")
     forged = "def add(a, b):\n    return a + b  # forged\n"
     with server:
         url = server.url + "/e/ep/v1/chat/completions"
-        post(url, {"messages": messages(PROMPT, forged, CHECK)})
-        post(url, {"messages": messages(PROMPT, forged, CHECK, FIRST + "# edited\n", CHECK)})
+        post(url, {"messages": messages(PROMPT, forged, CHECK)}, bearer(key))
+        post(
+            url,
+            {"messages": messages(PROMPT, forged, CHECK, FIRST + "# edited\n", CHECK)},
+            bearer(key),
+        )
     segments = recorder.close("ep").trajectories(final_reward=0.0)
     sampled = [policy.ids(FIRST), policy.ids(SECOND)]
     for segment, ids in zip(segments, sampled, strict=True):
@@ -133,19 +145,60 @@ def test_a_forged_assistant_turn_is_never_a_policy_token(chat_tok):
     assert len(segments) == 2  # the edited answer does not extend the first conversation
 
 
-def test_a_harness_cannot_write_into_another_episode(chat_tok):
-    """A strict recorder (training) refuses an episode id it did not open, and a call with no
-    id: one harness cannot add tokens to another episode's trajectory."""
+def test_an_episode_is_reached_by_its_key_never_by_its_id(chat_tok):
+    """A strict recorder (training) records a call into the episode whose key it carries, and
+    nowhere else: a call naming another episode's id (path, header, `user`) with its own key,
+    or with no key at all, is refused, nothing is generated, and neither is another episode's
+    recording read. Ids are not secrets; keys are."""
     policy, recorder, server = serve(chat_tok, [FIRST, SECOND])
-    recorder.open("mine")
+    mine, theirs = recorder.open("mine"), recorder.open("theirs")
+    body = {"messages": messages(PROMPT)}
     with server:
-        status, answer = post(server.url + "/e/theirs/v1/chat/completions",
-                              {"messages": messages(PROMPT)})  # fmt: skip
-        assert status == 404 and "'theirs' is not open" in answer["error"]["message"]
-        status, _ = post(server.url + "/v1/chat/completions", {"messages": messages(PROMPT)})
-        assert status == 404
+        status, answer = post(server.url + "/e/theirs/v1/chat/completions", body, bearer(mine))
+        assert status == 403 and "cannot call into 'theirs'" in answer["error"]["message"]
+        assert post(server.url + "/v1/chat/completions", body,
+                    {**bearer(mine), "X-Episode-Id": "theirs"})[0] == 403  # fmt: skip
+        assert post(server.url + "/v1/chat/completions", {**body, "user": "theirs"},
+                    bearer(mine))[0] == 403  # fmt: skip
+        for headers in ({}, bearer("execrl-local"), bearer(mine[:-1]), bearer("\u00e9")):
+            assert post(server.url + "/e/theirs/v1/chat/completions", body, headers)[0] == 401
+        assert get(server.url + "/episodes/theirs", bearer(mine))[0] == 401
+        assert get(server.url + "/episodes/theirs")[0] == 401
+        assert get(server.url + "/episodes/theirs", bearer(theirs))[0] == 200
     assert policy.seen == []  # refused before anything was generated
-    assert recorder.close("mine").calls == []
+    assert recorder.close("theirs").calls == [] and recorder.close("mine").refusals
+
+
+def test_with_a_token_only_its_holder_calls_and_an_episode_s_key_alone_extends_it(chat_tok):
+    """`execrl serve-policy` took any local caller into any episode (no authentication,
+    episodes opened on first use). With a token: a call without it is refused; the token's
+    holder names episodes (opened on first use); an episode opened for a harness
+    (`POST /episodes`) takes calls with its key only: not the token's, not another key's, not
+    by naming its id; and its recording is read with its key or the token only."""
+    _, recorder, server = serve(chat_tok, [FIRST] * 4, strict=False)
+    server.token = "the-token"
+    body = {"messages": messages(PROMPT)}
+    with server:
+        chat = server.url + "/e/{}/v1/chat/completions"
+        for headers in ({}, bearer("wrong"), bearer("the-toke"), bearer("th\u00e9-token")):
+            assert post(chat.format("ep"), body, headers)[0] == 401
+        assert post(server.url + "/episodes", {})[0] == 401
+        assert post(chat.format("ep"), body, bearer("the-token"))[0] == 200
+        status, mine = post(server.url + "/episodes", {}, bearer("the-token"))
+        _, theirs = post(server.url + "/episodes", {}, bearer("the-token"))
+        assert status == 200 and mine["key"] != theirs["key"]
+        assert mine["base_url"] == server.url + f"/e/{mine['episode_id']}/v1"
+        own, other = bearer(mine["key"]), bearer(theirs["key"])
+        assert post(mine["base_url"] + "/chat/completions", body, own)[0] == 200
+        assert post(mine["base_url"] + "/chat/completions", body, bearer("the-token"))[0] == 403
+        assert post(mine["base_url"] + "/chat/completions", body, other)[0] == 403
+        assert post(server.url + "/v1/chat/completions",
+                    {**body, "user": mine["episode_id"]}, other)[0] == 403  # fmt: skip
+        assert post(chat.format("ep"), body, own)[0] == 403  # a key stays in its episode
+        assert get(server.url + f"/episodes/{mine['episode_id']}", other)[0] == 401
+        assert get(server.url + f"/episodes/{mine['episode_id']}", own)[1]["calls"] == 1
+        assert get(server.url + "/episodes/ep", bearer("the-token"))[1]["calls"] == 1
+        assert get(server.url + "/health")[0] == 200
 
 
 def test_the_episode_id_comes_from_the_path_then_the_header_then_user(chat_tok):
@@ -163,10 +216,10 @@ def test_the_episode_id_comes_from_the_path_then_the_header_then_user(chat_tok):
 
 def test_training_fixes_the_temperature_and_caps_the_budget(chat_tok):
     policy, recorder, server = serve(chat_tok, [FIRST])
-    recorder.open("ep")
+    key = recorder.open("ep")
     with server:
         post(server.url + "/e/ep/v1/chat/completions",
-             {"messages": messages(PROMPT), "temperature": 0.0, "max_tokens": 999})  # fmt: skip
+             {"messages": messages(PROMPT), "temperature": 0.0, "max_tokens": 999}, bearer(key))  # fmt: skip
     [call] = recorder.close("ep").calls
     assert call.temperature == 0.7  # the run's: the loss needs log pi at its temperature
 
@@ -175,12 +228,12 @@ def test_raw_completions_extend_the_prompt_text(tokenizer):
     """/v1/completions (and chat without a template) is raw text: the prompt, then the answer
     as the harness saw it (no eos text), then what the harness adds."""
     policy, recorder, server = serve(tokenizer, [FIRST, SECOND], chat=False)
-    recorder.open("ep")
+    key = recorder.open("ep")
     with server:
         url = server.url + "/e/ep/v1/completions"
-        _, one = post(url, {"prompt": PROMPT})
+        _, one = post(url, {"prompt": PROMPT}, bearer(key))
         assert one["object"] == "text_completion" and one["choices"][0]["text"] == FIRST
-        post(url, {"prompt": PROMPT + FIRST + CHECK})
+        post(url, {"prompt": PROMPT + FIRST + CHECK}, bearer(key))
     [segment] = recorder.close("ep").trajectories(final_reward=0.0)
     prompt = tokenizer(PROMPT)["input_ids"]
     added = tokenizer.encode(CHECK, add_special_tokens=False)
@@ -259,12 +312,12 @@ def test_tokens_the_harness_never_saw_stay_as_sampled(chat_tok):
     engine = HiddenTokens(chat_tok)
     recorder = Recorder(chat_tok, strict=True)
     settings = ServeSettings(chat=True, sampling=RUN_SAMPLING, fixed_sampling=True)
-    recorder.open("ep")
+    key = recorder.open("ep")
     with PolicyServer(engine, chat_tok, settings, recorder) as server:
         url = server.url + "/e/ep/v1/chat/completions"
-        _, one = post(url, {"messages": messages(PROMPT), "stop": ["print"]})
+        _, one = post(url, {"messages": messages(PROMPT), "stop": ["print"]}, bearer(key))
         assert one["choices"][0]["message"]["content"] == "def f(x)"
-        _, two = post(url, {"messages": messages(PROMPT, "def f(x)", CHECK)})
+        _, two = post(url, {"messages": messages(PROMPT, "def f(x)", CHECK)}, bearer(key))
     assert two["execrl"]["extends"] == "shown"
     prompt = chat_tok(f"<user>{PROMPT}{chat_tok.eos_token}\n<assistant>",
                       add_special_tokens=False)["input_ids"]  # fmt: skip
@@ -303,14 +356,13 @@ def test_concurrent_episodes_batch_and_each_records_only_its_own_calls(chat_tok)
     settings = ServeSettings(chat=True, sampling=RUN_SAMPLING, fixed_sampling=True,
                              batch_wait_s=0.5)  # fmt: skip
     ids = [f"ep{i}" for i in range(8)]
-    for episode_id in ids:
-        recorder.open(episode_id)
+    keys = [recorder.open(episode_id) for episode_id in ids]
 
     def episode(i: int) -> None:
         url = f"{server.url}/e/{ids[i]}/v1/chat/completions"
         prompt = f"{PROMPT} #{i}"
-        post(url, {"messages": messages(prompt)})
-        post(url, {"messages": messages(prompt, FIRST, CHECK)})
+        post(url, {"messages": messages(prompt)}, bearer(keys[i]))
+        post(url, {"messages": messages(prompt, FIRST, CHECK)}, bearer(keys[i]))
 
     with PolicyServer(engine, chat_tok, settings, recorder) as server:
         with ThreadPoolExecutor(8) as pool:

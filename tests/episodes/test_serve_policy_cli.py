@@ -5,6 +5,7 @@ log-probabilities are the model's own."""
 from __future__ import annotations
 
 import json
+import os
 import queue
 import signal
 import subprocess
@@ -34,9 +35,11 @@ def chat_model_dir(tmp_path_factory):
 
 
 def start(argv: list[str]) -> tuple[subprocess.Popen, str, list[str]]:
-    """The server process and its base URL, read from the line it prints on stderr."""
+    """The server process, its base URL and what it printed up to the line that says it (with
+    $EXECRL_POLICY_TOKEN unset: the token it generated)."""
+    env = {k: v for k, v in os.environ.items() if k != "EXECRL_POLICY_TOKEN"}
     process = subprocess.Popen([sys.executable, "-m", "execrl.cli", "serve-policy", *argv],
-                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+                               stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
     lines: queue.Queue = queue.Queue()
     seen: list[str] = []
     threading.Thread(target=lambda: [lines.put(x) for x in process.stderr], daemon=True).start()
@@ -52,18 +55,27 @@ def start(argv: list[str]) -> tuple[subprocess.Popen, str, list[str]]:
 
 
 def test_serve_policy_records_an_episode_end_to_end(chat_model_dir, tmp_path):
+    """With $EXECRL_POLICY_TOKEN unset, a token is generated and printed, and only calls that
+    carry it are served (`test_policy_server`: who may call into which episode)."""
     record = tmp_path / "rec"
-    process, url, _ = start(["--model", str(chat_model_dir), "--port", "0", "--max-new-tokens",
-                             "12", "--record-dir", str(record), "--device", "cpu"])  # fmt: skip
+    process, url, seen = start(["--model", str(chat_model_dir), "--port", "0", "--max-new-tokens",
+                                "12", "--record-dir", str(record), "--device", "cpu"])  # fmt: skip
     try:
+        printed = [x for x in seen if "calls must carry this token" in x]
+        assert printed, seen
+        auth = {"Authorization": f"Bearer {printed[0].split()[-1]}"}
         base = url + "/e/ep-1/v1"
+        body = {"messages": messages("def add(a, b):")}
+        assert post(base + "/chat/completions", body)[0] == 401
+        assert post(base + "/chat/completions", body, {"Authorization": "Bearer no"})[0] == 401
+        assert get(url + "/episodes/ep-1")[0] == 401
         assert get(base + "/models")[1]["data"][0]["id"] == "policy"
-        _, one = post(base + "/chat/completions", {"messages": messages("def add(a, b):")})
+        _, one = post(base + "/chat/completions", {"messages": messages("def add(a, b):")}, auth)
         first = one["choices"][0]["message"]["content"]
         _, two = post(base + "/chat/completions",
-                      {"messages": messages("def add(a, b):", first, "print(5)")})  # fmt: skip
+                      {"messages": messages("def add(a, b):", first, "print(5)")}, auth)  # fmt: skip
         assert two["execrl"]["extends"] in ("exact", "shown")
-        _, shown = get(url + "/episodes/ep-1")
+        _, shown = get(url + "/episodes/ep-1", auth)
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
@@ -107,3 +119,9 @@ def test_a_port_in_use_is_an_error_that_says_what_to_do(chat_model_dir, capsys):
         argv = ["serve-policy", "--model", str(chat_model_dir), "--port", str(port)]
         assert main([*argv, "--device", "cpu"]) == 2
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_the_token_flag_names_its_default(capsys):
+    with pytest.raises(SystemExit):
+        main(["serve-policy", "--help"])
+    assert "(default EXECRL_POLICY_TOKEN)" in " ".join(capsys.readouterr().out.split())

@@ -78,3 +78,13 @@ def test_the_ray_backend_takes_every_sandbox_field_the_server_was_given():
         assert backend.run_many([job])[0].passed
     finally:
         backend.close()
+
+
+def test_the_data_directories_a_request_may_name_files_in(started, capsys, tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    assert main(["sandbox", "serve", "--data-dir", str(one), "--data-dir", str(two)]) == 0
+    assert started[-1].data_dirs == (str(one), str(two))
+    assert main(["sandbox", "serve", "--data-dir", str(tmp_path / "none")]) == 2
+    assert "none: not a directory" in capsys.readouterr().err and len(started) == 1

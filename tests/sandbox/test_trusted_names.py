@@ -10,6 +10,7 @@ rebinds or patches there during the call must not steer the tests, and a run tha
 from __future__ import annotations
 
 import ast
+import json
 import textwrap
 
 import pytest
@@ -193,3 +194,51 @@ def test_the_tests_namespace_cannot_be_changed_through_their_objects(sandbox, na
         "function_code": "def f(g):\n    return g() + 1\n",
     }[name]
     assert sandbox.run(assert_job(honest, "check(candidate)", setup)).passed, name
+
+
+# -- the rule for every task, not only the built-in benchmarks ------------------------------------
+
+OWN_PROMPT = '''def encode(s: str) -> str:
+    """Shift every letter by one."""
+    return "".join(chr((ord(c) - 97 + 1) % 26 + 97) for c in s)
+
+
+def decode(s: str) -> str:
+    """Undo encode."""
+'''
+OWN_REFERENCE = OWN_PROMPT + '    return "".join(chr((ord(c) - 97 - 1) % 26 + 97) for c in s)\n'
+# Each passes only if the tests call the program's `encode` instead of the prompt's.
+OWN_ATTACKS = (
+    "def encode(s):\n    return s\ndef decode(s):\n    return s\n",
+    OWN_PROMPT + "    return s\nencode = lambda s: s\n",
+)
+
+
+def test_a_helper_any_task_s_prompt_defines_cannot_be_redefined(sandbox, tmp_path):
+    """A task from the user's own JSONL whose tests call a helper its prompt defines (as
+    HumanEval/32, /38 and /50 do) is graded against the prompt's helper, whatever the program
+    names `encode`."""
+    record = {
+        "schema": "execrl.task",
+        "version": 1,
+        "id": "own/1",
+        "prompt": OWN_PROMPT,
+        "entry_point": "decode",
+        "reference": OWN_REFERENCE,
+        "tests": {
+            "kind": "assert",
+            "setup": "",
+            "statements": [
+                "assert decode(encode('hello')) == 'hello'",
+                "assert decode(encode('xyz')) == 'xyz'",
+            ],
+        },
+    }
+    path = tmp_path / "own.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    (task,) = load_benchmark(f"jsonl:{path}")
+    for program in OWN_ATTACKS:
+        job = Job(program, task.tests, task.entry_point, id=task.id)
+        r = run_attack(sandbox, job, threads=False)
+        assert r.verdict is Verdict.WRONG_ANSWER, (program, r.verdict, r.message)
+    assert sandbox.run(Job(task.reference, task.tests, task.entry_point)).passed

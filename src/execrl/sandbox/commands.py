@@ -84,6 +84,11 @@ def _register_serve(ssub: argparse._SubParsersAction) -> None:
         help="the environment variable holding the bearer token (default EXECRL_SANDBOX_TOKEN; "
         "unset or empty: no authentication)",
     )
+    s.add_argument(
+        "--data-dir", action="append", default=None, metavar="DIR",
+        help="a directory whose files a request's task may name (apps:PATH, livecodebench:PATH, "
+        "...); repeatable (default: $EXECRL_DATA_DIR)",
+    )  # fmt: skip
     s.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster ('local': start one)")
     s.add_argument(
         "--ray-actors", type=int, default=None,
@@ -111,6 +116,11 @@ def run_serve(args: argparse.Namespace) -> int:
         if value is not None and value < low:
             print(f"execrl sandbox serve: error: {name} must be at least {low}", file=sys.stderr)
             return 2
+    for directory in args.data_dir or ():
+        if not os.path.isdir(directory):
+            print(f"execrl sandbox serve: error: --data-dir {directory}: not a directory",
+                  file=sys.stderr)  # fmt: skip
+            return 2
     ray = {"backend": "ray", "ray_address": args.ray} if args.ray is not None else {}
     sandbox = _given(
         SandboxConfig(),
@@ -127,6 +137,7 @@ def run_serve(args: argparse.Namespace) -> int:
         max_queue=args.max_queue,
         max_timeout_s=args.max_timeout,
         token=os.environ.get(args.token_env) or None,
+        data_dirs=tuple(args.data_dir) if args.data_dir else None,
     )
     try:
         return serve(config)

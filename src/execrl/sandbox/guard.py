@@ -29,10 +29,10 @@ to the inside of its own calls and checks everything that crosses the boundary:
   kernel (a join just returned) is waited for. Once the count is one, nothing but the harness
   runs, so no timing can slip a change past the restore. New processes are denied by the audit
   hook unless the job allows them (a forked copy of the harness would go on with the tests).
-- The tests' names are the trusted ones: helpers the benchmark's prompt defines and the tests
-  call (HumanEval/32's `poly`, /38's `encode_cyclic`, /50's `encode_shift`) come with the test
-  code, as the prompt wrote them (`tasks.humaneval.with_prompt_helpers`), so a program that
-  redefines them changes nothing the tests run. The rest of the namespace is made from the
+- The tests' names are the trusted ones: helpers any task's prompt defines and the tests
+  call (HumanEval/32's `poly`, /38's `encode_cyclic`, /50's `encode_shift`, or a user's own
+  JSONL task's) come with the test code, as the prompt wrote them (`tasks.prompt_helpers`,
+  applied as every Task is made), so a program that redefines them changes nothing the tests run. The rest of the namespace is made from the
   candidate's globals (its functions wrapped like the entry point), minus any that would shadow
   a builtin: `abs = lambda x: 0` at the candidate's top level is its own business; and a
   standard module the tests use without importing it (MBPP's `sys.getsizeof`) is the real one,

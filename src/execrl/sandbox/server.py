@@ -51,6 +51,7 @@ from execrl.sandbox.server_jobs import (
     run_code_job,
     run_code_response,
 )
+from execrl.sandbox.server_tasks import TaskSets
 from execrl.sandbox.verdict import ExecutionResult, Verdict
 
 # -- metrics -------------------------------------------------------------------------------
@@ -225,7 +226,7 @@ def create_app(backend: Backend, config: ServerConfig) -> Any:
         openapi_url=None,
     )
     app.state.backend, app.state.metrics, app.state.config = backend, metrics, config
-    tasks_cache: dict[str, dict[str, Any]] = {}
+    task_sets = TaskSets(config)  # what a request's `task` names, loaded off the event loop
     available = [s.name for s in languages.probe_languages() if s.available]  # once: it forks
 
     @app.exception_handler(RequestValidationError)
@@ -308,7 +309,7 @@ def create_app(backend: Backend, config: ServerConfig) -> Any:
 
     @app.post("/run_code", dependencies=[Depends(auth)])
     async def run_code(req: RunCodeRequest) -> JSONResponse:
-        job = _request_job(run_code_job, req, config)
+        job = await asyncio.to_thread(_request_job, run_code_job, req, config)
         (result,) = await execute([job])
         response = run_code_response(result, job)
         # No expected output: a run that finished with exit status 0 passed, whatever it printed
@@ -318,7 +319,8 @@ def create_app(backend: Backend, config: ServerConfig) -> Any:
 
     @app.post("/v1/run", dependencies=[Depends(auth)])
     async def run(req: GradedRun) -> JSONResponse:
-        job = _request_job(graded_job, req, config, tasks_cache)
+        loaded = await task_sets.for_request([req.task.benchmark] if req.task else [])
+        job = await asyncio.to_thread(_request_job, graded_job, req, config, loaded)
         (result,) = answer(await server_verifiers.run_graded([job], execute))
         return AsciiJSONResponse(server_verifiers.result_json(result))
 
@@ -328,10 +330,11 @@ def create_app(backend: Backend, config: ServerConfig) -> Any:
             raise HTTPException(413, f"{len(req.runs)} runs; the limit is {config.max_batch}")
         if not req.runs:
             raise HTTPException(422, "runs: the batch is empty")
+        loaded = await task_sets.for_request(r.task.benchmark for r in req.runs if r.task)
         jobs = []
         for n, r in enumerate(req.runs):
             try:
-                jobs.append(_request_job(graded_job, r, config, tasks_cache))
+                jobs.append(await asyncio.to_thread(_request_job, graded_job, r, config, loaded))
             except HTTPException as exc:
                 raise HTTPException(exc.status_code, f"runs.{n}: {exc.detail}") from None
         results = answer(await server_verifiers.run_graded(jobs, execute))
@@ -339,7 +342,10 @@ def create_app(backend: Backend, config: ServerConfig) -> Any:
 
     @app.post("/v1/verify", dependencies=[Depends(auth)])
     async def verify(req: server_verifiers.VerifyRun) -> JSONResponse:
-        planned = _request_job(server_verifiers.plan_verify, req, config, tasks_cache)
+        loaded = await task_sets.for_request([req.task.benchmark] if req.task else [])
+        planned = await asyncio.to_thread(
+            _request_job, server_verifiers.plan_verify, req, config, loaded
+        )
         (result,) = answer([await server_verifiers.run_planned(planned, execute)])
         return AsciiJSONResponse(server_verifiers.verification_to_json(result))
 
@@ -348,7 +354,9 @@ def create_app(backend: Backend, config: ServerConfig) -> Any:
 
 def _request_job(build: Any, *args: Any) -> Job:
     """`build(*args)`, a job made from the request alone: anything it raises but an HTTPException
-    is the request's fault (a value no check foresaw), so a 422 that names it, never a 500."""
+    is the request's fault (a value no check foresaw), so a 422 that names it, never a 500.
+    Called in a thread: decoding a large request's tests takes seconds (12 MB of call tests:
+    3.9 s at load 8), which in the event loop would leave /health and every request waiting."""
     try:
         return build(*args)
     except HTTPException:

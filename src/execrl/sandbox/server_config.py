@@ -29,4 +29,8 @@ class ServerConfig:
     max_memory_mb: int = 8192
     retry_after_s: int = 1
     token: str | None = None  # bearer token; None: no authentication
+    # Where a request's `apps:PATH` (any contest loader's file) may lie; (): $EXECRL_DATA_DIR
+    data_dirs: tuple[str, ...] = ()
+    max_task_sets: int = 8  # benchmark task sets kept loaded (least recently used dropped)
+    max_generated_tasks: int = 1000  # the largest `n` of a generated set (synthetic, suites)
     graceful_timeout_s: float = 30.0  # time given to requests in flight at shutdown

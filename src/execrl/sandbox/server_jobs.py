@@ -237,7 +237,7 @@ def run_code_response(r: ExecutionResult, job: Job) -> dict[str, Any]:
             "executor_pod_name": None, "files": files}  # fmt: skip
 
 
-def graded_job(req: GradedRun, config: ServerConfig, tasks_cache: dict[str, dict[str, Any]]) -> Job:
+def graded_job(req: GradedRun, config: ServerConfig, loaded: dict[str, dict[str, Any]]) -> Job:
     check_text(req)
     lang = _language(req.language)
     _check_size("code", req.code, config.max_code_bytes)
@@ -248,7 +248,7 @@ def graded_job(req: GradedRun, config: ServerConfig, tasks_cache: dict[str, dict
     entry_point = req.entry_point
     limits_in = dict(req.limits)
     if req.task is not None:
-        task = _find_task(req.task, tasks_cache)
+        task = _find_task(req.task, loaded)
         tests = task.tests
         entry_point = entry_point or task.entry_point
         if "tests" in task.time_limits and "wall_s" not in limits_in:
@@ -300,17 +300,10 @@ def _check_limits(limits: Limits, config: ServerConfig) -> None:
             )
 
 
-def _find_task(ref: TaskRef, cache: dict[str, dict[str, Any]]) -> Any:
-    if ref.benchmark.startswith("jsonl:"):
-        raise HTTPException(422, "task.benchmark: jsonl: paths are not served; send inline tests")
-    if ref.benchmark not in cache:
-        from execrl.tasks.registry import load_benchmark
-
-        try:
-            cache[ref.benchmark] = {t.id: t for t in load_benchmark(ref.benchmark)}
-        except Exception as exc:  # noqa: BLE001 - unknown name, missing data: the client's to fix
-            raise HTTPException(422, f"task.benchmark: {ref.benchmark!r}: {exc}") from None
-    task = cache[ref.benchmark].get(ref.id)
+def _find_task(ref: TaskRef, loaded: dict[str, dict[str, Any]]) -> Any:
+    """The task a request named, from the sets loaded for it (`server_tasks.TaskSets`, off the
+    event loop, before the request's jobs are made)."""
+    task = loaded[ref.benchmark].get(ref.id)
     if task is None:
         raise HTTPException(422, f"task.id: no task {ref.id!r} in {ref.benchmark}")
     return task

@@ -99,8 +99,12 @@ def load_benchmark(
     cached are computed by `reference_runner`, which runs the references (this layer cannot:
     pass `execrl.sandbox.reference_runner.sandbox_runner()`); without one they are an error."""
     if name.startswith("jsonl:"):
+        _FILES_READ.add(str(Path(name[len("jsonl:") :]).resolve()))
         tasks = read_jsonl_tasks(Path(name[len("jsonl:") :]))
     elif is_path_benchmark(name):  # livecodebench:PATH, apps:PATH, ... (contest_registry)
+        source = name.partition(":")[2].partition("?")[0]
+        if source and source != "hf" and not source.startswith("hf:"):
+            _FILES_READ.add(str(Path(source).resolve()))
         tasks = load_path_benchmark(name)
     elif is_suite(name):  # verilog, sql, chart, optimize[:opts] (execrl.tasks.suites)
         tasks = load_suite(name)
@@ -124,6 +128,16 @@ def load_benchmark(
             raise NoSuchTask(name, missing[0], [t.id for t in tasks])
         tasks = [t for t in tasks if t.id in set(ids)]
     return tasks
+
+
+# Files named by path (jsonl:PATH, apps:PATH, ...) this process loaded tasks from: they hold
+# hidden tests wherever they lie, so what must not read tests hides them (`files_read`).
+_FILES_READ: set[str] = set()
+
+
+def files_read() -> list[str]:
+    """Every task file named by its path that this process has loaded, as absolute paths."""
+    return sorted(_FILES_READ)
 
 
 def read_jsonl_tasks(path: Path) -> list[Task]:

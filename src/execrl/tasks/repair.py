@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from execrl.tasks.errors import TaskDataError
-from execrl.tasks.humaneval import with_prompt_helpers
+from execrl.tasks.prompt_helpers import with_prompt_helpers
 from execrl.tasks.schema import AssertTests, Task
 from execrl.tasks.sources import DataFile, HubCopy, field, make_task, read_records
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from execrl.tasks.prompt_helpers import bind_prompt_helpers
+
 SCHEMA_VERSION = 1
 
 # Names `Compare.oracle` accepts. "" is plain equality (with the tolerances above it); the
@@ -183,6 +185,12 @@ class Task:
                 )
             if len(self.tests) < len(self.base_tests):
                 raise ValueError(f"task {self.id}: tests must start with the base_tests")
+        for name in ("tests", "visible_tests", "base_tests"):
+            tests = getattr(self, name)
+            if isinstance(tests, AssertTests):  # frozen: set once, here, as the record is made
+                object.__setattr__(
+                    self, name, bind_prompt_helpers(self.prompt, tests, self.entry_point)
+                )
 
     @property
     def plus_tests(self) -> CallTests | AssertTests | None:

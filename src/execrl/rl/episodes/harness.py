@@ -2,12 +2,17 @@
 
 The harness is a command (`env.harness`, e.g. "python my_agent.py"), run once per episode with:
 
-    OPENAI_BASE_URL     http://127.0.0.1:PORT/e/<episode id>/v1   (the policy; calls record)
-    OPENAI_API_KEY      "execrl-local" (the server needs none; OpenAI clients insist on one)
-    EXECRL_EPISODE_ID   the episode id (also accepted as the `X-Episode-Id` header or `user`)
+    OPENAI_BASE_URL     http://127.0.0.1:PORT/e/<episode id>/v1   (the policy)
+    OPENAI_API_KEY      the episode's key: calls that carry it (as OpenAI clients do, in
+                        `Authorization: Bearer`) record into this episode, and no other call
+    EXECRL_EPISODE_ID   the episode id (a name, not a secret: it grants nothing)
     EXECRL_MODEL        the model name to send ("policy"; any name is accepted)
     EXECRL_TASK_FILE    a JSON file: {"id", "prompt", "entry_point", "language"} (never tests)
     EXECRL_ANSWER_FILE  where to write the final answer
+
+It runs confined (`confine.py`): in namespaces of its own where every benchmark-data location
+the sandbox hides is hidden too, its episode's folder is the only one it can see, and /proc
+shows only its own processes, so no harness reads the hidden tests or another episode's answer.
 
 Its final answer is what it wrote to EXECRL_ANSWER_FILE, or, when it wrote nothing there, its
 standard output; the answer is graded by the hidden tests in the sandbox through the one scoring
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shlex
 import shutil
 import signal
@@ -43,11 +49,14 @@ from typing import Any
 from execrl.models.chat import uses_chat_template
 from execrl.models.sampling import SamplingParams
 from execrl.rewards.scorer import RewardScorer
+from execrl.rl.episodes.confine import Confinement, launcher_argv
 from execrl.rl.episodes.env import StepInfo, StepResult
 from execrl.rl.episodes.policy_server import PolicyServer, ServeSettings
 from execrl.rl.episodes.recorder import EpisodeRecording, Recorder
 from execrl.rl.episodes.rollout import Episode
 from execrl.rl.episodes.trajectory import Trajectory
+from execrl.sandbox import hidden_paths
+from execrl.tasks.registry import files_read
 from execrl.tasks.schema import Task
 
 _STDERR_TAIL = 800  # characters of a failed harness's error output kept in the note
@@ -116,6 +125,8 @@ class HarnessRunner:
         self.server = PolicyServer(engine, tokenizer, settings, self.recorder)
         self.url = self.server.start()
         self.workdir = Path(tempfile.mkdtemp(prefix="execrl-harness-"))
+        # benchmark data as the sandbox hides it, and the task files this run named by path
+        self.hide = tuple(hidden_paths.benchmark_data()) + tuple(files_read())
 
     def close(self) -> None:
         self.server.close()
@@ -124,11 +135,10 @@ class HarnessRunner:
 
     def run(self, tasks: Sequence[Task]) -> list[Episode]:
         """One episode per task (repeat a task for a group), `harness_parallel` at a time."""
-        ids = [f"ep-{uuid.uuid4().hex}" for _ in tasks]  # unguessable: no harness writes another's
-        for episode_id in ids:
-            self.recorder.open(episode_id)
+        ids = [f"ep-{uuid.uuid4().hex}" for _ in tasks]
+        keys = [self.recorder.open(episode_id) for episode_id in ids]  # each its harness's alone
         with ThreadPoolExecutor(self.config.harness_parallel) as pool:
-            runs = list(pool.map(self._run_one, tasks, ids))
+            runs = list(pool.map(self._run_one, tasks, ids, keys))
         # a killed harness may leave a call generating: the weights must not change under it
         if not self.server.batcher.wait_idle(timeout_s=600):
             self.log("harness: a call is still generating 600 s after its harness ended")
@@ -149,9 +159,10 @@ class HarnessRunner:
         self._report(episodes)
         return episodes
 
-    def _run_one(self, task: Task, episode_id: str) -> HarnessRun:
-        folder = self.workdir / episode_id
-        folder.mkdir()
+    def _run_one(self, task: Task, episode_id: str, key: str) -> HarnessRun:
+        # named by a secret: the confined harness sees its own folder alone (`confine.py`)
+        folder = self.workdir / secrets.token_urlsafe(16)
+        folder.mkdir(mode=0o700)
         task_file, answer_file = folder / "task.json", folder / "answer.txt"
         task_file.write_text(json.dumps(
             {"id": task.id, "prompt": task.prompt, "entry_point": task.entry_point,
@@ -161,14 +172,16 @@ class HarnessRunner:
         env = {k: v for k, v in os.environ.items() if not k.startswith("EXECRL_")}
         env.update(
             OPENAI_BASE_URL=f"{self.url}/e/{episode_id}/v1",
-            OPENAI_API_KEY="execrl-local",
+            OPENAI_API_KEY=key,
             EXECRL_EPISODE_ID=episode_id,
             EXECRL_MODEL=self.server.settings.model_name,
             EXECRL_TASK_FILE=str(task_file),
             EXECRL_ANSWER_FILE=str(answer_file),
         )
-        return _run_process(shlex.split(self.config.harness), env, self.config.harness_timeout_s,
-                            episode_id, folder)  # fmt: skip
+        spec = Confinement(self.hide, str(self.workdir), str(folder),
+                           tuple(shlex.split(self.config.harness)))  # fmt: skip
+        return _run_process(launcher_argv(spec), env, self.config.harness_timeout_s, episode_id,
+                            folder)  # fmt: skip
 
     def _prompt_only(self, task: Task) -> Trajectory:
         """What an episode without a call holds: the task's prompt, no policy token (its

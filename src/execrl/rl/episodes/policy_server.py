@@ -8,9 +8,15 @@
 
 Routes: `POST /v1/chat/completions`, `POST /v1/completions`, `GET /v1/models`, each also under
 `/e/<episode id>/v1/...`; `GET /episodes/<episode id>` (the recording so far, as JSON) and
-`GET /health`. A call's episode id is, first found: the `/e/<id>` prefix of its path (so a
-harness that only lets one set OPENAI_BASE_URL records), the `X-Episode-Id` header, the body's
-`user` field. A call without one is served and not recorded (refused by a strict recorder).
+`GET /health`; `POST /episodes` opens an episode with a key of its own. A call's episode id
+is, first found: the `/e/<id>` prefix of its path (so a harness that only lets one set
+OPENAI_BASE_URL records), the `X-Episode-Id` header, the body's `user` field. A call without
+one is served and not recorded.
+
+Who may call (`PolicyServer.access`): a call carrying an episode's key as its API key
+(`Authorization: Bearer KEY`) records into that episode alone, whatever id it names. With a
+`token` (serve-policy), a call carrying it may name any episode not opened with a key; any
+other call is refused (401). In training (a strict recorder, no token) only keys count.
 
 Generation goes through the rollout engine (`models.engine.RolloutEngine`) from one worker
 thread: calls that arrive within `batch_wait_s` of each other with the same sampling
@@ -25,12 +31,14 @@ as a stream of one content chunk (the whole completion), the finish chunk and `[
 
 from __future__ import annotations
 
+import hmac
 import json
 import queue
 import re
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -48,7 +56,7 @@ from execrl.rl.episodes.openai_wire import (
 )
 from execrl.rl.episodes.recorder import CallRecord, Recorder, Ticket, UnknownEpisode
 
-_ROUTE = re.compile(r"^(?:/e/(?P<episode>[^/]+))?(?P<route>/v1/[a-z/]+|/episodes/.+|/health)$")
+_ROUTE = re.compile(r"^(?:/e/(?P<episode>[^/]+))?(?P<route>/v1/[a-z/]+|/episodes(?:/.+)?|/health)$")
 MAX_BODY = 16 * 2**20  # bytes of one request
 
 
@@ -129,6 +137,15 @@ class Batcher:
             self._idle.notify_all()
 
 
+class Denied(Exception):
+    """A call its API key does not allow: 401 (no key the server knows) or 403 (another's
+    episode)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class _HTTPServer(ThreadingHTTPServer):
     # the listen backlog: the default 5 drops the connections of many parallel harnesses
     # arriving together (a dropped SYN is retried a second later)
@@ -140,9 +157,10 @@ class PolicyServer:
 
     def __init__(self, engine: Any, tokenizer: Any, settings: ServeSettings,
                  recorder: Recorder, *, host: str = "127.0.0.1", port: int = 0,
-                 log: Callable[[str], None] | None = None,
+                 token: str | None = None, log: Callable[[str], None] | None = None,
                  on_record: Callable[[str, CallRecord], None] | None = None) -> None:  # fmt: skip
         self.tokenizer, self.settings, self.recorder = tokenizer, settings, recorder
+        self.token = token  # the API key of a trusted caller (`access`); None: no such caller
         self.on_record = on_record  # told of each recorded call (episode id, record)
         self.batcher = Batcher(engine, settings.batch_wait_s)
         self.log = log or (lambda message: None)
@@ -175,14 +193,63 @@ class PolicyServer:
 
     # -- one call --------------------------------------------------------------------------
 
-    def serve(self, request: CallRequest) -> tuple[Completion, CallRecord | None, Ticket | None]:
-        """Generate for one call, recording it when it names an episode."""
+    def access(self, credential: str, named: str) -> tuple[str, bool]:
+        """(the episode a call with API key `credential` naming episode `named` records into,
+        "" for none; whether it may open it), or `Denied`. An episode's key records into that
+        episode alone; the server's token (`token`), or anyone on a server with neither a token
+        nor a strict recorder, into any episode not opened with a key, opened on first use."""
+        mine = self.recorder.episode_of(credential) if credential else None
+        if mine is not None:
+            if named and named != mine:
+                raise Denied(
+                    403, f"this API key is episode {mine!r}'s; it cannot call into {named!r}"
+                )
+            return mine, False
+        if not self._trusted(credential):
+            raise Denied(401, self._needs)
+        if named and self.recorder.keyed(named):
+            raise Denied(403, f"episode {named!r} was opened with a key: only calls carrying that "
+                         "key record into it")  # fmt: skip
+        return named, True
+
+    def may_read(self, credential: str, episode_id: str) -> bool:
+        """GET /episodes/<id>: its own key, or a trusted caller (`access`)."""
+        mine = self.recorder.episode_of(credential) if credential else None
+        return mine == episode_id if mine is not None else self._trusted(credential)
+
+    def open_episode(self, credential: str) -> dict[str, str]:
+        """POST /episodes: a new episode and its key, for a harness the caller hands them to."""
+        if not self._trusted(credential):
+            raise Denied(401, self._needs)
+        episode_id = f"ep-{uuid.uuid4().hex}"
+        key = self.recorder.open(episode_id)
+        return {"episode_id": episode_id, "key": key, "base_url": f"{self.url}/e/{episode_id}/v1"}
+
+    def _trusted(self, credential: str) -> bool:
+        if self.token is not None:
+            given = credential.encode("utf-8", "replace")
+            return bool(credential) and hmac.compare_digest(given, self.token.encode())
+        return not self.recorder.strict
+
+    @property
+    def _needs(self) -> str:
+        if self.token is not None:
+            return ("a call needs the server's token (or an episode's key) as its API key: "
+                    "Authorization: Bearer ..., as OpenAI clients send OPENAI_API_KEY")  # fmt: skip
+        return ("this server records episodes: a call must carry its episode's key as its API "
+                "key (OPENAI_API_KEY, as its harness was given it)")  # fmt: skip
+
+    def serve(
+        self, request: CallRequest, credential: str = ""
+    ) -> tuple[Completion, CallRecord | None, Ticket | None]:
+        """Generate for one call, recording it into the episode its key (or, for a trusted
+        caller, its name) gives (`access`)."""
         ticket = None
-        if request.episode_id:
-            ticket = self.recorder.admit(request.episode_id, request.text, raw=request.raw)
+        episode_id, open_new = self.access(credential, request.episode_id)
+        if episode_id:
+            ticket = self.recorder.admit(episode_id, request.text, raw=request.raw,
+                                         open_new=open_new)  # fmt: skip
             prompt = ticket.prompt_ids
-        elif self.recorder.strict:
-            raise UnknownEpisode("this server records episodes: a call must name its episode")
         else:
             prompt = self.recorder.encode(request.text, raw=request.raw)
         try:
@@ -227,7 +294,10 @@ def _handler(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
                 model = {"id": server.settings.model_name, "object": "model", "owned_by": "execrl"}
                 return self._json(200, {"object": "list", "data": [model]})
             if route.startswith("/episodes/"):
-                recording = server.recorder.get(route.removeprefix("/episodes/"))
+                episode_id = route.removeprefix("/episodes/")
+                if not server.may_read(self._credential(), episode_id):
+                    return self._error(401, "only the episode's key or the server's token reads it")
+                recording = server.recorder.get(episode_id)
                 if recording is None:
                     return self._error(404, "no such episode on this server")
                 return self._json(200, recording_json(recording))
@@ -236,17 +306,25 @@ def _handler(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:  # noqa: N802 - the base's name
             match = _ROUTE.match(self.path.split("?")[0])
             route = match["route"] if match else ""
+            credential = self._credential()
+            if route == "/episodes" and not match["episode"]:
+                try:
+                    return self._json(200, server.open_episode(credential))
+                except Denied as exc:
+                    return self._error(exc.status, str(exc))
             if route not in ("/v1/chat/completions", "/v1/completions"):
                 return self._error(404, f"no route POST {self.path}")
-            named = match["episode"] or self.headers.get("X-Episode-Id", "")
+            # a refusal is noted with the caller's own episode, never one it merely names
+            named = server.recorder.episode_of(credential) if credential else None
             try:
                 body = self._body()
                 request = parse_call(route, body, match["episode"] or "",
                                      self.headers.get("X-Episode-Id", ""), server.tokenizer,
                                      server.settings.chat, server.settings.sampling,
                                      server.settings.fixed_sampling)  # fmt: skip
-                named = request.episode_id
-                done, record, ticket = server.serve(request)
+                done, record, ticket = server.serve(request, credential)
+            except Denied as exc:
+                return self._refuse(named, exc.status, str(exc))
             except BadRequest as exc:
                 return self._refuse(named, 400, str(exc))
             except UnknownEpisode as exc:
@@ -280,11 +358,17 @@ def _handler(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
             self.wfile.write(b"data: [DONE]\n\n")
 
-        def _refuse(self, episode_id: str, status: int, message: str) -> None:
-            """An error answer, also kept with the episode it named (a harness that fails on it
+        def _refuse(self, episode_id: str | None, status: int, message: str) -> None:
+            """An error answer, also kept with the caller's episode (a harness that fails on it
             may not say why; the episode's note will)."""
-            server.recorder.refused(episode_id, f"HTTP {status}: {message}")
+            if episode_id:
+                server.recorder.refused(episode_id, f"HTTP {status}: {message}")
             self._error(status, message)
+
+        def _credential(self) -> str:
+            """The call's API key (`Authorization: Bearer KEY`), "" when it sends none."""
+            scheme, _, key = self.headers.get("Authorization", "").partition(" ")
+            return key.strip() if scheme.lower() == "bearer" else ""
 
         def _json(self, status: int, payload: dict[str, Any]) -> None:
             data = json.dumps(payload).encode()

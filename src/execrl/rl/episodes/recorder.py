@@ -23,6 +23,8 @@ segment beyond the first is counted (`EpisodeRecording.segments`) and said in th
 
 from __future__ import annotations
 
+import hmac
+import secrets
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -112,24 +114,50 @@ class Ticket:
 class Recorder:
     """Episode id -> recording. Thread-safe: the HTTP server admits calls from many threads.
 
-    `strict`: only episodes opened with `open` are recorded; a call naming any other id is
-    refused (`UnknownEpisode`), so one episode's harness cannot write into another's
-    trajectory. Without it, an id is opened on first use (`execrl serve-policy`)."""
+    An episode opened with `open` has a key, a secret the recorder made: a call records into
+    it only when it carries that key (`episode_of`), never because it names the episode's id,
+    which is no secret (it is in logs, folders, answers). `strict` (training): only such
+    episodes are recorded. Without it (`execrl serve-policy`), a caller the server trusts may
+    also name an episode, opened on first use (`admit(..., open_new=True)`); an episode opened
+    with a key is its key holder's alone (`keyed`)."""
 
     def __init__(self, tokenizer: Any, *, strict: bool = False) -> None:
         self.tokenizer, self.strict = tokenizer, strict
         self._episodes: dict[str, EpisodeRecording] = {}
+        self._keys: dict[str, str] = {}  # key -> the episode it opens
         self._lock = threading.Lock()
 
-    def open(self, episode_id: str) -> None:
+    def open(self, episode_id: str) -> str:
+        """Open the episode; returns its key (256 random bits), to be handed to its harness
+        alone."""
+        key = secrets.token_urlsafe(32)
         with self._lock:
+            if episode_id in self._episodes:
+                raise ValueError(f"episode {episode_id!r} is open already")
             self._episodes[episode_id] = EpisodeRecording(episode_id)
+            self._keys[key] = episode_id
+        return key
+
+    def episode_of(self, key: str) -> str | None:
+        """The open episode `key` opens, or None."""
+        with self._lock:
+            for known, episode_id in self._keys.items():
+                # no timing tells a key's prefix; bytes: a str with non-ASCII text is refused
+                if hmac.compare_digest(known.encode(), key.encode("utf-8", "replace")):
+                    return episode_id
+        return None
+
+    def keyed(self, episode_id: str) -> bool:
+        """Whether the episode was opened with a key (its key holder's alone)."""
+        with self._lock:
+            return episode_id in self._keys.values()
 
     def close(self, episode_id: str) -> EpisodeRecording:
-        """The episode's recording, forgotten by the recorder (later calls are refused when
-        strict). Waits for nothing: the caller ends an episode once its harness has exited."""
+        """The episode's recording, forgotten by the recorder with its key (later calls are
+        refused). Waits for nothing: the caller ends an episode once its harness has exited."""
         with self._lock:
             recording = self._episodes.pop(episode_id, None)
+            self._keys = {k: e for k, e in self._keys.items() if e != episode_id}
         if recording is None:
             raise UnknownEpisode(f"episode {episode_id!r} was never opened")
         return recording
@@ -148,17 +176,15 @@ class Recorder:
         with self._lock:
             return tuple(self.tokenizer(text, add_special_tokens=raw)["input_ids"])
 
-    def admit(self, episode_id: str, text: str, *, raw: bool) -> Ticket:
+    def admit(self, episode_id: str, text: str, *, raw: bool, open_new: bool = False) -> Ticket:
         """The ids the model is given for a call whose conversation is `text`: an idle segment
-        `text` extends (`_extend`), plus the new text's ids; else a new segment."""
+        `text` extends (`_extend`), plus the new text's ids; else a new segment. The caller
+        has checked the call may record into `episode_id`; `open_new`: opened on first use."""
         with self._lock:
             recording = self._episodes.get(episode_id)
             if recording is None:
-                if self.strict:
-                    raise UnknownEpisode(
-                        f"episode {episode_id!r} is not open on this server (a harness must use "
-                        "the OPENAI_BASE_URL or EXECRL_EPISODE_ID it was given)"
-                    )
+                if self.strict or not open_new:
+                    raise UnknownEpisode(f"episode {episode_id!r} is not open on this server")
                 recording = self._episodes[episode_id] = EpisodeRecording(episode_id)
             call = recording.admitted
             recording.admitted += 1
