@@ -150,7 +150,9 @@ class RunConfig:
     name: str = ""  # run directory name; default: a timestamp
     checkpoint_every: int = 0  # steps between checkpoints; 0 saves only at the end
     resume: str = ""  # a run directory to continue from its last checkpoint
-    merge_lora: bool = False  # with LoRA, final/ holds the merged model instead of the adapter
+    # With LoRA, final/ holds the base with the adapter merged in (what eval and vLLM load as
+    # is); false keeps the adapter alone, which `execrl eval` merges onto its base on load
+    merge_lora: bool = True
     # Where per-step metrics go besides metrics.jsonl: comma-separated tensorboard, wandb,
     # mlflow, or none; "" reads $EXECRL_TRACKERS, and without it TensorBoard.
     trackers: str = ""
