@@ -30,6 +30,7 @@ from execrl.eval.evaluate import (
 )
 from execrl.eval.generation import GenerationMeta, SamplesFile, first_n, generate_missing
 from execrl.models.backends import OPENAI_PREFIX
+from execrl.models.prompting import with_named_entry_points
 from execrl.progress import progress_bar
 from execrl.rl.eval_spec import HeldoutSpec
 from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
@@ -156,6 +157,7 @@ def run_eval(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     if args.limit > 0:
         tasks = tasks[: args.limit]
+    tasks = with_named_entry_points(tasks)  # the prompt names the function the tests call
     out_dir = args.out_dir or Path("evals") / _slug(f"{args.benchmark}__{args.model}")
     try:
         generator = _open_generator(args)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from execrl.models.engine import RolloutEngine
-from execrl.models.prompting import with_signature_prompts
+from execrl.models.prompting import with_named_entry_points, with_signature_prompts
 from execrl.models.sampling import SamplingParams, encode_prompts, uses_chat_template
 from execrl.rewards.config import RewardConfig
 from execrl.rewards.scorer import RewardScorer
@@ -120,8 +120,10 @@ def heldout_spec(c: TrainConfig) -> HeldoutSpec:
 
 
 def prompted(tasks: Sequence[Task], prompt_format: str) -> list[Task]:
-    """The tasks with the prompt format applied (idempotent: a signature prompt is code)."""
-    return with_signature_prompts(list(tasks)) if prompt_format == "signature" else list(tasks)
+    """The tasks with the prompt format applied, each naming its entry point (idempotent: a
+    signature prompt is code, a named prompt is left as it is)."""
+    tasks = with_signature_prompts(list(tasks)) if prompt_format == "signature" else list(tasks)
+    return with_named_entry_points(tasks)
 
 
 def run_heldout(
