@@ -86,6 +86,13 @@ class SamplingConfig:
     # "loop": execrl's KV-cache decode loop (the fastest on small models); "hf": Hugging Face
     # `generate`, for models whose cache the loop does not drive (`models.engine`)
     engine: str = "loop"
+    # Stop rules (`models.stop_rules`), in every engine: a row whose prompt shows a ``` fence
+    # ends at the line closing its first Python block (the code scored is that block); one-turn
+    # rollouts only: an episode's turn may go on after a block
+    code_end: bool = True
+    # > 0: a row whose last repeat_ngram tokens appeared 4 times ends (a loop; counted as
+    # truncated). Off by default in training: a cut changes which tokens the loss sees
+    repeat_ngram: int = 0
 
 
 @dataclass
@@ -383,6 +390,8 @@ def validate(config: TrainConfig, where: str = "config") -> None:
         raise ConfigError(f"{where}: rl.tis_cap must be at least 1")
     if config.rl.max_staleness < 0:
         raise ConfigError(f"{where}: rl.max_staleness must be at least 0 (0: synchronous)")
+    if config.sampling.repeat_ngram < 0:
+        raise ConfigError(f"{where}: sampling.repeat_ngram must be at least 0 (0: off)")
     if config.sampling.engine == "vllm" and importlib.util.find_spec("vllm") is None:
         from execrl.models.vllm_engine import INSTALL_HINT
 

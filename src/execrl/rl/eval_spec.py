@@ -58,6 +58,9 @@ class HeldoutSpec:
     memory_mb: int
     dtype: str  # the dtype the model was trained in
     engine: str = "loop"  # the rollout engine (`sampling.engine`): loop and hf draw differently
+    # the stop rules (`sampling.code_end`, `sampling.repeat_ngram`); off in a spec saved before
+    code_end: bool = False
+    repeat_ngram: int = 0
 
     def __post_init__(self) -> None:
         if self.prompt_format not in PROMPT_FORMATS:
@@ -116,6 +119,8 @@ def heldout_spec(c: TrainConfig) -> HeldoutSpec:
         memory_mb=c.sandbox.memory_mb,
         dtype=c.model.dtype,
         engine=c.sampling.engine,
+        code_end=c.sampling.code_end,
+        repeat_ngram=c.sampling.repeat_ngram,
     )
 
 
@@ -142,7 +147,10 @@ def run_heldout(
     tasks = prompted(tasks, spec.prompt_format)
     chat = {"auto": None, "on": True, "off": False}[spec.chat]
     prompt_ids = encode_prompts(tokenizer, [t.prompt for t in tasks], chat=chat)
-    params = SamplingParams(spec.temperature, spec.top_p, spec.max_new_tokens, spec.stop)
+    one_turn = env is None or env.name == "single"
+    params = SamplingParams(spec.temperature, spec.top_p, spec.max_new_tokens, spec.stop,
+                            code_end=spec.code_end and one_turn,
+                            repeat_ngram=spec.repeat_ngram)  # fmt: skip
     reward = RewardConfig(tree={"type": "pass"}, program=spec.program, analysis_workers=0)
     limits = Limits(wall_s=spec.wall_s, memory_mb=spec.memory_mb)
     scorer = RewardScorer(reward, sandbox=sandbox, limits=limits)

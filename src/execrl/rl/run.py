@@ -153,7 +153,9 @@ def train(config: TrainConfig, *, tasks: list[Task] | None = None, heldout: list
         chat = {"auto": None, "on": True, "off": False}[c.model.chat]
         engine = make_engine(c.sampling.engine, built.policy.model, tok)
         params = SamplingParams(c.sampling.temperature, c.sampling.top_p,
-                                c.sampling.max_new_tokens, tuple(c.sampling.stop))  # fmt: skip
+                                c.sampling.max_new_tokens, tuple(c.sampling.stop),
+                                code_end=c.sampling.code_end and c.env.name == "single",
+                                repeat_ngram=c.sampling.repeat_ngram)  # fmt: skip
         train_ids = encode_prompts(tok, [t.prompt for t in built.tasks], chat=chat)
 
         def rollouts_on(engine: RolloutEngine) -> Rollouts:
