@@ -33,6 +33,11 @@ def adapter_base(name: str) -> str | None:
             f"{config}: base_model_name_or_path is empty, so the adapter's base model is "
             "unknown; write the base's directory or hub id there"
         )
+    if base.startswith((".", "/", "~")) and not Path(base).expanduser().is_dir():
+        raise FileNotFoundError(
+            f"{config}: the adapter's base model {base} is not there (moved or deleted?); "
+            "write its new directory or its hub id in base_model_name_or_path"
+        )
     return base
 
 

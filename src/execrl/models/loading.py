@@ -107,8 +107,8 @@ def load_policy(
 
     if dtype not in _DTYPES:
         raise ValueError(f"model.dtype {dtype!r} is not one of {sorted(_DTYPES)}")
-    tokenizer = load_tokenizer(name, pad_token=pad_token)
     base = adapter_base(name)
+    tokenizer = load_tokenizer(name, pad_token=pad_token)
     source, local = resolve_model_path(base or name)
     model = AutoModelForCausalLM.from_pretrained(
         source, dtype=_DTYPES[dtype], local_files_only=_offline(local)
