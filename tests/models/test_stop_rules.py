@@ -160,3 +160,10 @@ def test_the_stop_rules_are_configured_and_saved_with_the_model(tmp_path):
         False,
         0,
     )
+
+
+def test_execrl_eval_refuses_a_negative_repeat_ngram(capsys):
+    from execrl.cli import main
+
+    assert main(["eval", "--model", "default", "--repeat-ngram", "-1"]) == 2
+    assert "--repeat-ngram -1: give 0 (off) or a token count" in capsys.readouterr().err

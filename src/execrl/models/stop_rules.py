@@ -79,7 +79,8 @@ class RowStops:
             # the n-grams ending at each token not yet counted (one per call, in a decode)
             tail = _ints(ids[max(0, seen - self.n + 1) :])
             ngrams = [tuple(tail[i : i + self.n]) for i in range(len(tail) - self.n + 1)]
-            if sum(self._repeats(row, g) for g in ngrams):
+            counted = [self._repeats(row, g) for g in ngrams]  # count each, then decide
+            if any(counted):
                 return "repeat"
         if self.code_end[row] and any(t in self.fence_ids for t in _ints(ids[-2:])):
             # a closing fence is typed, then its newline (often one token, "```\n")
