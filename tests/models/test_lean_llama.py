@@ -119,15 +119,18 @@ def _decode(model, seed, temperature):
     )
 
 
-@pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_decode_gives_the_same_tokens_and_logprobs_as_the_generic_path(monkeypatch, temperature):
-    model = _llama()
+def _same_decode_as_the_generic_path(model, monkeypatch, temperature):
     lean_tokens, lean_logps, lean_ends = _decode(model, seed=3, temperature=temperature)
     monkeypatch.setattr(decode_module.LeanLlama, "of", classmethod(lambda cls, m: None))
     tokens, logps, ends = _decode(model, seed=3, temperature=temperature)
     assert torch.equal(lean_tokens, tokens)
     assert torch.allclose(lean_logps, logps, atol=1e-4)
     assert lean_ends == ends
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_decode_gives_the_same_tokens_and_logprobs_as_the_generic_path(monkeypatch, temperature):
+    _same_decode_as_the_generic_path(_llama(), monkeypatch, temperature)
 
 
 def test_anything_it_does_not_reproduce_keeps_the_generic_path():
@@ -144,3 +147,51 @@ def test_anything_it_does_not_reproduce_keeps_the_generic_path():
     swapped.model.layers[0].mlp.down_proj = nn.Identity()
     assert LeanLlama.of(swapped) is None
     assert LeanLlama.of(_llama()) is not None
+
+
+def _lora(model, *, targets=("q_proj", "v_proj", "gate_proj", "down_proj")):
+    """`model` under PEFT LoRA with non-zero B (PEFT starts B at zero: the delta would vanish)."""
+    peft = pytest.importorskip("peft")
+    config = peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.1, target_modules=list(targets))
+    adapted = peft.get_peft_model(model, config)
+    with torch.no_grad():
+        for name, p in adapted.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.3)
+    return adapted.eval()
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_a_lora_policy_decodes_on_the_lean_path_as_peft_computes_it(monkeypatch, temperature):
+    # LoRA used to leave the lean path; merged into the lean weights, it must still decode
+    # what PEFT's own layers (W x + scaling B A x) give, greedy and sampled with one seed
+    model = _lora(_llama())
+    assert LeanLlama.of(model) is not None
+    _same_decode_as_the_generic_path(model, monkeypatch, temperature)
+
+
+def test_the_lean_lora_forward_follows_updates_and_the_disabled_adapter():
+    model = _lora(_llama())
+    ids, attention = _prompts()
+    lean = LeanLlama.of(model).prefill(ids, attention, budget=1)
+    assert torch.allclose(lean, _reference_logits(model, ids, attention), atol=1e-4)
+    with torch.no_grad():  # an optimizer step on the adapter: the next decode sees it
+        for name, p in model.named_parameters():
+            if "lora_A" in name:
+                p.add_(0.1)
+    lean = LeanLlama.of(model).prefill(ids, attention, budget=1)
+    assert torch.allclose(lean, _reference_logits(model, ids, attention), atol=1e-4)
+    with model.disable_adapter():  # the KL reference of a LoRA run: the base model
+        lean = LeanLlama.of(model).prefill(ids, attention, budget=1)
+        assert torch.allclose(lean, _reference_logits(model, ids, attention), atol=1e-4)
+
+
+def test_peft_layers_it_does_not_reproduce_keep_the_generic_path():
+    peft = pytest.importorskip("peft")
+    assert LeanLlama.of(_lora(_llama(), targets=("q_proj", "lm_head"))) is None
+    kept = peft.LoraConfig(r=2, target_modules=["q_proj"], modules_to_save=["lm_head"])
+    assert LeanLlama.of(peft.get_peft_model(_llama(), kept)) is None
+    dora = peft.LoraConfig(r=2, target_modules=["q_proj"], use_dora=True)
+    assert LeanLlama.of(peft.get_peft_model(_llama(), dora)) is None
+    ia3 = peft.IA3Config(target_modules=["k_proj", "down_proj"], feedforward_modules=["down_proj"])
+    assert LeanLlama.of(peft.get_peft_model(_llama(), ia3)) is None

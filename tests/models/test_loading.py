@@ -60,3 +60,19 @@ def test_lora_adapters_train_only_adapters(tiny_model_dir):
     policy = load_policy(str(tiny_model_dir), lora=LoraSpec(r=2, alpha=4))
     trainable = [n for n, p in policy.model.named_parameters() if p.requires_grad]
     assert trainable and all("lora" in n for n in trainable)
+
+
+def test_an_adapter_whose_base_is_gone_names_its_config(tmp_path):
+
+    from execrl.models.adapter import adapter_base
+
+    (tmp_path / "adapter_config.json").write_text(
+        json.dumps({"base_model_name_or_path": str(tmp_path / "gone")})
+    )
+    with pytest.raises(FileNotFoundError, match="adapter_config.json: the adapter's base model"):
+        load_policy(str(tmp_path))
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": ""}))
+    with pytest.raises(ValueError, match="base_model_name_or_path is empty"):
+        adapter_base(str(tmp_path))
+    (tmp_path / "config.json").write_text("{}")  # a full model directory is not an adapter
+    assert adapter_base(str(tmp_path)) is None

@@ -1,8 +1,17 @@
-"""Signature prompts and the SFT pairs of the embedded default, on hand-written tasks."""
+"""Signature prompts, named prompts and the embedded default's SFT pairs, on hand-written tasks."""
+
+import pytest
 
 from execrl.models.default import DefaultRecipe, build_default_model, sft_pairs
 from execrl.models.loading import load_policy
-from execrl.models.prompting import signature_prompt, signature_split, with_signature_prompts
+from execrl.models.prompting import (
+    named_prompt,
+    names_entry_point,
+    signature_prompt,
+    signature_split,
+    with_named_entry_points,
+    with_signature_prompts,
+)
 from execrl.models.sft import SFTSettings
 from execrl.models.tiny import TinyLlamaShape, train_bpe_tokenizer
 from execrl.rewards.scorer import build_sample
@@ -70,3 +79,52 @@ def test_build_default_model_saves_a_loadable_raw_prompt_model(tmp_path):
     policy = load_policy(str(directory))
     assert not getattr(policy.tokenizer, "chat_template", None)  # continues code: no template
     assert (directory / "execrl_recipe.json").is_file()
+
+
+# -- named prompts: every format names the function the tests call ---------------------------
+
+MBPP_LIKE = Task(
+    id="Mbpp/11",
+    prompt="Write a python function to remove first and last occurrence of a given character "
+    'from the string.\nYour code should pass these tests:\n\nassert remove_Occ("hello","l") == "heo"\n',
+    tests=TESTS,
+    entry_point="remove_Occ",
+    reference="def remove_Occ(s,ch): \n    return s.replace(ch, '')\n",
+)
+
+
+def test_a_prompt_that_only_calls_the_function_gets_its_name():
+    # hand-derived: the asserts call remove_Occ, but nothing says that is the function to write
+    assert named_prompt(MBPP_LIKE) == MBPP_LIKE.prompt + "Name the function remove_Occ.\n"
+    docstring = Task(id="m+", prompt='"""\nassert f(1) == 2\n"""\n', tests=TESTS, entry_point="f")
+    assert named_prompt(docstring) == '"""\nassert f(1) == 2\n"""\n# Name the function f.\n'
+    method = Task(id="l", prompt="Solve it.", tests=TESTS, entry_point="Solution.count")
+    assert named_prompt(method) == "Solve it.\nName the method count of class Solution."
+
+
+def test_a_prompt_that_names_its_function_is_unchanged():
+    # the synthetic suite and the embedded default's prompts say "function NAME(", HumanEval's
+    # and signature prompts "def NAME("
+    assert named_prompt(TIMES) == TIMES.prompt
+    signed = with_signature_prompts([MBPP_LIKE])[0]
+    assert signed.prompt.endswith("def remove_Occ(s,ch): \n")
+    assert with_named_entry_points([signed]) == [signed]
+
+
+@pytest.mark.parametrize("benchmark", ["mbpp", "mbpp-sanitized", "humaneval", "mbpp-train"])
+def test_every_prompt_format_names_the_function_the_tests_call(data_dir, benchmark):
+    from execrl.eval.generation import prompt_text
+    from execrl.rl.eval_spec import PROMPT_FORMATS, prompted
+    from execrl.tasks.registry import load_benchmark
+
+    tasks = [t for t in load_benchmark(benchmark, data_dir) if t.entry_point]
+    assert tasks
+    # training and held-out evaluation (`execrl train`, `execrl eval` of a trained model)
+    for prompt_format in PROMPT_FORMATS:
+        unnamed = [t.id for t in prompted(tasks, prompt_format)
+                   if not names_entry_point(t.prompt, t.entry_point)]  # fmt: skip
+        assert unnamed == [], prompt_format
+    # `execrl eval` of any other model, as the harness prompts it, chat and raw
+    for chat in (True, False):
+        texts = [prompt_text(t, chat) for t in with_named_entry_points(tasks)]
+        assert all(names_entry_point(x, t.entry_point) for x, t in zip(texts, tasks, strict=True))

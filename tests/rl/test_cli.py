@@ -1,6 +1,7 @@
 """End-to-end: `execrl train --config FILE --set ...` on the procedural suite with a tiny model."""
 
 import json
+import re
 
 from execrl.cli import main
 
@@ -16,12 +17,16 @@ def test_train_cli_end_to_end(tiny_model_dir, tmp_path, capsys):
     )
     code = main(["train", "--config", str(config), "--set", "sampling.max_new_tokens=6"])
     assert code == 0
-    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    out, err = capsys.readouterr()
+    summary = json.loads(out.strip().splitlines()[-1])
+    # the progress line says where the step's time went
+    assert re.search(r"step 1/1 .*\(generate \d+\.\d s, score \d+\.\d s, update \d+\.\d s\)", err)
     assert summary["steps"] == 1 and 0.0 <= summary["heldout_pass@1_after"] <= 1.0
     run = tmp_path / "cli"
     assert "max_new_tokens = 6" in (run / "config.toml").read_text()
     row = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
-    assert {"reward_mean", "pass_rate", "sandbox_error_rate", "time/generate_s"} <= set(row)
+    assert {"reward_mean", "pass_rate", "sandbox_error_rate", "time/generate_s", "time/execute_s",
+            "time/update_s"} <= set(row)  # fmt: skip
 
 
 def test_bad_config_is_a_clear_error(tmp_path, capsys, monkeypatch):

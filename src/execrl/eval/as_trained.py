@@ -38,6 +38,7 @@ def spec_for(args: argparse.Namespace, spec: HeldoutSpec) -> HeldoutSpec:
         "seed": args.seed,
         "chat": args.chat,
         "wall_s": args.timeout,
+        "repeat_ngram": args.repeat_ngram,
     }
     return dataclasses.replace(spec, **{k: v for k, v in given.items() if v is not None})
 

@@ -31,6 +31,7 @@ from execrl.eval.evaluate import (
 from execrl.eval.generation import GenerationMeta, SamplesFile, first_n, generate_missing
 from execrl.models.backends import OPENAI_PREFIX
 from execrl.models.device import device_problem
+from execrl.models.prompting import with_named_entry_points
 from execrl.progress import progress_bar
 from execrl.rl.eval_spec import HeldoutSpec
 from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
@@ -64,6 +65,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--top-p", type=float, default=None, help="default 0.95, or as trained")
     p.add_argument("--max-new-tokens", type=int, default=None, help="default 512, or as trained")
+    p.add_argument(
+        "--repeat-ngram",
+        type=int,
+        default=None,
+        help="end a sample whose last N tokens have appeared 4 times, a loop that would run to "
+        "--max-new-tokens (default 32; 0: off; or as trained)",
+    )
     p.add_argument(
         "--chat",
         choices=("auto", "on", "off"),
@@ -146,6 +154,8 @@ def run_eval(args: argparse.Namespace) -> int:
         from execrl.eval.episodes_eval import run_episodes_eval
 
         return run_episodes_eval(args)
+    if args.repeat_ngram is not None and args.repeat_ngram < 0:
+        return _fail(f"--repeat-ngram {args.repeat_ngram}: give 0 (off) or a token count")
     try:
         ks = sorted({int(k) for k in args.k.split(",") if k.strip()})
     except ValueError:
@@ -173,6 +183,7 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.limit > 0:
         tasks = tasks[: args.limit]
     require_toolchains(t.language for t in tasks)  # before generating for a run that cannot run
+    tasks = with_named_entry_points(tasks)  # the prompt names the function the tests call
     out_dir = args.out_dir or Path("evals") / _slug(f"{args.benchmark}__{args.model}")
     try:
         generator = _open_generator(args)
@@ -189,9 +200,9 @@ def run_eval(args: argparse.Namespace) -> int:
     )
     from execrl.models.backends import GenerationParams, ServerError
 
-    params = GenerationParams(
-        temperature, args.top_p, args.max_new_tokens, batch_size=args.batch_size
-    )
+    params = GenerationParams(temperature, args.top_p, args.max_new_tokens,
+                              batch_size=args.batch_size, code_end=True,
+                              repeat_ngram=args.repeat_ngram)  # fmt: skip
     try:
         samples_file = SamplesFile(out_dir / "samples.jsonl", meta, restart=args.restart)
         with progress_bar(len(tasks) * args.n, "generate") as advance:
@@ -225,7 +236,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
 # For a model execrl did not train (no execrl_eval.json beside it).
 _DEFAULTS = {"benchmark": "humaneval", "n": 1, "top_p": 0.95, "max_new_tokens": 512,
-             "chat": "auto", "seed": 0}  # fmt: skip
+             "chat": "auto", "seed": 0, "repeat_ngram": 32}  # fmt: skip
 
 
 def _run_as_trained(args: argparse.Namespace, saved: HeldoutSpec, ks: list[int]) -> int:

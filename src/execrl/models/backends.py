@@ -28,6 +28,9 @@ class GenerationParams:
     max_new_tokens: int = 512
     stop: tuple[str, ...] = ()  # used for plain completion only; chat ends at eos
     batch_size: int = 16  # sequences per generate call (HF) or per request (server)
+    # the stop rules (`models.stop_rules`), in-process only: a server stops at eos and `stop`
+    code_end: bool = False
+    repeat_ngram: int = 0
 
 
 class Generator(Protocol):
@@ -78,6 +81,8 @@ class HFGenerator:
             max_new_tokens=params.max_new_tokens,
             stop=() if self.chat else params.stop,
             batch_size=params.batch_size,
+            code_end=params.code_end,
+            repeat_ngram=params.repeat_ngram,
         )
         completions = sample(self.policy.model, tokenizer, ids, sampling, n=n)
         return [[c.text for c in completions[i * n : (i + 1) * n]] for i in range(len(prompts))]

@@ -6,8 +6,9 @@ the model itself. This loop does only what `models.sampling` needs: one forward 
 left-padded prompts, then one token per step for every unfinished row, recording the behaviour
 log-probability log softmax(logits / T)[token] before top-p (as `rl.logprobs` recomputes it).
 
-Rows end at an eos token (kept), at a stop sequence, or at the token budget; finished rows are
-fed the pad token and their outputs ignored.
+Rows end at an eos token (kept), when `stop_hit` names a reason (a stop sequence, a stop rule of
+`models.stop_rules`), or at the token budget; finished rows are fed the pad token and their
+outputs ignored.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def decode(
     max_new_tokens: int,
     eos_ids: Sequence[int],
     pad_id: int,
-    stop_hit: Any = None,  # (row, generated ids) -> bool: a stop sequence appeared
+    stop_hit: Any = None,  # (row, generated ids) -> why the row ends now ("stop", ...) or None
 ) -> tuple[torch.Tensor, torch.Tensor, list[tuple[int, str]]]:
     """(generated (B, T) long, logprobs (B, T) float32, per row (kept length, how it ended))."""
     # Under torch.distributed the policy is wrapped (DistributedDataParallel): generation needs
@@ -70,9 +71,10 @@ def decode(
         if stop_hit is not None:
             generated = torch.stack(tokens, 1)
             for row in (~done & ~ended).nonzero()[:, 0].tolist():
-                if stop_hit(row, generated[row]):
+                reason = stop_hit(row, generated[row])
+                if reason:
                     ended[row] = True
-                    how[row] = "stop"
+                    how[row] = reason
         length = torch.where(ended, step + 1, length)
         done = done | ended
         if step + 1 == max_new_tokens or bool(done.all()):

@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from execrl.models.adapter import ADAPTER_CONFIG, adapter_base, merged_adapter
+
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -52,7 +54,7 @@ def resolve_model_path(name: str) -> tuple[str, bool]:
         return str(ensure_default_model()), True
     path = Path(name).expanduser()
     if path.is_dir():
-        if not (path / "config.json").is_file():
+        if not (path / "config.json").is_file() and not (path / ADAPTER_CONFIG).is_file():
             raise FileNotFoundError(
                 f"model directory {path} has no config.json: save the model there with "
                 "`model.save_pretrained(dir)` and `tokenizer.save_pretrained(dir)`"
@@ -102,16 +104,20 @@ def load_policy(
     lora: LoraSpec | None = None,
     pad_token: str = "",
 ) -> Policy:
-    """A trainable policy: model (with LoRA adapters when asked) and tokenizer."""
+    """A trainable policy: model (with LoRA adapters when asked) and tokenizer. An adapter
+    directory (`models.adapter`) loads as its base with the adapter merged in."""
     from transformers import AutoModelForCausalLM
 
     if dtype not in _DTYPES:
         raise ValueError(f"model.dtype {dtype!r} is not one of {sorted(_DTYPES)}")
+    base = adapter_base(name)
     tokenizer = load_tokenizer(name, pad_token=pad_token)
-    source, local = resolve_model_path(name)
+    source, local = resolve_model_path(base or name)
     model = AutoModelForCausalLM.from_pretrained(
         source, dtype=_DTYPES[dtype], local_files_only=_offline(local)
     )
+    if base is not None:
+        model = merged_adapter(model, name)
     model.to(device)
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id

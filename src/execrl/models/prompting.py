@@ -12,6 +12,13 @@ The program that runs is the prompt followed by the completion (the prompt is co
 `rl.rollout.build_sample` already does for code prompts. The `def` line comes from the task's
 reference solution and repeats only what the request already says (name and arguments), so it
 leaks nothing of the answer.
+
+Named prompts: whatever the format, a prompt names the function the tests call, so a renamed
+function is the model's fault, not the prompt's. MBPP's request says only what to compute, and
+the name appears in its asserts alone (`assert remove_Occ("hello","l") == "heo"`); a small model
+then writes `def remove_occurrence` (SmolLM2-135M did, often: issue 27). A prompt that does not
+say `def NAME(`, `class NAME` or `function NAME` gets one sentence more, `Name the function
+NAME.` (a comment line at the end of a code prompt), which leaks nothing the tests did not show.
 """
 
 from __future__ import annotations
@@ -68,4 +75,37 @@ def with_signature_prompts(tasks: list[Task]) -> list[Task]:
     for task in tasks:
         prompt = signature_prompt(task)
         out.append(task if prompt is None else dataclasses.replace(task, prompt=prompt))
+    return out
+
+
+def names_entry_point(prompt: str, entry_point: str) -> bool:
+    """Whether the prompt says which function (or class) to write, not only calls it."""
+    name = re.escape(entry_point.rsplit(".", 1)[-1])
+    return re.search(rf"\b(def|class|function|method)\s+`?{name}\b", prompt) is not None
+
+
+def named_prompt(task: Task) -> str:
+    """The task's prompt, with `Name the function NAME.` where it does not name its entry
+    point (`Name the method M of class C.` for a `C.M` entry point)."""
+    entry = task.entry_point
+    if not entry or names_entry_point(task.prompt, entry):
+        return task.prompt
+    owner, _, name = entry.rpartition(".")
+    kind = (
+        "class"
+        if re.search(rf"^class\s+{re.escape(name)}\b", task.reference or "", re.M)
+        else "function"
+    )
+    sentence = f"Name the method {name} of class {owner}." if owner else f"Name the {kind} {name}."
+    if is_code_prompt(task.prompt):
+        return f"{task.prompt.rstrip()}\n# {sentence}\n"
+    return f"{task.prompt.rstrip()}\n{sentence}" + ("\n" if task.prompt.endswith("\n") else "")
+
+
+def with_named_entry_points(tasks: list[Task]) -> list[Task]:
+    """The tasks with prompts that name their entry point (`named_prompt`)."""
+    out = []
+    for task in tasks:
+        prompt = named_prompt(task)
+        out.append(task if prompt == task.prompt else dataclasses.replace(task, prompt=prompt))
     return out

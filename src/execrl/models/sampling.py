@@ -4,8 +4,9 @@ Two engines. "loop" (the default) is execrl's own KV-cache loop (`models.decode`
 Llama/Qwen2 forward where it applies). "hf" runs `model.generate` (any HF causal LM and its
 cache) with two small hooks: one records log pi(token) from the raw logits divided by the
 temperature, before top-p, so the number matches what the trainer recomputes (`rl.logprobs`);
-the other ends a row at eos or at a stop sequence and remembers where, so the kept tokens are
-exact. The loop records the same numbers itself.
+the other ends a row at eos, at a stop sequence or by a stop rule (`models.stop_rules`: the
+end of the fenced code block the prompt asked for, a repetition loop) and remembers where, so
+the kept tokens are exact. The loop records the same numbers and applies the same rules itself.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import torch
 
 from execrl.models.chat import format_prompt, uses_chat_template
+from execrl.models.stop_rules import RowStops
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +31,12 @@ class SamplingParams:
     # "loop": execrl's KV-cache loop (`models.decode`), several times less overhead per token on
     # small models; "hf": `model.generate`, for models whose cache the loop does not drive
     engine: str = "loop"
+    # Stop rules (`models.stop_rules`): end a row at the line closing its first Python fenced
+    # block when its prompt shows a ``` fence (for one-turn code answers: an agent's or an
+    # episode's turn may go on after a block); end a row whose last repeat_ngram tokens
+    # appeared REPEAT_COPIES times (a loop; 0 turns it off)
+    code_end: bool = False
+    repeat_ngram: int = 0
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
@@ -37,8 +45,15 @@ class SamplingParams:
             raise ValueError(f"sampling.top_p must be in (0, 1], got {self.top_p}")
         if self.max_new_tokens < 1:
             raise ValueError(f"sampling.max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.repeat_ngram < 0:
+            raise ValueError(
+                f"sampling.repeat_ngram must be >= 0 (0: off), got {self.repeat_ngram}"
+            )
         if self.engine not in ("loop", "hf"):
             raise ValueError(f"sampling.engine must be 'loop' or 'hf', got {self.engine!r}")
+
+
+TRUNCATED = ("length", "repeat")  # finishes of a row that ran (or would have run) to the budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,12 +65,14 @@ class Completion:
     prompt_ids: torch.Tensor  # (P,) long: the prompt tokens, unpadded
     token_ids: torch.Tensor  # (T,) long: generated tokens, through eos or the stop sequence
     logprobs: torch.Tensor  # (T,) float32: behaviour log pi(token_t | prefix) at the temperature
-    finish: str  # "eos", "stop", or "length" (the token budget ran out)
+    # "eos", "stop", "length" (the token budget ran out), or a stop rule's: "code_end" (its
+    # fenced block closed), "repeat" (a loop, cut short of the budget it would have run to)
+    finish: str
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def truncated(self) -> bool:
-        return self.finish == "length"
+        return self.finish in TRUNCATED
 
     @property
     def n_tokens(self) -> int:
@@ -109,8 +126,9 @@ def _sample_chunk(model, tokenizer, prompts, indices, params: SamplingParams) ->
         input_ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
         attention[row, width - len(p) :] = 1
     engine = _decode_loop if params.engine == "loop" else _generate
+    rules = RowStops.of(tokenizer, prompts, params.code_end, params.repeat_ngram)
     generated, logprobs, ends = engine(
-        model, tokenizer, input_ids.to(device), attention.to(device), params
+        model, tokenizer, input_ids.to(device), attention.to(device), params, rules
     )
     results = []
     for row, index in enumerate(indices):
@@ -135,11 +153,11 @@ def _sample_chunk(model, tokenizer, prompts, indices, params: SamplingParams) ->
 # Each engine: (generated (B, T) long, behaviour logprobs (B, T), per row (kept length, how)).
 
 
-def _decode_loop(model, tokenizer, input_ids, attention, params: SamplingParams):
+def _decode_loop(model, tokenizer, input_ids, attention, params: SamplingParams, rules):
     from execrl.models.decode import decode
 
-    def stop_hit(row: int, ids: torch.Tensor) -> bool:
-        return _has_stop(tokenizer, ids, params.stop)
+    def stop_hit(row: int, ids: torch.Tensor) -> str | None:
+        return _ended(tokenizer, row, ids, params.stop, rules)
 
     return decode(
         model,
@@ -150,17 +168,17 @@ def _decode_loop(model, tokenizer, input_ids, attention, params: SamplingParams)
         max_new_tokens=params.max_new_tokens,
         eos_ids=_eos_ids(model, tokenizer),
         pad_id=tokenizer.pad_token_id,
-        stop_hit=stop_hit if params.stop else None,
+        stop_hit=stop_hit if params.stop or rules is not None else None,
     )
 
 
-def _generate(model, tokenizer, input_ids, attention, params: SamplingParams):
+def _generate(model, tokenizer, input_ids, attention, params: SamplingParams, rules):
     from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
     width = input_ids.shape[1]
     eos_ids = _eos_ids(model, tokenizer)
     recorder = _BehaviourLogprobs(params.temperature)
-    finish = _Finish(width, eos_ids, params.stop, tokenizer)
+    finish = _Finish(width, eos_ids, params.stop, tokenizer, rules)
     greedy = params.temperature == 0
     config = GenerationConfig(
         do_sample=not greedy,
@@ -187,6 +205,15 @@ def _generate(model, tokenizer, input_ids, attention, params: SamplingParams):
 def _has_stop(tokenizer, ids: torch.Tensor, stop: Sequence[str]) -> bool:
     text = tokenizer.decode(ids, skip_special_tokens=True)
     return any(s in text for s in stop)
+
+
+def _ended(tokenizer, row: int, ids: torch.Tensor, stop: Sequence[str],
+           rules: RowStops | None) -> str | None:  # fmt: skip
+    """Why row `row` ends after its generated `ids`: "stop" (a stop sequence), a stop rule's
+    reason, or None; both engines ask after every token."""
+    if stop and _has_stop(tokenizer, ids, stop):
+        return "stop"
+    return None if rules is None else rules.check(row, ids)
 
 
 def _eos_ids(model, tokenizer) -> list[int]:
@@ -235,13 +262,12 @@ class _BehaviourLogprobs:
 class _Finish:
     """A stopping criterion that ends rows at eos or a stop sequence and records the length."""
 
-    def __init__(
-        self, prompt_width: int, eos_ids: list[int], stop: Sequence[str], tokenizer
-    ) -> None:
+    def __init__(self, prompt_width: int, eos_ids: list[int], stop: Sequence[str], tokenizer,
+                 rules: RowStops | None) -> None:  # fmt: skip
         self.prompt_width = prompt_width
         self.eos = torch.tensor(eos_ids, dtype=torch.long)
         self.stop = tuple(stop)
-        self.tokenizer = tokenizer
+        self.tokenizer, self.rules = tokenizer, rules
         self.ends: dict[int, tuple[int, str]] = {}  # row -> (kept length, how)
 
     def __call__(
@@ -256,10 +282,11 @@ class _Finish:
                 continue
             if bool(torch.isin(last[row], self.eos)):
                 self.ends[row] = (length, "eos")
-            elif self.stop and _has_stop(
-                self.tokenizer, input_ids[row, self.prompt_width :], self.stop
-            ):
-                self.ends[row] = (length, "stop")
+            else:
+                ids = input_ids[row, self.prompt_width :]
+                reason = _ended(self.tokenizer, row, ids, self.stop, self.rules)
+                if reason is not None:
+                    self.ends[row] = (length, reason)
             done[row] = row in self.ends
         return done
 

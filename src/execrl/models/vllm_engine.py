@@ -26,12 +26,14 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from execrl.models.sampling import Completion, SamplingParams
+from execrl.models.stop_rules import RowStops
 
 INSTALL_HINT = (
     "sampling.engine = 'vllm' needs vLLM: `pip install 'execrl[vllm]'` on a GPU; on a CPU, in a "
@@ -115,7 +117,11 @@ class VLLMEngine:
             prompt = torch.tensor(list(ids), dtype=torch.long)
             for choice in sorted(out.outputs, key=lambda c: c.index):
                 results.append(_completion(index, prompt, choice))
-        return results
+        rows = [ids for ids in prompt_ids for _ in range(n)]
+        rules = RowStops.of(self.tokenizer, rows, params.code_end, params.repeat_ngram)
+        if rules is None:
+            return results
+        return [cut_by_rules(c, rules, row, self.tokenizer) for row, c in enumerate(results)]
 
     def sync_weights(self, model: Any) -> None:
         """Push `model`'s current weights into the engine (all weights; with LoRA, merged)."""
@@ -237,6 +243,19 @@ def _completion(index: int, prompt: torch.Tensor, choice: Any) -> Completion:
     else:
         finish = "eos"
     return Completion(index, choice.text, prompt, tokens, logprobs, finish)
+
+
+def cut_by_rules(completion: Completion, rules: RowStops, row: int, tokenizer: Any) -> Completion:
+    """The completion cut at the first token where a stop rule ends it, as the in-process
+    engines would have stopped there (vLLM has no per-token hook for the rules)."""
+    ids = completion.token_ids.tolist()
+    for end in range(1, len(ids) + 1):
+        reason = rules.check(row, ids[:end])
+        if reason is not None:
+            text = tokenizer.decode(ids[:end], skip_special_tokens=True)
+            return replace(completion, text=text, token_ids=completion.token_ids[:end].clone(),
+                           logprobs=completion.logprobs[:end].clone(), finish=reason)  # fmt: skip
+    return completion
 
 
 def _unwrap(model: Any) -> Any:

@@ -87,6 +87,13 @@ class SamplingConfig:
     # "loop": execrl's KV-cache decode loop (the fastest on small models); "hf": Hugging Face
     # `generate`, for models whose cache the loop does not drive (`models.engine`)
     engine: str = "loop"
+    # Stop rules (`models.stop_rules`), in every engine: a row whose prompt shows a ``` fence
+    # ends at the line closing its first Python block (the code scored is that block); one-turn
+    # rollouts only: an episode's turn may go on after a block
+    code_end: bool = True
+    # > 0: a row whose last repeat_ngram tokens appeared 4 times ends (a loop; counted as
+    # truncated). Off by default in training: a cut changes which tokens the loss sees
+    repeat_ngram: int = 0
 
 
 @dataclass
@@ -151,7 +158,9 @@ class RunConfig:
     name: str = ""  # run directory name; default: a timestamp
     checkpoint_every: int = 0  # steps between checkpoints; 0 saves only at the end
     resume: str = ""  # a run directory to continue from its last checkpoint
-    merge_lora: bool = False  # with LoRA, final/ holds the merged model instead of the adapter
+    # With LoRA, final/ holds the base with the adapter merged in (what eval and vLLM load as
+    # is); false keeps the adapter alone, which `execrl eval` merges onto its base on load
+    merge_lora: bool = True
     # Where per-step metrics go besides metrics.jsonl: comma-separated tensorboard, wandb,
     # mlflow, or none; "" reads $EXECRL_TRACKERS, and without it TensorBoard.
     trackers: str = ""
@@ -403,6 +412,8 @@ def _check_sampling(sampling: SamplingConfig, where: str) -> None:
             )
     if not 0 < sampling.top_p <= 1:
         raise ConfigError(f"{where}: sampling.top_p = {sampling.top_p}; it must be in (0, 1]")
+    if sampling.repeat_ngram < 0:
+        raise ConfigError(f"{where}: sampling.repeat_ngram must be at least 0 (0: off)")
 
 
 def _check_data(data: DataConfig, where: str) -> None:

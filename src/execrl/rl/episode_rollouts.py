@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from execrl.models.sampling import Completion, SamplingParams
+from execrl.models.sampling import TRUNCATED, Completion, SamplingParams
 from execrl.rewards.result import RewardResult
 from execrl.rewards.scorer import RewardScorer, build_sample
 from execrl.rl.credit import discounted_return
@@ -74,7 +74,7 @@ def episode_scored(task_index: int, task: Task, episode: Episode, discount: floa
         raise ValueError(f"task {task.id}: an episode without token ids cannot be trained on")
     own = _segment(trajectory)  # the sequence that holds the final turn
     mask = own.policy_mask  # (T,)
-    truncated = episode.truncated or (bool(episode.finishes) and episode.finishes[-1] == "length")
+    truncated = episode.truncated or (bool(episode.finishes) and episode.finishes[-1] in TRUNCATED)
     completion = Completion(
         prompt_index=0,
         text=transcript(episode),

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from execrl.models.engine import RolloutEngine
-from execrl.models.prompting import with_signature_prompts
+from execrl.models.prompting import with_named_entry_points, with_signature_prompts
 from execrl.models.sampling import SamplingParams, encode_prompts, uses_chat_template
 from execrl.rewards.config import RewardConfig
 from execrl.rewards.scorer import RewardScorer
@@ -58,6 +58,9 @@ class HeldoutSpec:
     memory_mb: int
     dtype: str  # the dtype the model was trained in
     engine: str = "loop"  # the rollout engine (`sampling.engine`): loop and hf draw differently
+    # the stop rules (`sampling.code_end`, `sampling.repeat_ngram`); off in a spec saved before
+    code_end: bool = False
+    repeat_ngram: int = 0
 
     def __post_init__(self) -> None:
         if self.prompt_format not in PROMPT_FORMATS:
@@ -116,12 +119,16 @@ def heldout_spec(c: TrainConfig) -> HeldoutSpec:
         memory_mb=c.sandbox.memory_mb,
         dtype=c.model.dtype,
         engine=c.sampling.engine,
+        code_end=c.sampling.code_end,
+        repeat_ngram=c.sampling.repeat_ngram,
     )
 
 
 def prompted(tasks: Sequence[Task], prompt_format: str) -> list[Task]:
-    """The tasks with the prompt format applied (idempotent: a signature prompt is code)."""
-    return with_signature_prompts(list(tasks)) if prompt_format == "signature" else list(tasks)
+    """The tasks with the prompt format applied, each naming its entry point (idempotent: a
+    signature prompt is code, a named prompt is left as it is)."""
+    tasks = with_signature_prompts(list(tasks)) if prompt_format == "signature" else list(tasks)
+    return with_named_entry_points(tasks)
 
 
 def run_heldout(
@@ -140,7 +147,10 @@ def run_heldout(
     tasks = prompted(tasks, spec.prompt_format)
     chat = {"auto": None, "on": True, "off": False}[spec.chat]
     prompt_ids = encode_prompts(tokenizer, [t.prompt for t in tasks], chat=chat)
-    params = SamplingParams(spec.temperature, spec.top_p, spec.max_new_tokens, spec.stop)
+    one_turn = env is None or env.name == "single"
+    params = SamplingParams(spec.temperature, spec.top_p, spec.max_new_tokens, spec.stop,
+                            code_end=spec.code_end and one_turn,
+                            repeat_ngram=spec.repeat_ngram)  # fmt: skip
     reward = RewardConfig(tree={"type": "pass"}, program=spec.program, analysis_workers=0)
     limits = Limits(wall_s=spec.wall_s, memory_mb=spec.memory_mb)
     scorer = RewardScorer(reward, sandbox=sandbox, limits=limits)

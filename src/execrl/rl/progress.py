@@ -1,7 +1,10 @@
 """What a person watching a run sees: progress, warnings, and a clean stop on Ctrl-C or SIGTERM.
 
 On a terminal a progress bar (step, reward, pass rate, steps/s, time left); otherwise a one-line
-summary every `every` steps, so a log file shows the run moving. Warnings name what to change.
+summary every `every` steps, so a log file shows the run moving. Both show where the last step's
+time went: generate (sampling), score (building, running and rewarding the programs, which
+overlaps generation) and update seconds, `time/generate_s`, `time/execute_s` and `time/update_s`
+of metrics.jsonl. Warnings name what to change.
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ class Progress:
     def step(self, row: dict[str, Any]) -> None:
         step = int(row["step"]) + 1
         if self.bar is not None:
-            self.bar.set_postfix(
-                reward=f"{row['reward_mean']:.3f}", pass_rate=f"{row['pass_rate']:.2f}"
+            self.bar.set_postfix_str(
+                f"reward={row['reward_mean']:.3f}, pass_rate={row['pass_rate']:.2f}, "
+                + step_times(row)
             )
             self.bar.update(1)
             if step >= self.total:
@@ -48,12 +52,19 @@ class Progress:
             self.log(
                 f"step {step}/{self.total}  reward {row['reward_mean']:.3f}  pass rate "
                 f"{row['pass_rate']:.2f}  groups kept {row['groups_kept']}  {rate:.2f} steps/s  "
-                f"{_duration(left)} left"
+                f"{_duration(left)} left  ({step_times(row)})"
             )
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+def step_times(row: dict[str, Any]) -> str:
+    """Where a step's time went, from its metrics row: 'generate 1.2 s, score 0.4 s, ...'."""
+    parts = (("generate", "time/generate_s"), ("score", "time/execute_s"),
+             ("update", "time/update_s"))  # fmt: skip
+    return ", ".join(f"{name} {row.get(key, 0.0):.1f} s" for name, key in parts)
 
 
 def _duration(seconds: float) -> str:

@@ -8,8 +8,8 @@ updates old (`rl.async_rollouts`), while the update runs.
 The run directory holds `config.toml` (resolved), `metrics.jsonl` (one line per step),
 `flagged.jsonl` (samples the reward flagged), `checkpoint/state.pt` (everything `--resume`
 needs; an asynchronous run adds `prefetched-<step>.pt`, the batches gathered ahead), `final/`
-(the policy in Hugging Face format: with LoRA the adapter, and with `run.merge_lora` the merged
-model) and `summary.json`. It is made only once set-up succeeded.
+(the policy in Hugging Face format; a LoRA run merges its adapter in unless `run.merge_lora` is
+false) and `summary.json`. It is made only once set-up succeeded.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from execrl.models import SamplingParams, encode_prompts
+from execrl.models.adapter import absolute_base
 from execrl.models.engine import RolloutEngine, make_engine
 from execrl.models.sampling import uses_chat_template
 from execrl.rewards.config import node_names
@@ -152,7 +153,9 @@ def train(config: TrainConfig, *, tasks: list[Task] | None = None, heldout: list
         chat = {"auto": None, "on": True, "off": False}[c.model.chat]
         engine = make_engine(c.sampling.engine, built.policy.model, tok)
         params = SamplingParams(c.sampling.temperature, c.sampling.top_p,
-                                c.sampling.max_new_tokens, tuple(c.sampling.stop))  # fmt: skip
+                                c.sampling.max_new_tokens, tuple(c.sampling.stop),
+                                code_end=c.sampling.code_end and c.env.name == "single",
+                                repeat_ngram=c.sampling.repeat_ngram)  # fmt: skip
         train_ids = encode_prompts(tok, [t.prompt for t in built.tasks], chat=chat)
 
         def rollouts_on(engine: RolloutEngine) -> Rollouts:
@@ -308,11 +311,15 @@ def _heldout_by_turn(run: Run, sandbox: Any) -> list[float]:
 
 
 def _save_final(run: Run) -> None:
-    """final/: the policy as trained (with LoRA, the adapter); with run.merge_lora a LoRA run
-    saves the base model with the adapter merged in, loadable without peft."""
+    """final/: the policy as trained. A LoRA run saves the base with the adapter merged in (a
+    full model that eval and vLLM load without peft); with run.merge_lora = false the adapter
+    alone, naming its base by an absolute path (`models.adapter`: eval merges it on load)."""
     model, final = run.built.policy.model, run.run_dir / "final"
-    if run.config.run.merge_lora and hasattr(model, "merge_and_unload"):
-        model = model.merge_and_unload()
+    if hasattr(model, "merge_and_unload"):
+        if run.config.run.merge_lora:
+            model = model.merge_and_unload()
+        else:
+            absolute_base(model)
     model.save_pretrained(final)
     run.built.policy.tokenizer.save_pretrained(final)
     heldout_spec(run.config).save(final)  # `execrl eval --model final` evaluates as trained

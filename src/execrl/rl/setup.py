@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from execrl.models import LoraSpec, load_policy, reference_from
-from execrl.models.prompting import with_signature_prompts
+from execrl.models.prompting import with_named_entry_points, with_signature_prompts
 from execrl.rl import dist
 from execrl.rl.config import ConfigError, TrainConfig
 from execrl.rl.curriculum import Curriculum, TaskMix
@@ -55,6 +55,7 @@ def build(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | N
     require_toolchains(t.language for t in [*tasks, *heldout])  # iverilog, g++: before the model
     if c.data.signature_prompt:
         tasks, heldout = with_signature_prompts(tasks), with_signature_prompts(heldout)
+    tasks, heldout = with_named_entry_points(tasks), with_named_entry_points(heldout)
     device = c.model.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
