@@ -20,9 +20,9 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import TypeVar
 
-Config = TypeVar("Config", bound=Any)
+Config = TypeVar("Config")
 
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
