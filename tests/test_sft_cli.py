@@ -230,3 +230,16 @@ def test_the_default_build_trains_as_before_its_loop_was_shared():
     assert new_losses == old_losses
     old_weights = dict(before.named_parameters())
     assert all(torch.equal(p, old_weights[n]) for n, p in shared.named_parameters())
+
+
+def test_sft_says_and_saves_the_torch_threads_it_used(on_default, tmp_path, capsys, monkeypatch):
+    """`execrl sft` chooses torch's threads as `execrl train` does (nothing runs beside it: every
+    free core) and saves the count, which a resume keeps unless --set model.threads says."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert main(sft_args(tmp_path, "t", "run.steps=1")) == 0
+    assert "execrl sft: threads: torch uses 1 (OMP_NUM_THREADS=1)" in capsys.readouterr().err
+    assert "threads = 1" in (tmp_path / "t" / "config.toml").read_text()
+    assert (
+        main(["sft", "--resume", str(tmp_path / "t"), *sets("run.steps=2", "model.threads=2")]) == 0
+    )
+    assert "torch uses 2 (model.threads = 2)" in capsys.readouterr().err

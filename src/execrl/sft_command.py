@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                    help="override one config field, e.g. --set data.train=pairs.jsonl")  # fmt: skip
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its checkpoint "
-                   "(--set may change run.steps, run.checkpoint_every, run.trackers)")  # fmt: skip
+                   "(--set may change run.steps, run.checkpoint_every, run.trackers, model.threads)")  # fmt: skip
     p.set_defaults(handler=_sft)
 
 
@@ -71,6 +71,15 @@ def _sft(args: argparse.Namespace) -> int:
 
 def run_sft(config: Any, resume: Path | None = None) -> dict[str, Any]:
     """Train as `config` says (continuing `resume` if given); the summary that is printed."""
+    from execrl.models.threads import Machine, choose_threads, threads_used, with_threads
+
+    threads = choose_threads(config.model.threads, 0, Machine.now(), "model.threads")
+    print(f"execrl sft: {threads.line()}", file=sys.stderr)
+    with threads_used(threads):
+        return _run_sft(with_threads(config, threads), resume)
+
+
+def _run_sft(config: Any, resume: Path | None) -> dict[str, Any]:
     import torch
 
     from execrl.models.loading import LoraSpec, load_policy

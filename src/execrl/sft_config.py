@@ -48,8 +48,8 @@ class SFTConfig:
     run: SFTRunConfig = field(default_factory=SFTRunConfig)
 
 
-# What --resume may change: how long the run goes on and where its metrics go.
-RESUMABLE = ("run.steps", "run.checkpoint_every", "run.trackers")
+# What --resume may change: how long the run goes on, where its metrics go, torch's threads.
+RESUMABLE = ("run.steps", "run.checkpoint_every", "run.trackers", "model.threads")
 
 
 def load_sft_config(
@@ -91,8 +91,10 @@ def validate(config: SFTConfig, where: str) -> None:
     for key, value in positive.items():
         if value <= 0:
             raise ConfigError(f"{where}: {key} must be positive, got {value!r}")
-    if config.run.checkpoint_every < 0 or config.model.lora_r < 0:
-        raise ConfigError(f"{where}: run.checkpoint_every and model.lora_r cannot be negative")
+    if config.run.checkpoint_every < 0 or config.model.lora_r < 0 or config.model.threads < 0:
+        raise ConfigError(
+            f"{where}: run.checkpoint_every, model.lora_r and model.threads cannot be negative"
+        )
     problem = device_problem(config.model.device)
     if problem:
         raise ConfigError(f"{where}: model.device = {problem}")

@@ -78,10 +78,10 @@ def test_list_show_validate_commands(data_dir, capsys, tmp_path):
     out = capsys.readouterr().out
     assert "mbpp+" in out and f"{data_dir}/mbppplus/MbppPlus-v0.2.0.jsonl.gz (data dir)" in out
     assert _cli("tasks", "list", "--data-dir", str(tmp_path)) == 0
-    assert (
-        f"MISSING: quixbugs: no data found. Put quixbugs_python.jsonl at {tmp_path}/quixbugs"
-        in capsys.readouterr().out
-    )
+    out = capsys.readouterr().out
+    assert f"MISSING: put quixbugs_python.jsonl at {tmp_path}/quixbugs/quixbugs_python.jsonl" in out
+    assert "have no data (humaneval+, mbpp, mbpp-train, mbpp-full, mbpp-sanitized, mbpp+, " in out
+    assert f"quixbugs, codejam) in {tmp_path} (--data-dir): put the files" in out
 
     assert _cli("tasks", "show", "Mbpp/11", "--data-dir", str(data_dir)) == 0
     out = capsys.readouterr().out

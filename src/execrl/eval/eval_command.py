@@ -32,8 +32,9 @@ from execrl.eval.generation import GenerationMeta, SamplesFile, first_n, generat
 from execrl.models.backends import OPENAI_PREFIX
 from execrl.models.device import device_problem
 from execrl.models.prompting import with_named_entry_points
+from execrl.models.threads import Machine, choose_threads, threads_used
 from execrl.progress import progress_bar
-from execrl.rl.eval_spec import HeldoutSpec
+from execrl.rl.eval_spec import SPEC_FILE, HeldoutSpec
 from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
 from execrl.sandbox.languages import require_toolchains
 from execrl.sandbox.reference_runner import sandbox_runner
@@ -90,6 +91,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--restart", action="store_true", help="discard samples from an earlier run")
     p.add_argument("--workers", type=int, default=2, help="sandbox workers")
+    p.add_argument("--threads", type=int, default=0, help="torch's CPU threads for a local model "
+                   "(default 0: chosen from the cores free at start, or OMP_NUM_THREADS)")  # fmt: skip
     p.add_argument(
         "--timeout",
         type=float,
@@ -146,6 +149,19 @@ def run_eval(args: argparse.Namespace) -> int:
     problem = device_problem(args.device)
     if problem:
         return _fail(f"--device {problem}")
+    if args.threads < 0:
+        return _fail(f"--threads {args.threads}: give 0 (chosen at start) or a positive count")
+    if args.model.startswith(OPENAI_PREFIX):  # the server computes with its own threads
+        return _run_eval(args)
+    # A model execrl trained samples as its run did: the sandbox scores while it generates
+    beside = args.workers if (Path(args.model) / SPEC_FILE).is_file() else 0
+    threads = choose_threads(args.threads, beside, Machine.now(), "--threads")
+    print(f"execrl eval: {threads.line()}", file=sys.stderr)
+    with threads_used(threads):
+        return _run_eval(args)
+
+
+def _run_eval(args: argparse.Namespace) -> int:
     if args.corrections and args.env == "single":
         return _fail("--corrections needs episodes with feedback: add --env self_correct")
     if args.corrections and args.model.startswith(OPENAI_PREFIX):

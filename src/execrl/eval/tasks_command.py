@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from execrl.eval.validate import validate
@@ -17,8 +18,9 @@ from execrl.tasks.contest_registry import PATH_BENCHMARKS
 from execrl.tasks.defects import KNOWN_DEFECTS
 from execrl.tasks.errors import DataNotFound, NoSuchTask, TaskDataError, UnknownBenchmark
 from execrl.tasks.jsonl import task_to_dict
-from execrl.tasks.registry import list_benchmarks, load_benchmark, locate_benchmark
+from execrl.tasks.registry import Benchmark, list_benchmarks, load_benchmark, locate_benchmark
 from execrl.tasks.schema import AssertTests, CallTests, Task, VerifierTests
+from execrl.tasks.sources import DATA_DIR_ENV, data_dir_of, wanted_path
 from execrl.tasks.suites import DEFAULT_N, LEVELS, SUITES
 
 # Task-id prefixes that name their benchmark, for `show` without --benchmark.
@@ -69,12 +71,16 @@ def _fail(message: str) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     print(f"{'benchmark':<16} {'tasks':>6}  data")
+    root = data_dir_of(args.data_dir)
+    missing: list[Benchmark] = []
     for b in list_benchmarks():
         try:
             found = locate_benchmark(b.name, args.data_dir, download=False)
             where = f"{found.path} ({found.origin})" if found else "generated"
-        except DataNotFound as exc:
-            where = f"MISSING: {exc}"
+        except DataNotFound:
+            assert b.data is not None  # only a benchmark read from a file can be missing
+            missing.append(b)
+            where = f"MISSING: put {b.data.filename} at {wanted_path(b.data, root)}"
         print(f"{b.name:<16} {b.count or '-':>6}  {where}")
     print(
         f"{'synthetic':<16} {'any':>6}  generated (synthetic:split=train,difficulty=1,n=100,seed=0)"
@@ -86,7 +92,27 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"{name:<16} {count:>6}  generated ({options}): {what}")
     for b in PATH_BENCHMARKS.values():  # read from the dataset's own files (contest_registry)
         print(f"{b.name + ':PATH':<16} {'-':>6}  {b.description}; PATH a JSONL/parquet file or hf")
+    if missing:
+        print(_missing_note(missing, args.data_dir, root))
     return 0
+
+
+def _missing_note(missing: list[Benchmark], flag: str | None, root: Path | None) -> str:
+    """What a person sets or installs to give the MISSING benchmarks their data."""
+    names = ", ".join(b.name for b in missing)
+    if root is None:
+        head = (f"\n{len(missing)} benchmarks have no data ({names}): no data directory is set. "
+                f"Set {DATA_DIR_ENV}=DIR (or pass --data-dir DIR), DIR holding <dataset>/<file> "
+                "as the rows above name them; README, Quickstart: where the data comes from.")  # fmt: skip
+    else:
+        source = "--data-dir" if flag else DATA_DIR_ENV
+        head = (f"\n{len(missing)} benchmarks have no data ({names}) in {root} ({source}): put "
+                "the files the rows above name there, or point it at the directory holding them.")  # fmt: skip
+    online = [b.name for b in missing if b.data and b.data.hub]
+    if online:
+        head += (f" With the `datasets` package installed, a command that loads {', '.join(online)} "
+                 "downloads its public copy on first use.")  # fmt: skip
+    return head
 
 
 def _summary(t: Any) -> str:

@@ -38,6 +38,9 @@ class ModelConfig:
     lora_targets: list[str] = field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
     )
+    # torch's CPU threads; 0 chooses from the cores free at start (`models.threads`), unless
+    # OMP_NUM_THREADS is set. A run saves the count it used, so a resumed run keeps it
+    threads: int = 0
 
 
 @dataclass
@@ -234,7 +237,7 @@ def load_config(
 
 # What `--resume` may change: how long and where the run goes on, not what it trains.
 RESUMABLE = ("run.steps", "run.checkpoint_every", "run.trackers", "run.merge_lora",
-             "sandbox.workers")  # fmt: skip
+             "sandbox.workers", "model.threads")  # fmt: skip
 
 
 def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
@@ -395,6 +398,8 @@ def validate(config: TrainConfig, where: str = "config") -> None:
     problem = device_problem(config.model.device)
     if problem:
         raise ConfigError(f"{where}: model.device = {problem}")
+    if config.model.threads < 0:
+        raise ConfigError(f"{where}: model.threads must be at least 0 (0: chosen at start)")
     if config.sampling.engine == "vllm" and importlib.util.find_spec("vllm") is None:
         from execrl.models.vllm_engine import INSTALL_HINT
 

@@ -27,6 +27,7 @@ from execrl.models import SamplingParams, encode_prompts
 from execrl.models.adapter import absolute_base
 from execrl.models.engine import RolloutEngine, make_engine
 from execrl.models.sampling import uses_chat_template
+from execrl.models.threads import Machine, choose_threads, threads_used, with_threads
 from execrl.rewards.config import node_names
 from execrl.rewards.scorer import RewardScorer
 from execrl.rl import dist, setup
@@ -128,8 +129,6 @@ def train(config: TrainConfig, *, tasks: list[Task] | None = None, heldout: list
     """Run the training `config` describes; returns the summary (also written to summary.json).
     `reward` replaces the config's reward tree with a Python object; `observer` builds what is
     told of each step and of the end (`execrl train` passes the report layer's telemetry)."""
-    from execrl.sandbox.backend import open_sandbox
-
     start = time.time()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if config.rl.max_staleness and world > 1:  # the thread's all-gathers would cross the update's
@@ -141,6 +140,20 @@ def train(config: TrainConfig, *, tasks: list[Task] | None = None, heldout: list
     dist.init_from_env()
     talk = not quiet and dist.rank() == 0
     log = (lambda msg: print(msg, file=sys.stderr, flush=True)) if talk else (lambda msg: None)
+    threads = choose_threads(config.model.threads, setup.workers_beside(config.sandbox),
+                             Machine.now(), "model.threads")  # fmt: skip
+    log(threads.line())
+    with threads_used(threads):
+        return _train(
+            with_threads(config, threads), tasks, heldout, reward, quiet, observer, log, start
+        )
+
+
+def _train(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | None,
+           reward: Any, quiet: bool, observer: ObserverFactory | None,
+           log: Callable[[str], None], start: float) -> dict[str, Any]:  # fmt: skip
+    from execrl.sandbox.backend import open_sandbox
+
     for warning in setup_warnings(config):
         log(warning)
     built = setup.build(config, tasks, heldout)

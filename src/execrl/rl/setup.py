@@ -25,6 +25,7 @@ from execrl.rl.curriculum import Curriculum, TaskMix
 from execrl.rl.prompts import PromptSampler
 from execrl.rl.trainer import Learner
 from execrl.sandbox.languages import require_toolchains
+from execrl.sandbox.pool import SandboxConfig
 from execrl.tasks.difficulty import difficulty_level
 from execrl.tasks.schema import Task
 
@@ -87,6 +88,13 @@ def build(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | N
     sampler = PromptSampler(len(tasks), c.run.seed, c.rl.prompt_sampler, c.rl.pass_rate_target,
                             c.rl.pass_rate_decay, mix, curriculum)  # fmt: skip
     return Setup(c, policy, learner, sampler, tasks, heldout)
+
+
+def workers_beside(sandbox: SandboxConfig) -> int:
+    """The sandbox workers on this machine, which run programs while the policy generates."""
+    if sandbox.backend == "local":
+        return sandbox.workers
+    return sandbox.workers * sandbox.ray_actors if sandbox.ray_address == "local" else 0
 
 
 def run_directory(c: TrainConfig) -> Path:

@@ -56,6 +56,15 @@ def data_dir_of(data_dir: str | Path | None) -> Path | None:
     return Path(d) if d else None
 
 
+def wanted_path(spec: DataFile, root: Path | None) -> str:
+    """Where the data directory should hold `spec`'s file ("<data dir>/..." when none is set)."""
+    return (
+        str(root / spec.dataset / spec.filename)
+        if root
+        else f"<data dir>/{spec.dataset}/{spec.filename}"
+    )
+
+
 def locate(spec: DataFile, data_dir: str | Path | None = None, download: bool = True) -> Found:
     """The first place that has the file; DataNotFound, saying what to put where, if none."""
     tried: list[str] = []
@@ -88,11 +97,8 @@ def locate(spec: DataFile, data_dir: str | Path | None = None, download: bool = 
             raise
         except Exception as exc:  # noqa: BLE001 - offline, hub errors: all mean "not found here"
             tried.append(f"a download of {spec.hub.path} ({type(exc).__name__}: {exc})"[:300])
-    where = f"<data dir>/{spec.dataset}/{spec.filename}"
-    if root is not None:
-        where = str(root / spec.dataset / spec.filename)
     raise DataNotFound(
-        f"{spec.dataset}: no data found. Put {spec.filename} at {where} "
+        f"{spec.dataset}: no data found. Put {spec.filename} at {wanted_path(spec, root)} "
         f"(choose the directory with --data-dir DIR or {DATA_DIR_ENV}=DIR). Looked in: "
         + "; ".join(tried)
     )
