@@ -75,6 +75,7 @@ def prepare_unit(unit: dict[str, Any], prepared: Prepared) -> Any:
         "nonplain": None,
         "broken": None,  # (exception name, message) when `guard` could not restore or check
         "extra_globals": set(),
+        "calls": 0,  # calls into the candidate under way (`guard._call`)
         "tampered": [],
         "keep": [],  # what crossed between the tests and the candidate: never freed (`guard`)
         "gc_enabled": parts["gc_isenabled"](),
