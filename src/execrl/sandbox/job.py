@@ -43,11 +43,11 @@ class Job:
     def for_task(
         cls, task: Task, program: str, limits: Limits, tests: Tests | None = None, **options: Any
     ) -> Job:
-        """A job of `program` graded as `task` is: its tests (or `tests`, one of its groups), entry
-        point, return rule, id and language (a C task's program is compiled as C, never run as
-        Python), whatever path builds it."""
+        """A job of `program` graded as `task` is: after the task's prelude, with its tests (or
+        `tests`, one of its groups), entry point, return rule, id and language (a C task's
+        program is compiled as C, never run as Python), whatever path builds it."""
         return cls(
-            program=program,
+            program=task.with_prelude(program),
             tests=task.tests if tests is None else tests,
             entry_point=task.entry_point,
             limits=limits,

@@ -14,12 +14,15 @@ Tests are the public cases then the private ones, graded as lcb_runner does (che
   (lcb_runner makes one per problem), its `func_name` method called with the arguments, each
   one line of the input JSON-decoded; the expected output is JSON-decoded; a returned tuple
   counts as a list.
-lcb_runner prepends a block of imports (`from typing import *`, `from collections import *`,
-...) to every program; the prompt shows that block, and a completion graded through
-`execrl eval` or `eval-samples` gets the import lines it lacks from its prompt, as there. A
-whole-program `solution` sample is run as given (add the imports it relies on). lcb_runner
-runs stdin programs inside its own process with `input`/`sys.stdin` patched; here the program
-runs as itself. lcb_runner gives each test 6 s by default; here the same per test.
+lcb_runner puts a block of imports (its `import_string`: `from typing import *`,
+`from collections import *`, `heapq`, `bisect`, `itertools`, `functools`, `math`, ... and
+`sys.setrecursionlimit(50000)`) before every program it runs, call-based and stdin alike; here
+it is the task's `prelude`, put before every program the task grades (`Task.with_prelude`), so
+a reference written for LiveCodeBench that uses `List` or `deque` without importing them passes
+as there. The prompt shows the block too. As there, a program that starts with
+`from __future__ import ...` is then a syntax error. lcb_runner runs stdin programs inside its
+own process with `input`/`sys.stdin` patched; here the program runs as itself. lcb_runner gives
+each test 6 s by default; here the same per test.
 
 Options (`livecodebench:PATH?since=2024-08-01&until=2025-02-01`): `since` and `until` keep the
 problems whose `contest_date` falls in [since, until] (dates, inclusive), so a window after a
@@ -44,10 +47,11 @@ HUB = HubSource(
     data_files="hf://datasets/livecodebench/code_generation_lite/test6.jsonl",
 )
 OPTIONS = ("since", "until")
-PER_TEST_S = 6.0
+PER_TEST_S = 6.0  # lcb_runner's default timeout per test (run_test(timeout=6))
+# The modules of lcb_runner's `import_string`, in its order (`LCB_IMPORTS`).
 _MODULES = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random",
             "statistics", "itertools", "functools", "operator", "io", "sys", "json", "builtins",
-            "typing")  # fmt: skip  # lcb_runner's default timeout per test (run_test(timeout=6))
+            "typing")  # fmt: skip
 COMPARE = Compare(checker="livecodebench")
 
 
@@ -168,6 +172,7 @@ def _task(where: str, rec: dict[str, Any], when: date) -> Task:
         entry_point=f"Solution.{func_name}" if functional else None,
         visible_tests=_tests(where, public, func_name) if public else None,
         time_limits=scaled_limits(PER_TEST_S, len(tests), factor=1.0),
+        prelude=LCB_IMPORTS,
         metadata={
             "source": "livecodebench",
             "title": rec.get("question_title"),
@@ -180,8 +185,8 @@ def _task(where: str, rec: dict[str, Any], when: date) -> Task:
     )
 
 
-# lcb_runner's `import_string`: prepended to every program it runs (call-based and stdin), so
-# solutions may use `List`, `deque`, `gcd`, ... without importing them.
+# lcb_runner's `import_string`, the same modules in the same order: put before every program it
+# runs (call-based and stdin), so solutions may use `List`, `deque`, `gcd`, ... unimported.
 LCB_IMPORTS = "\n".join(
     [f"from {m} import *" for m in _MODULES] + [f"import {m}" for m in _MODULES if m not in ("builtins", "typing")]
     + ["sys.setrecursionlimit(50000)"]
