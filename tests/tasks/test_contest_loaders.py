@@ -243,3 +243,31 @@ def test_bad_spec_errors():
         load_benchmark("apps")
     with pytest.raises(FileNotFoundError, match="no such file /nope.jsonl"):
         load_benchmark("taco:/nope.jsonl")
+
+
+@pytest.mark.parametrize("stripped", ["absent", None, "", "[]"])
+def test_a_record_without_private_tests_is_never_graded_as_the_benchmark(tmp_path, stripped):
+    """An export that strips LiveCodeBench's private tests leaves problems with a few public
+    ones: refused with what to do, unless the benchmark is named `?tests=public`, which then
+    grades every problem on its public tests alone (the name says so wherever it is shown)."""
+    recs = records("livecodebench")
+    for rec in recs:
+        if stripped == "absent":
+            del rec["private_test_cases"]
+        else:
+            rec["private_test_cases"] = stripped
+    spec = write(tmp_path, "livecodebench", recs)
+    with pytest.raises(TaskDataError, match=r"\(abc371_a\): no private_test_cases.*\?tests=public"):
+        load_benchmark(spec)
+    tasks = {t.id: t for t in load_benchmark(spec + "?tests=public")}
+    assert [c.stdin for c in tasks["abc371_a"].tests.cases] == ["1 2\n"]
+    assert tasks["1"].tests.expected == ([0, 1],)
+
+
+def test_tests_option_picks_livecodebench_groups():
+    public = {t.id: t for t in load_benchmark(fixture("livecodebench") + "?tests=public")}
+    private = {t.id: t for t in load_benchmark(fixture("livecodebench") + "?tests=private")}
+    assert [c.stdin for c in public["abc371_a"].tests.cases] == ["1 2\n"]
+    assert [c.stdin for c in private["abc371_a"].tests.cases] == ["10 20\n", "-5 5\n"]
+    with pytest.raises(TaskDataError, match="tests='hidden'; choose among public,private"):
+        load_benchmark(fixture("livecodebench") + "?tests=hidden")

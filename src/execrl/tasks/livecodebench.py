@@ -27,6 +27,11 @@ each test 6 s by default; here the same per test.
 Options (`livecodebench:PATH?since=2024-08-01&until=2025-02-01`): `since` and `until` keep the
 problems whose `contest_date` falls in [since, until] (dates, inclusive), so a window after a
 model's training cut-off can be chosen, as LiveCodeBench's own `--start_date/--end_date` do.
+`tests=public` grades on the public tests alone (default `public,private`). A record without
+private tests (exports that strip them leave the field out, null or empty) is refused unless
+`tests=public` is given: LiveCodeBench scores on the private tests, and a figure from a few
+public ones is not comparable; naming the option puts it in every summary that names the
+benchmark.
 """
 
 from __future__ import annotations
@@ -46,7 +51,8 @@ HUB = HubSource(
     "train",
     data_files="hf://datasets/livecodebench/code_generation_lite/test6.jsonl",
 )
-OPTIONS = ("since", "until")
+OPTIONS = ("since", "until", "tests")
+GROUPS = ("public", "private")
 PER_TEST_S = 6.0  # lcb_runner's default timeout per test (run_test(timeout=6))
 # The modules of lcb_runner's `import_string`, in its order (`LCB_IMPORTS`).
 _MODULES = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random",
@@ -58,18 +64,27 @@ COMPARE = Compare(checker="livecodebench")
 def read_livecodebench(records: list[Record], options: dict[str, str]) -> list[Task]:
     since = _date_option(options, "since")
     until = _date_option(options, "until")
+    groups = _groups(options)
     tasks = []
     for where, rec in records:
         where = named(where, rec.get("question_id"))
         when = _contest_date(where, rec)
         if (since and when < since) or (until and when > until):
             continue
-        tasks.append(_task(where, rec, when))
+        tasks.append(_task(where, rec, when, groups))
     if not tasks:
         raise TaskDataError(
             f"livecodebench: no problem has a contest_date in the window {since}..{until}"
         )
     return tasks
+
+
+def _groups(options: dict[str, str]) -> tuple[str, ...]:
+    text = options.get("tests", "public,private")
+    groups = tuple(g.strip() for g in text.split(",") if g.strip())
+    if not groups or any(g not in GROUPS for g in groups):
+        raise TaskDataError(f"livecodebench: tests={text!r}; choose among public,private")
+    return groups
 
 
 def _date_option(options: dict[str, str], key: str) -> date | None:
@@ -92,8 +107,13 @@ def _contest_date(where: str, rec: dict[str, Any]) -> date:
 
 def private_cases(where: str, rec: dict[str, Any]) -> list[Any]:
     """The private test cases: plain JSON in early releases, else base64+zlib+pickle (read with
-    an unpickler that builds plain built-in data only)."""
-    raw = field(where, rec, "private_test_cases", (str, list))
+    an unpickler that builds plain built-in data only). None where the record has none (an
+    export that strips them leaves the field out, null or empty)."""
+    raw = rec.get("private_test_cases")
+    if raw is None or raw == "" or raw == []:
+        return None
+    if not isinstance(raw, (str, list)):
+        raise TaskDataError(f"{where}: private_test_cases should be text or a list of test cases")
     if isinstance(raw, list):
         return raw
     try:
@@ -131,6 +151,19 @@ def _cases(where: str, what: str, cases: Any) -> list[dict[str, str]]:
     return cases
 
 
+def _private(where: str, rec: dict[str, Any], public: list[dict[str, str]]) -> list[Any]:
+    """The private cases; a record without them is refused rather than graded on its few public
+    cases as if it were the benchmark (LiveCodeBench's scores are on the private tests)."""
+    cases = private_cases(where, rec)
+    if not cases and public:
+        raise TaskDataError(
+            f"{where}: no private_test_cases (this export strips them; LiveCodeBench scores "
+            "on them). Use the full release (livecodebench/code_generation_lite), or grade "
+            "on the public tests alone, naming it so: 'livecodebench:PATH?tests=public'"
+        )
+    return _cases(where, "private_test_cases", cases or [])
+
+
 def _tests(where: str, cases: list[dict[str, str]], func_name: str | None) -> Tests:
     kinds = {c["testtype"] for c in cases}
     if len(kinds) > 1:
@@ -151,15 +184,17 @@ def _tests(where: str, cases: list[dict[str, str]], func_name: str | None) -> Te
     return CallTests(tuple(inputs), tuple(expected), COMPARE)
 
 
-def _task(where: str, rec: dict[str, Any], when: date) -> Task:
+def _task(where: str, rec: dict[str, Any], when: date, groups: tuple[str, ...]) -> Task:
     qid = field(where, rec, "question_id")
     content = field(where, rec, "question_content")
     starter = rec.get("starter_code") or ""
     meta = json_value(where, rec, "metadata", {})
     func_name = meta.get("func_name") if isinstance(meta, dict) else None
     public = _cases(where, "public_test_cases", json_value(where, rec, "public_test_cases"))
-    private = _cases(where, "private_test_cases", private_cases(where, rec))
-    cases = public + private
+    private = []
+    if "private" in groups:
+        private = _private(where, rec, public)
+    cases = (public if "public" in groups else []) + private
     if not cases:
         raise TaskDataError(f"{where}: the problem has no test cases")
     tests = _tests(where, cases, func_name)
