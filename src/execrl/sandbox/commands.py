@@ -10,10 +10,11 @@ import time
 from typing import Any, TypeVar
 
 from execrl.sandbox import isolation, languages, memcg, syscalls
-from execrl.sandbox.job import Job
+from execrl.sandbox.job import Job, reference_limits
 from execrl.sandbox.limits import Limits
 from execrl.sandbox.pool import Sandbox, SandboxConfig, SandboxUnavailable
 from execrl.sandbox.server_config import ServerConfig
+from execrl.tasks.schema import DEFAULT_WALL_S, Task
 
 T = TypeVar("T")
 
@@ -28,7 +29,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--benchmark", default="humaneval")
     b.add_argument("--repeat", type=int, default=1)
     b.add_argument("--workers", type=int, default=2)
-    b.add_argument("--timeout", type=float, default=3.0)
+    b.add_argument(
+        "--timeout", type=float, default=None, metavar="SECONDS",
+        help="wall clock of every run (default: each task's own limits, as `execrl tasks "
+        f"validate` gives them: the benchmark's, else {DEFAULT_WALL_S:g} s a run)",
+    )  # fmt: skip
     b.add_argument("--json", action="store_true", help="print one JSON line")
     b.add_argument("--allow-weaker-sandbox", action="store_true")
     b.set_defaults(handler=run_bench)
@@ -121,6 +126,14 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
 
 
+def _bench_limits(task: Task, timeout: float | None) -> Limits:
+    """The limits `tasks validate` gives the task's reference; `--timeout` replaces its clocks."""
+    limits = reference_limits(task)
+    if timeout is None:
+        return limits
+    return dataclasses.replace(limits, wall_s=timeout, test_wall_s=None, cpu_s=None)
+
+
 def _given(config: T, **flags: Any) -> T:
     """`config` with the flags that were given (not None) in place of its defaults."""
     return dataclasses.replace(config, **{k: v for k, v in flags.items() if v is not None})
@@ -183,8 +196,9 @@ def run_bench(args: argparse.Namespace) -> int:
     from execrl.tasks.registry import load_benchmark
 
     tasks = [t for t in load_benchmark(args.benchmark) if t.reference]
-    limits = Limits(wall_s=args.timeout)
-    jobs = [Job.for_task(t, t.reference or "", limits) for t in tasks] * args.repeat
+    jobs = [
+        Job.for_task(t, t.reference or "", _bench_limits(t, args.timeout)) for t in tasks
+    ] * args.repeat
     try:
         with Sandbox(workers=args.workers, allow_missing_layers=args.allow_weaker_sandbox) as sb:
             sb.run_many(jobs[: args.workers * 4])  # warm-up: first forks fault in shared pages

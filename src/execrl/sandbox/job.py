@@ -11,7 +11,17 @@ from typing import Any
 
 from execrl.sandbox import plain
 from execrl.sandbox.limits import Limits
-from execrl.tasks.schema import AssertTests, CallTests, StdioTests, Task, Tests
+from execrl.tasks.schema import AssertTests, CallTests, StdioTests, Task, Tests, job_limits
+
+REFERENCE_MEMORY_MB = 4096  # what a reference run gets where its task names no memory limit
+
+
+def reference_limits(task: Task) -> Limits:
+    """The limits a run of the task's reference solution gets, in `tasks validate` and in
+    `sandbox bench` alike: the benchmark's own (EvalPlus: per-test limits derived from the
+    reference's measured time, with EvalPlus's floor; else `schema.DEFAULT_WALL_S`), with
+    REFERENCE_MEMORY_MB unless the task names its memory."""
+    return Limits(**{"memory_mb": REFERENCE_MEMORY_MB, **job_limits(task)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +125,10 @@ class Job:
                 )
             ]
         if isinstance(t, CallTests):
-            return [
-                dict(base, kind="call", inputs=[plain.encode(tuple(args)) for args in t.inputs])
-            ]
+            inputs = [plain.encode(tuple(args)) for args in t.inputs]
+            # With a per-test clock the harness says when each call returns (`watch`).
+            clocked = self.limits.test_wall_s is not None
+            return [dict(base, kind="call", inputs=inputs, clocked=clocked)]
         if isinstance(t, StdioTests):
             if self.language != "python":
                 from execrl.sandbox import languages
