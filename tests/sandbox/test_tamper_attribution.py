@@ -29,11 +29,19 @@ def test_still_redirected():
     sys.stdout = io.StringIO()
     greet()
     greet()
+
+def test_redirect_stdout():
+    import contextlib
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        greet()
+    assert buffer.getvalue() == "hi\\n"
 """
 
 
 def _job(program: str) -> Job:
-    tests = AssertTests(CAPTURE, ("test_prints_greeting()", "test_still_redirected()"))
+    statements = ("test_prints_greeting()", "test_still_redirected()", "test_redirect_stdout()")
+    tests = AssertTests(CAPTURE, statements)
     return Job(program, tests, entry_point="greet")
 
 
