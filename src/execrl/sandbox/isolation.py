@@ -70,7 +70,9 @@ too: pipes, sockets and other anonymous inodes take theirs from one host-wide co
 scratch tmpfs numbers its files in order, so a run that makes k pipes or files moves the number
 a later run sees by k (a few bits between co-operating runs, as above). Without root (the user
 namespace), and as root without the `filesystem` layer, the next pid is the worker's
-namespace's (the host's) counter, moved by every run: the same channel. Per-uid counters (inotify
+namespace's (the host's) counter, moved by every run: the same channel; so it is as root on a
+kernel without /proc/sys/kernel/ns_last_pid (CONFIG_CHECKPOINT_RESTORE), between the runs of
+one worker. Per-uid counters (inotify
 instances, RLIMIT_NPROC) are shared by concurrent runs of one uid only where runs share a uid
 (without the `uid` layer), and only while those runs live.
 

@@ -114,7 +114,10 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
         # runs then draw pids from a counter we set at random before each (`NextPid`).
         isolation.reap_uid(uid)  # leftovers of a pool that died with this uid, on the host
         isolation.enter_pid_namespace()
-        next_pid = isolation.NextPid()
+        try:
+            next_pid = isolation.NextPid()
+        except OSError:  # a kernel without ns_last_pid: the counter is ours, if not random
+            next_pid = None
     # Our pid as the pool sees it (in a namespace of our own we are pid 1): /proc is still the
     # pool's here, and /proc/self names us in its namespace.
     pool_pid = int(os.readlink("/proc/self"))
