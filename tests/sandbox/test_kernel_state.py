@@ -140,3 +140,39 @@ def test_without_root_a_key_stored_by_one_run_cannot_be_read_by_a_later_run(nobo
     out = _run(nobody, body)
     assert out["first"] == ["PASSED", "none\n"], out
     assert out["second"] == ["WRONG_ANSWER", "none\n"], out
+
+
+# The next pid is a counter every run of a worker draws from: a run that starts `k` threads
+# moves it by `k`, and the next run reads `k` back from its own pid. One thread at a time,
+# so the run's process limit never binds.
+PID_PROBE = "import os\nprint(os.getpid())\n"
+PID_SPENDER = "import threading\nfor _ in range({k}):\n    t = threading.Thread(target=int)\n    t.start()\n    t.join()\n"
+
+
+def _pid(sb) -> int:
+    r = sb.run(Job(PID_PROBE, StdioTests((StdioCase("", ""),))))
+    return int(r.stdout)
+
+
+def _spend(sb, k: int) -> None:
+    job = Job(PID_SPENDER.format(k=k), StdioTests((StdioCase("", ""),)), allow_threads=True)
+    assert sb.run(job).passed
+
+
+@pytest.mark.parametrize("case_server", [True, False])
+def test_a_run_cannot_leave_a_message_in_the_next_run_s_pid(case_server):
+    """Two trials of sending 1000 through the pid counter (a run spends that many pids; the
+    next run decodes it from its pid, against a trial spending none): the receiver must not
+    read the message, to within the pids other processes take meanwhile, in either trial.
+    Runs forked by the worker and by a stdin/stdout sample's case server alike."""
+    with Sandbox(workers=1, case_server=case_server) as sb:
+        decoded = []
+        for _ in range(2):
+            before = _pid(sb)
+            _spend(sb, 0)
+            quiet = _pid(sb) - before
+            before = _pid(sb)
+            _spend(sb, 1000)
+            loud = _pid(sb) - before
+            decoded.append(abs(loud - quiet - 1000) <= 30)
+        assert not all(decoded), decoded

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from execrl.cli import main
+from execrl.sandbox import Job, Limits, Sandbox
 from execrl.tasks import load_benchmark
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "contest"
@@ -61,7 +62,28 @@ def test_livecodebench_samples_stdin_and_functional(tmp_path):
         ("1", "PASSED"),
         ("1", "WRONG_ANSWER"),  # (0, 1) counts as [0, 1] on the first test, fails the second
         ("2051A", "PASSED"),  # prints 2.0 where 2 is expected: equal as Decimals
+        ("3555", "PASSED"),  # List, heapify, heappop, heappush from lcb_runner's imports
+        ("3555", "WRONG_ANSWER"),  # multiplies the first minimum it saw every time
+        ("abc371_a", "PASSED"),  # reads `stdin`, from lcb_runner's `from sys import *`
     ]
+
+
+def test_a_livecodebench_solution_may_use_what_lcb_runner_imports(tmp_path):
+    """lcb_runner runs every program after its block of imports; a solution written for it
+    (LeetCode 3555's uses `List` and heapq's functions unimported) passes here too, whether it
+    reaches the sandbox through eval-samples or as a task's job, and one that imports what it
+    uses itself still passes."""
+    samples = [json.loads(line) for line in (FIXTURES / "livecodebench_samples.jsonl").open()]
+    written_for_lcb = [s for s in samples if "import" not in s["solution"]][-3:]
+    assert {s["task_id"] for s in written_for_lcb} == {"3555", "abc371_a"}
+    results = _eval(written_for_lcb, spec("livecodebench"), tmp_path, "--workers", "1")
+    assert [r["verdict"] for r in results] == ["PASSED", "WRONG_ANSWER", "PASSED"]
+    task = next(t for t in load_benchmark(spec("livecodebench")) if t.id == "3555")
+    solution = written_for_lcb[0]["solution"]
+    with_imports = "from typing import List\nfrom heapq import *\n" + solution
+    with Sandbox(workers=1) as sandbox:
+        for program in (solution, with_imports):
+            assert sandbox.run(Job.for_task(task, program, Limits())).passed
 
 
 def test_a_completion_for_a_prose_prompt_is_its_fenced_code(tmp_path):

@@ -44,7 +44,7 @@ def write(tmp_path: Path, name: str, recs: list[dict]) -> str:
 
 def test_livecodebench_stdin_and_functional_tests():
     tasks = {t.id: t for t in load_benchmark(fixture("livecodebench"))}
-    assert set(tasks) == {"abc371_a", "1", "2051A"}
+    assert set(tasks) == {"abc371_a", "1", "2051A", "3555"}
     stdin = tasks["abc371_a"]
     assert isinstance(stdin.tests, StdioTests) and stdin.entry_point is None
     # one public case, then the two pickled private ones, in order
@@ -59,13 +59,17 @@ def test_livecodebench_stdin_and_functional_tests():
     assert leetcode.tests.expected == ([0, 1], [1, 2], [0, 1])
     assert leetcode.time_limits["tests"].test_wall_s == 6.0  # lcb_runner's per-test timeout
     assert stdin.metadata["contest_date"] == "2024-09-14"
+    # lcb_runner's import block goes before every program, stdin and call-based alike
+    for task in (stdin, leetcode):
+        assert task.with_prelude("x = 1").startswith("from string import *\n")
+        assert "from typing import *" in task.prelude and task.prelude.endswith("(50000)")
 
 
 def test_livecodebench_date_window_keeps_contests_inside_it():
     ids = lambda spec: [t.id for t in load_benchmark(fixture("livecodebench") + spec)]  # noqa: E731
-    assert ids("?since=2024-08-01") == ["abc371_a", "2051A"]
-    assert ids("?until=2024-09-14") == ["abc371_a", "1"]  # inclusive
-    assert ids("?since=2024-01-01&until=2024-12-31") == ["abc371_a"]
+    assert ids("?since=2024-08-01") == ["abc371_a", "2051A", "3555"]
+    assert ids("?until=2024-09-14") == ["abc371_a", "1", "3555"]  # inclusive
+    assert ids("?since=2024-01-01&until=2024-12-31") == ["abc371_a", "3555"]
     with pytest.raises(TaskDataError, match="no problem has a contest_date"):
         load_benchmark(fixture("livecodebench") + "?since=2030-01-01")
     with pytest.raises(TaskDataError, match="not a date"):
@@ -326,3 +330,31 @@ def test_a_pickle_is_bounded_by_the_objects_it_builds_not_its_bytes(tmp_path):
     with pytest.raises(ValueError, match="more than 10 objects"):
         plain_loads(pickle.dumps([shared] * 11), max_ops=10)
     assert plain_loads(pickle.dumps("x" * 10_000_000)) == "x" * 10_000_000  # bytes are not ops
+
+
+@pytest.mark.parametrize("stripped", ["absent", None, "", "[]"])
+def test_a_record_without_private_tests_is_never_graded_as_the_benchmark(tmp_path, stripped):
+    """An export that strips LiveCodeBench's private tests leaves problems with a few public
+    ones: refused with what to do, unless the benchmark is named `?tests=public`, which then
+    grades every problem on its public tests alone (the name says so wherever it is shown)."""
+    recs = records("livecodebench")
+    for rec in recs:
+        if stripped == "absent":
+            del rec["private_test_cases"]
+        else:
+            rec["private_test_cases"] = stripped
+    spec = write(tmp_path, "livecodebench", recs)
+    with pytest.raises(TaskDataError, match=r"\(abc371_a\): no private_test_cases.*\?tests=public"):
+        load_benchmark(spec)
+    tasks = {t.id: t for t in load_benchmark(spec + "?tests=public")}
+    assert [c.stdin for c in tasks["abc371_a"].tests.cases] == ["1 2\n"]
+    assert tasks["1"].tests.expected == ([0, 1],)
+
+
+def test_tests_option_picks_livecodebench_groups():
+    public = {t.id: t for t in load_benchmark(fixture("livecodebench") + "?tests=public")}
+    private = {t.id: t for t in load_benchmark(fixture("livecodebench") + "?tests=private")}
+    assert [c.stdin for c in public["abc371_a"].tests.cases] == ["1 2\n"]
+    assert [c.stdin for c in private["abc371_a"].tests.cases] == ["10 20\n", "-5 5\n"]
+    with pytest.raises(TaskDataError, match="tests='hidden'; choose among public,private"):
+        load_benchmark(fixture("livecodebench") + "?tests=hidden")

@@ -6,8 +6,9 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from execrl.sandbox import Job, Limits, Sandbox
-from execrl.tasks.schema import Task, job_limits
+from execrl.sandbox import Job, Sandbox
+from execrl.sandbox.job import reference_limits
+from execrl.tasks.schema import Task
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,11 +22,7 @@ def validate(tasks: Sequence[Task], workers: int = 2, progress: bool = True) -> 
     """Run each task's reference; the failures, with their verdicts. Tasks without a
     reference are not run (the caller says how many)."""
     runnable = [t for t in tasks if t.reference is not None]
-    # The task's own memory limit first, else 4 GiB.
-    limits = [Limits(**{"memory_mb": 4096, **job_limits(t)}) for t in runnable]
-    jobs = [
-        Job.for_task(t, t.reference or "", lim) for t, lim in zip(runnable, limits, strict=True)
-    ]
+    jobs = [Job.for_task(t, t.reference or "", reference_limits(t)) for t in runnable]
     failures: list[Failure] = []
     from tqdm import tqdm
 

@@ -168,6 +168,8 @@ def _serve(
             if len(fds) != _FDS:
                 break
             key, scratch = data[:16], data[16:].decode()
+            if ctx["next_pid"] is not None:  # each case's pid says nothing of the case before
+                ctx["next_pid"].scramble()
             pid = os.fork()
             if pid == 0:
                 sock.close()

@@ -10,10 +10,11 @@ import time
 from typing import Any, TypeVar
 
 from execrl.sandbox import isolation, languages, memcg, syscalls
-from execrl.sandbox.job import Job
+from execrl.sandbox.job import Job, reference_limits
 from execrl.sandbox.limits import Limits
 from execrl.sandbox.pool import Sandbox, SandboxConfig, SandboxUnavailable
 from execrl.sandbox.server_config import ServerConfig
+from execrl.tasks.schema import DEFAULT_WALL_S, Task
 
 T = TypeVar("T")
 WEAKER_HELP = "start without the isolation layers this machine lacks (e.g. without root)"
@@ -38,8 +39,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run each reference R times (default 1)")  # fmt: skip
     b.add_argument("--workers", type=int, default=2,
                    help="sandbox workers running programs in parallel (default 2)")  # fmt: skip
-    b.add_argument("--timeout", type=float, default=3.0,
-                   help="wall-clock limit of each run, seconds (default 3)")  # fmt: skip
+    b.add_argument(
+        "--timeout", type=float, default=None, metavar="SECONDS",
+        help="wall clock of every run (default: each task's own limits, as `execrl tasks "
+        f"validate` gives them: the benchmark's, else {DEFAULT_WALL_S:g} s a run)",
+    )  # fmt: skip
     b.add_argument("--json", action="store_true", help="print one JSON line")
     b.add_argument("--allow-weaker-sandbox", action="store_true",
                    help=WEAKER_HELP)  # fmt: skip
@@ -146,6 +150,14 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
 
 
+def _bench_limits(task: Task, timeout: float | None) -> Limits:
+    """The limits `tasks validate` gives the task's reference; `--timeout` replaces its clocks."""
+    limits = reference_limits(task)
+    if timeout is None:
+        return limits
+    return dataclasses.replace(limits, wall_s=timeout, test_wall_s=None, cpu_s=None)
+
+
 def _given(config: T, **flags: Any) -> T:
     """`config` with the flags that were given (not None) in place of its defaults."""
     return dataclasses.replace(config, **{k: v for k, v in flags.items() if v is not None})
@@ -223,8 +235,9 @@ def run_bench(args: argparse.Namespace) -> int:
               "a reference solution, so there is nothing to run; bench a benchmark with "
               "references (humaneval, mbpp, quixbugs, ...)", file=sys.stderr)  # fmt: skip
         return 2
-    limits = Limits(wall_s=args.timeout)
-    jobs = [Job.for_task(t, t.reference or "", limits) for t in tasks] * args.repeat
+    jobs = [
+        Job.for_task(t, t.reference or "", _bench_limits(t, args.timeout)) for t in tasks
+    ] * args.repeat
     try:
         with Sandbox(workers=args.workers, allow_missing_layers=args.allow_weaker_sandbox) as sb:
             sb.run_many(jobs[: args.workers * 4])  # warm-up: first forks fault in shared pages

@@ -105,7 +105,7 @@ def _compiled(program, comp, source, limits, ctx, spawn):  # noqa: ANN001, ANN20
     cached = _cached_info(dest)
     if cached is not None:
         return dict(cached, cached=True), dest if cached["ok"] else None
-    staging = f"{dest}.{os.getpid()}"
+    staging = f"{dest}.{os.urandom(8).hex()}"  # unique: every worker may be pid 1 of its own
     info, raw = _compile(comp, source, limits, ctx, spawn, staging)
     ok = info["ok"]
     if ok:
@@ -219,7 +219,7 @@ def _cached_info(dest: str) -> dict[str, Any] | None:
 
 
 def _write_atomic(path: str, data: bytes, mode: int) -> None:
-    staging = f"{path}.{os.getpid()}"
+    staging = f"{path}.{os.urandom(8).hex()}"
     fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         view = memoryview(data)

@@ -48,7 +48,11 @@ to the inside of its own calls and checks everything that crosses the boundary:
   and the builtins are put back as they were, and so is the import system (finders, path hooks,
   the path, the importer cache); modules first imported while the candidate could act are
   dropped from `sys.modules`, so the tests import them afresh. What had to be undone is
-  reported, and a run that bent any of it does not pass (`grade`).
+  reported, and a run that bent any of it does not pass (`grade`). What the tests themselves
+  changed between calls (KodCode's tests point `sys.stdout` at a buffer to read what the
+  program prints) is theirs: as a call begins, with no candidate code run since the last
+  restore, a module whose changes are all plain data, output buffers or values it held at the
+  start is taken as it is now, and the restore after the call puts that back (`tests_may_set`).
 
 What is still open:
 - Data the tests keep, reached through an object they hand over: the attributes of that
@@ -65,6 +69,9 @@ What is still open:
   run at the end of the test.
 - Classes the program defines and the tests construct (MBPP's `Pair`, `Node`) run the
   program's `__init__` in the tests' lines; the restore before each test undoes module changes.
+- Program code the tests run outside a call (the `__init__` of a class above) may bind plain
+  data or an output buffer in a module the tests use, and that is then taken for the tests' own
+  change; a function or any other object it binds there is still found and undone.
 - A callback of the tests that rebinds one of their globals or a closure cell while the
   candidate calls it fails the run (it cannot be told from the candidate doing it).
 - Without /proc the thread count cannot be read: the harness then lowers the process limit so
@@ -75,6 +82,7 @@ from __future__ import annotations
 
 import builtins
 import importlib
+import io
 import sys
 import types
 from operator import is_  # bound here: the candidate may patch `operator`
@@ -154,6 +162,11 @@ def _call(
     if state["gc_enabled"]:
         p["gc_enable"]()
     crossing = None
+    # Not inside another call (a callback of the tests calling the candidate again): there
+    # the candidate's own changes would be taken for the tests'.
+    if not state["dirty"] and not state["calls"]:
+        state["rebase"]()
+    state["calls"] += 1
     try:
         value = fn(*args, **kwargs)
     except BaseException as exc:
@@ -162,6 +175,7 @@ def _call(
         # which must not run after the restore, nor start a thread after the count.
         crossing = _crossing(exc)
     finally:
+        state["calls"] -= 1
         _after_call(state, world)
     if crossing is not None:
         # A thread that ended before the count may have put something else into the plain
@@ -347,6 +361,7 @@ def make_restore(unit: dict[str, Any], state: dict[str, Any]) -> Any:
     get a restore that does nothing. What a restore had to undo is recorded as tampering."""
     names = module_closure(unit.get("imports") or ())
     state["real_modules"] = {}
+    state["rebase"] = _nothing
     if not names:
         return _nothing
     parts = state["p"]
@@ -388,6 +403,19 @@ def make_restore(unit: dict[str, Any], state: dict[str, Any]) -> Any:
     importer_cache, importer_snap = sys.path_importer_cache, dict(sys.path_importer_cache)
     importer_print = fingerprint(importer_snap)
     changed = _differs
+    # What each table held when the run began: a test putting one of these back is no change.
+    originals = [frozenset(map(id, snap.values())) for _, _, snap, _, _ in tables]
+
+    def rebase() -> None:
+        """Called as a call into the candidate begins, when no candidate code can have run since
+        the last restore: what the tests changed since is theirs (KodCode's tests point
+        `sys.stdout` at a buffer), and becomes what the restore puts back."""
+        for i, (name, d, snap, keys, values) in enumerate(tables):
+            if changed(d, keys, values) and tests_may_set(d, snap, originals[i]):
+                now = dict(d)
+                tables[i] = (name, d, now, *fingerprint(now))
+
+    state["rebase"] = rebase
 
     def restore() -> None:
         for name, mod in entries:
@@ -458,6 +486,25 @@ def module_closure(imports: Any) -> list[str]:
                 todo.append(value.__name__)
         todo.extend(n for n in LAZY_DEPENDENCIES.get(name, ()) if n in sys.modules)
     return list(seen)
+
+
+# Values a test may bind in a module it uses without it counting as the program's tampering:
+# buffers to capture output into (they hold text or bytes, never code).
+_BUFFERS = (io.StringIO, io.BytesIO)
+
+
+def tests_may_set(d: dict[str, Any], snap: dict[str, Any], originals: frozenset[int]) -> bool:
+    """Whether every change from `snap` to `d` is one the tests may make: no binding removed,
+    and each new value plain data, an output buffer, or a value the module held at the start
+    (`sys.stdout = sys.__stdout__`). Anything else (a function, an object of a class some code
+    defined) stays a change the restore undoes and reports."""
+    for key, value in d.items():
+        old = snap.get(key, _nothing)
+        if old is value or id(value) in originals:
+            continue
+        if type(value) not in _BUFFERS and not plain.is_exact(value):
+            return False
+    return all(key in d for key in snap)
 
 
 def fingerprint(snap: dict[str, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:

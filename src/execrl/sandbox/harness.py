@@ -75,6 +75,7 @@ def prepare_unit(unit: dict[str, Any], prepared: Prepared) -> Any:
         "nonplain": None,
         "broken": None,  # (exception name, message) when `guard` could not restore or check
         "extra_globals": set(),
+        "calls": 0,  # calls into the candidate under way (`guard._call`)
         "tampered": [],
         "keep": [],  # what crossed between the tests and the candidate: never freed (`guard`)
         "gc_enabled": parts["gc_isenabled"](),
@@ -174,7 +175,7 @@ def _run_candidate(
         _run_asserts(unit, cand_ns, state, send)
         send(t="done", n=len(unit["statements"]))
     else:
-        _run_calls(unit["entry_point"], inputs, cand_ns, state, send)
+        _run_calls(unit["entry_point"], inputs, cand_ns, state, send, unit.get("clocked"))
         send(t="done", n=len(inputs))
     _finish(state)
 
@@ -354,7 +355,12 @@ def _open_tasks(parts: dict[str, Any]) -> tuple[int, int, int, int] | None:
 
 
 def _run_calls(
-    entry: str, inputs: list[Any], cand_ns: dict[str, Any], state: dict[str, Any], send: Any
+    entry: str,
+    inputs: list[Any],
+    cand_ns: dict[str, Any],
+    state: dict[str, Any],
+    send: Any,
+    clocked: bool = False,
 ) -> None:
     fn = cand_ns.get(entry)
     if fn is None and "." in entry:
@@ -386,6 +392,8 @@ def _run_calls(
         state["dirty"] = True
         wall = clock() - t0
         state["restore"]()
+        if clocked:  # the per-test clock stops here, before the value is encoded and sent
+            send(t="stop", i=i)
         try:
             encoded = encode(plain.to_json(value))
         except MemoryError as exc:

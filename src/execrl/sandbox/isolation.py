@@ -56,9 +56,23 @@ namespaces a run makes: all belong to its processes or their descriptors, and go
 the abstract Unix sockets of the worker's network namespace, likewise. Kernel state that is per
 uid and outlives a process was the keyrings; none other was found.
 
+Global counters a run can move and a later run read. The next pid: as root (with `uid` and
+`filesystem`) each worker is pid 1 of a pid namespace of its own, and sets its counter at
+random before it forks each run (and its case server before each case), so a run's pid and
+/proc/loadavg's last pid say nothing of what earlier runs started (a run that started 1000
+threads used to tell the next its pid minus 1000); the host's counter is not seen. Ephemeral
+ports: the kernel picks them at random, and each worker has its own network namespace.
+
 Still open, plainly: the page cache is shared with the host and every run, so a run can learn
 which files an earlier run read (mincore, timing): a covert channel of a few bits per file
-between runs that co-operate, which no per-run layer here closes. Per-uid counters (inotify
+between runs that co-operate, which no per-run layer here closes. Inode numbers are counters
+too: pipes, sockets and other anonymous inodes take theirs from one host-wide counter, and the
+scratch tmpfs numbers its files in order, so a run that makes k pipes or files moves the number
+a later run sees by k (a few bits between co-operating runs, as above). Without root (the user
+namespace), and as root without the `filesystem` layer, the next pid is the worker's
+namespace's (the host's) counter, moved by every run: the same channel; so it is as root on a
+kernel without /proc/sys/kernel/ns_last_pid (CONFIG_CHECKPOINT_RESTORE), between the runs of
+one worker. Per-uid counters (inotify
 instances, RLIMIT_NPROC) are shared by concurrent runs of one uid only where runs share a uid
 (without the `uid` layer), and only while those runs live.
 
@@ -144,7 +158,12 @@ def probe_layers() -> list[LayerStatus]:
             "filesystem",
             (root and linux) or userns,
             "read-only root, hidden homes and benchmark data, tmpfs scratch, no SysV or POSIX "
-            "IPC, " + ("hidepid /proc" if root else "own pid namespace and /proc" + in_userns)
+            "IPC, "
+            + (
+                "own pid namespace, hidepid /proc"
+                if root
+                else "own pid namespace and /proc" + in_userns
+            )
             if root or userns
             else why_not_root,
         ),
@@ -227,13 +246,27 @@ def _refuse_ipc() -> None:
 
 
 def enter_user_namespace() -> None:
-    """Move this worker into new user, network, mount and pid namespaces, as pid 1 of the last.
+    """Move this worker into new user, network, mount and pid namespaces, as pid 1 of the last
+    (`_become_init`)."""
+    _unshare_mapped()
+    _become_init()
 
-    Returns in a forked child, which is the worker from now on; the calling process stays
+
+def enter_pid_namespace() -> None:
+    """As root: move this worker into a pid namespace of its own, as pid 1 of it
+    (`_become_init`), so that its runs draw their pids from its own counter, which it sets at
+    random before each run (`NextPid`), never from the host's, which any process moves."""
+    syscalls.unshare(syscalls.CLONE_NEWPID)
+    _become_init()
+
+
+def _become_init() -> None:
+    """Fork into the pid namespace made for our children, as its pid 1.
+
+    Returns in the forked child, which is the worker from now on; the calling process stays
     behind only to wait for it and exit with its status (so that the pool, which started it,
     sees the worker end). If that process dies (the pool kills it), the kernel kills the worker,
     and with it every process in its namespace."""
-    _unshare_mapped()
     alive_r, alive_w = os.pipe()
     pid = os.fork()
     if pid:
@@ -253,6 +286,25 @@ def enter_user_namespace() -> None:
     if gone:
         os._exit(1)
     os.close(alive_r)
+
+
+class NextPid:
+    """The pid counter of the worker's own pid namespace (`enter_pid_namespace`), set at random
+    before each run is forked: a run that starts k threads moves the counter by k, and the next
+    run would read k back from its own pid (`os.getpid()`, /proc/loadavg's last pid). Opened
+    before /proc/sys is made read-only; writing it needs the worker's root."""
+
+    def __init__(self) -> None:
+        with open("/proc/sys/kernel/pid_max", "rb") as fh:
+            self.pid_max = int(fh.read())
+        self.fd = os.open("/proc/sys/kernel/ns_last_pid", os.O_WRONLY | os.O_CLOEXEC)
+        self.scramble()  # fails here, at the worker's start, if it cannot be written
+
+    def scramble(self) -> None:
+        """The next fork gets a pid drawn uniformly from [300, pid_max - 1000)."""
+        span = self.pid_max - 1300
+        value = 300 + int.from_bytes(os.urandom(4), "little") % span
+        os.pwrite(self.fd, b"%d" % value, 0)  # at offset 0: the kernel ignores other offsets
 
 
 def reap_namespace() -> None:

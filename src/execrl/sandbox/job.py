@@ -11,7 +11,17 @@ from typing import Any
 
 from execrl.sandbox import plain
 from execrl.sandbox.limits import Limits
-from execrl.tasks.schema import AssertTests, CallTests, StdioTests, Task, Tests
+from execrl.tasks.schema import AssertTests, CallTests, StdioTests, Task, Tests, job_limits
+
+REFERENCE_MEMORY_MB = 4096  # what a reference run gets where its task names no memory limit
+
+
+def reference_limits(task: Task) -> Limits:
+    """The limits a run of the task's reference solution gets, in `tasks validate` and in
+    `sandbox bench` alike: the benchmark's own (EvalPlus: per-test limits derived from the
+    reference's measured time, with EvalPlus's floor; else `schema.DEFAULT_WALL_S`), with
+    REFERENCE_MEMORY_MB unless the task names its memory."""
+    return Limits(**{"memory_mb": REFERENCE_MEMORY_MB, **job_limits(task)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +53,11 @@ class Job:
     def for_task(
         cls, task: Task, program: str, limits: Limits, tests: Tests | None = None, **options: Any
     ) -> Job:
-        """A job of `program` graded as `task` is: its tests (or `tests`, one of its groups), entry
-        point, return rule, id and language (a C task's program is compiled as C, never run as
-        Python), whatever path builds it."""
+        """A job of `program` graded as `task` is: after the task's prelude, with its tests (or
+        `tests`, one of its groups), entry point, return rule, id and language (a C task's
+        program is compiled as C, never run as Python), whatever path builds it."""
         return cls(
-            program=program,
+            program=task.with_prelude(program),
             tests=task.tests if tests is None else tests,
             entry_point=task.entry_point,
             limits=limits,
@@ -115,9 +125,10 @@ class Job:
                 )
             ]
         if isinstance(t, CallTests):
-            return [
-                dict(base, kind="call", inputs=[plain.encode(tuple(args)) for args in t.inputs])
-            ]
+            inputs = [plain.encode(tuple(args)) for args in t.inputs]
+            # With a per-test clock the harness says when each call returns (`watch`).
+            clocked = self.limits.test_wall_s is not None
+            return [dict(base, kind="call", inputs=inputs, clocked=clocked)]
         if isinstance(t, StdioTests):
             if self.language != "python":
                 from execrl.sandbox import languages

@@ -68,6 +68,9 @@ class _Worker:
     lease: isolation.UidLease | None = None
     memcg: str | None = None  # the worker's memory cgroup (`memcg`), removed with it
     runs: int = 0
+    # The worker's pid: not `proc`'s where the worker is pid 1 of a namespace of its own
+    # (`isolation._become_init`): `proc` then only waits for it.
+    pid: int = 0
     retiring: str = ""  # the worker said it takes no further run, and why (`worker.main`)
 
 
@@ -180,6 +183,7 @@ class Sandbox:
             _retire(worker, graceful=False)
             msg = reply.get("msg") if reply else "worker exited while starting"
             raise SandboxUnavailable(f"sandbox worker failed to start: {msg}")
+        worker.pid = reply.get("pid") or proc.pid
         return worker
 
     def _new_memcg(self) -> tuple[str, int] | None:
@@ -328,7 +332,7 @@ class Sandbox:
         return fresh
 
     def worker_pids(self) -> list[int]:
-        return [w.proc.pid for w in self._all]
+        return [w.pid for w in self._all]
 
     def worker_uids(self) -> list[int]:
         """The uids programs run under (empty without the uid layer)."""

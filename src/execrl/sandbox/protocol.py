@@ -85,10 +85,13 @@ class ChannelReader:
         self.events: list[dict[str, Any]] = []
         self.offset = 0  # where the next line starts
         self.broken = False
+        # Whether a test's clock runs: from its "start" to the harness's "stop" (sent as the
+        # call returns, before its value is carried out) or the next "start".
+        self.clocked = False
 
     def feed(self, data: bytes | bytearray, final: bool = False) -> int:
         """Read the complete lines past what was read (with `final`, a last unended one too);
-        return how many of the new events are test starts."""
+        return how many of the new events start or stop a test's clock (`clocked`)."""
         starts = 0
         while not self.broken and self.offset < len(data):
             end = data.find(b"\n", self.offset)
@@ -100,7 +103,9 @@ class ChannelReader:
                 self.broken = True
                 break
             self.events.append(event)
-            starts += event.get("t") == "start"
+            if event.get("t") in ("start", "stop"):
+                starts += 1
+                self.clocked = event["t"] == "start"
             self.offset = stop + 1
         return starts
 

@@ -247,8 +247,10 @@ def graded_job(req: GradedRun, config: ServerConfig, loaded: dict[str, dict[str,
         )
     entry_point = req.entry_point
     limits_in = dict(req.limits)
+    program = req.code
     if req.task is not None:
         task = _find_task(req.task, loaded)
+        program = task.with_prelude(req.code)
         tests = task.tests
         entry_point = entry_point or task.entry_point
         if "tests" in task.time_limits and "wall_s" not in limits_in:
@@ -268,7 +270,7 @@ def graded_job(req: GradedRun, config: ServerConfig, loaded: dict[str, dict[str,
         raise HTTPException(422, str(exc)) from None
     _check_limits(limits, config)
     return _make_job(
-        program=req.code,
+        program=program,
         tests=tests,
         entry_point=entry_point,
         limits=limits,

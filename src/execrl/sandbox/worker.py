@@ -45,7 +45,8 @@ def main() -> None:
     except Exception as exc:  # reported to the pool, which refuses to start
         protocol.write_message(out, {"t": "error", "msg": f"{type(exc).__name__}: {exc}"})
         return
-    protocol.write_message(out, {"t": "ready", "layers": sorted(ctx["layers"])})
+    ready = {"t": "ready", "layers": sorted(ctx["layers"]), "pid": ctx["pool_pid"]}
+    protocol.write_message(out, ready)
     while (request := protocol.read_message(inp)) is not None:
         limits = request["limits"]
         results = []
@@ -104,8 +105,22 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
     # Opened before any namespace of ours exists: the files stay writable through these
     # descriptors however the worker's own view of the filesystem is confined (`memcg`).
     memory = memcg.RunMemory(*config["memcg"]) if config.get("memcg") else None
+    uid = config.get("uid") if "uid" in layers else None
+    next_pid = None
     if userns:  # not root: namespaces of our own, as pid 1 of the pid namespace (`isolation`)
         isolation.enter_user_namespace()
+    elif uid is not None and "filesystem" in layers:
+        # As root, a pid namespace of our own too (its /proc is the filesystem layer's mount):
+        # runs then draw pids from a counter we set at random before each (`NextPid`).
+        isolation.reap_uid(uid)  # leftovers of a pool that died with this uid, on the host
+        isolation.enter_pid_namespace()
+        try:
+            next_pid = isolation.NextPid()
+        except OSError:  # a kernel without ns_last_pid: the counter is ours, if not random
+            next_pid = None
+    # Our pid as the pool sees it (in a namespace of our own we are pid 1): /proc is still the
+    # pool's here, and /proc/self names us in its namespace.
+    pool_pid = int(os.readlink("/proc/self"))
     os.environ.clear()
     os.environ.update({"PATH": isolation.ENV_PATH, "LANG": "C.UTF-8"})
     for name in PREIMPORT:
@@ -114,7 +129,6 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
     # Orphans of a run (daemons, double forks) become our children, not init's: we reap them,
     # so that no zombie keeps counting against the run uid's process limit.
     syscalls.prctl(syscalls.PR_SET_CHILD_SUBREAPER, 1)
-    uid = config.get("uid") if "uid" in layers else None
     if uid is not None:
         isolation.reap_uid(uid)  # leftovers of a pool that died with this uid
     # Set here once rather than in every child: fork inherits all three, and each line of
@@ -153,6 +167,8 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
         "retire": "",  # why this worker must take no further run ("" while it is fit)
         "case_server": bool(config.get("case_server", True)),  # `SandboxConfig.case_server`
         "server": None,  # this request's `cases.CaseServer`, if it has one
+        "next_pid": next_pid,  # `isolation.NextPid`, set before each run is forked, or None
+        "pool_pid": pool_pid,
     }
 
 
@@ -313,6 +329,8 @@ def _launch(unit, limits, ctx, scratch, child_fds, parent_fds, key) -> int:  # n
     try:
         if server is not None:
             return server.launch(scratch, child_fds, key)
+        if ctx["next_pid"] is not None:
+            ctx["next_pid"].scramble()
         pid = os.fork()
         if pid == 0:
             for fd in parent_fds:

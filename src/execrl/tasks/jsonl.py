@@ -4,7 +4,7 @@
      "entry_point": "f", "reference": "def f(x): ...",
      "tests": {"kind": "call", "inputs": [...], "expected": [...], "compare": {"atol": 0.0, ...}},
      "visible_tests": null, "base_tests": null, "time_limits": {"base": {"wall_s": 2.0}},
-     "strict_returns": true, "metadata": {"source": "..."}}
+     "strict_returns": true, "prelude": "", "metadata": {"source": "..."}}
 
 Test kinds: `{"kind": "assert", "setup": str, "statements": [str]}`,
 `{"kind": "call", "inputs": [[arg, ...]], "expected": [value], "compare": {...}}`,
@@ -108,6 +108,7 @@ def task_to_dict(task: Task) -> dict[str, Any]:
         "base_tests": tests_to_dict(task.base_tests) if task.base_tests else None,
         "time_limits": {k: dataclasses.asdict(v) for k, v in task.time_limits.items()},
         "strict_returns": task.strict_returns,
+        "prelude": task.prelude,
         "metadata": to_json(dict(task.metadata)),
     }
 
@@ -134,6 +135,7 @@ def task_from_dict(d: Any) -> Task:
         metadata=from_json(d["metadata"]) if d.get("metadata") else {},  # may be left out
         time_limits={k: TimeLimit(**v) for k, v in (d.get("time_limits") or {}).items()},
         strict_returns=bool(d.get("strict_returns", True)),
+        prelude=_str(d.get("prelude", "")),
         **opt,
     )
 

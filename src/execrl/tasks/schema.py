@@ -174,6 +174,9 @@ class Task:
     # False where the benchmark's own tests need objects back from the entry point (QuixBugs'
     # linked-list nodes, MBPP+'s re.Match results): pass it to `Job.strict_returns`.
     strict_returns: bool = True
+    # Code the benchmark's own harness puts before every program it runs (LiveCodeBench's
+    # block of imports): every job of the task runs `with_prelude(program)`.
+    prelude: str = ""
 
     def __post_init__(self) -> None:
         if len(self.tests) == 0:
@@ -191,6 +194,10 @@ class Task:
                 object.__setattr__(
                     self, name, bind_prompt_helpers(self.prompt, tests, self.entry_point)
                 )
+
+    def with_prelude(self, program: str) -> str:
+        """`program` as the benchmark's harness runs it: after the prelude, if it has one."""
+        return f"{self.prelude}\n\n{program}" if self.prelude else program
 
     @property
     def plus_tests(self) -> CallTests | AssertTests | None:
