@@ -128,7 +128,8 @@ def check_gguf(path: Path) -> str:
         reader = GGUFReader(path)
         size = path.stat().st_size
         end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
-        architecture = reader.fields["general.architecture"].contents()
+        field = reader.fields["general.architecture"]
+        architecture = bytes(field.parts[field.data[0]]).decode()  # as transformers reads it
     except Exception as e:  # noqa: BLE001 - any failure to parse is a damaged file
         raise ModelFileError(
             f"model file {path} cannot be read as GGUF ({type(e).__name__}: {e}); it is truncated "
