@@ -23,7 +23,7 @@ def _permute(w: Any, n_head: int) -> Any:
     )
 
 
-def write_tiny_gguf(model: Any, tokenizer: Any, path: Path, quant: str = "F32",
+def write_tiny_gguf(model: Any, tokenizer: Any, path: Path, quant: str = "F32", tokenizer_model: str = "gpt2",
                     architecture: str = "llama") -> Path:  # fmt: skip
     """The HF LlamaForCausalLM `model` and its byte-level BPE `tokenizer` as a GGUF file;
     quant F32 (exact) or Q8_0 (2-d weights quantised, as a real GGUF's are)."""
@@ -47,7 +47,7 @@ def write_tiny_gguf(model: Any, tokenizer: Any, path: Path, quant: str = "F32",
     vocab = tokenizer.get_vocab()
     tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
     special = set(tokenizer.all_special_tokens)
-    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_model(tokenizer_model)
     writer.add_tokenizer_pre("default")
     writer.add_token_list(tokens)
     writer.add_token_types([3 if t in special else 1 for t in tokens])

@@ -131,3 +131,13 @@ def test_a_damaged_gguf_through_the_cli_is_one_line_and_exit_2(tiny, tmp_path, c
     err = capsys.readouterr().err.strip()
     assert err.startswith("execrl serve-policy: error: model file") and str(bad) in err
     assert "\n" not in err and "Traceback" not in err
+
+
+def test_a_gguf_transformers_cannot_convert_is_refused_naming_the_file(tiny, tmp_path, cache):
+    model, tokenizer = tiny
+    path = write_tiny_gguf(model, tokenizer, tmp_path / "odd-tok.gguf", tokenizer_model="bogus")
+    with pytest.raises(
+        ModelFileError, match=r"odd-tok.gguf: transformers could not convert it .*'bogus'"
+    ):
+        load_policy(str(path))
+    assert list((cache / "models").iterdir()) == []

