@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "execrl.report.commands",
     "execrl.eval.tasks_command",
     "execrl.serve_policy_command",
+    "execrl.models_command",
 )
 
 

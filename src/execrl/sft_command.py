@@ -39,6 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _sft(args: argparse.Namespace) -> int:
+    from execrl.models.registry import require_fetched
     from execrl.report.trackers import TrackerUnavailable, tracker_names
     from execrl.rl.config import ConfigError
     from execrl.sft_config import load_sft_config, resume_sft_config
@@ -54,6 +55,7 @@ def _sft(args: argparse.Namespace) -> int:
         if not Path(config.data.train).is_file():
             raise ConfigError(f"data.train: no such file {config.data.train}")
         tracker_names(config.run.trackers)
+        require_fetched(config.model.path)  # a known model not fetched: before anything loads
         summary = run_sft(config, Path(args.resume) if args.resume else None)
     except (
         ConfigError,

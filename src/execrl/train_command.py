@@ -58,6 +58,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _train_with(args: argparse.Namespace, overrides: list[str]) -> int:
+    from execrl.models.registry import require_fetched
     from execrl.report.trackers import TrackerUnavailable, tracker_names
     from execrl.rl.config import ConfigError, load_config, resume_config
     from execrl.rl.episodes.harness import HarnessError
@@ -71,7 +72,8 @@ def _train_with(args: argparse.Namespace, overrides: list[str]) -> int:
         else:
             config = load_config(args.config, overrides)
         tracker_names(config.run.trackers or None)  # a bad tracker is an error before training
-    except (ConfigError, ValueError, TrackerUnavailable) as e:
+        require_fetched(config.model.path)  # a known model not fetched: before anything loads
+    except (ConfigError, ValueError, TrackerUnavailable, FileNotFoundError) as e:
         return _error(e)
     try:
         summary = train_with_telemetry(config)

@@ -166,6 +166,10 @@ def _run_eval(args: argparse.Namespace) -> int:
         return _fail("--corrections needs episodes with feedback: add --env self_correct")
     if args.corrections and args.model.startswith(OPENAI_PREFIX):
         return _fail("--corrections needs a local model: a server's token ids are not ours")
+    try:
+        _require_fetched(args.model)  # a known model not fetched: before anything loads
+    except FileNotFoundError as exc:
+        return _fail(str(exc))
     if args.env != "single":  # multi-turn episodes, pass@1 by turn
         from execrl.eval.episodes_eval import run_episodes_eval
 
@@ -283,6 +287,12 @@ def _run_as_trained(args: argparse.Namespace, saved: HeldoutSpec, ks: list[int])
         return _fail(str(exc))
     print_summary(summary, args.json, shown=[f"pass@{k}" for k in ks])
     return 0
+
+
+def _require_fetched(model: str) -> None:
+    from execrl.models.registry import require_fetched
+
+    require_fetched(model)
 
 
 def _open_generator(args: argparse.Namespace):

@@ -1,8 +1,10 @@
 """Loading a Hugging Face causal LM and its tokenizer, optionally with LoRA, and a frozen reference.
 
-A model is named by a local directory in Hugging Face format, by a hub id (`org/name`, for users
-online; honours `HF_HUB_OFFLINE`), or by `"default"`, the embedded default model that execrl
-builds itself on first use (`execrl.models.default`).
+A model is named by a local directory in Hugging Face format, by a GGUF file (converted once to
+such a directory, `execrl.models.gguf`), by the name of a known model fetched with
+`execrl models get` (`execrl.models.registry`), by a hub id (`org/name`, for users online;
+honours `HF_HUB_OFFLINE`), or by `"default"`, the embedded default model that execrl builds
+itself on first use (`execrl.models.default`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Any
 import torch
 
 from execrl.models.adapter import ADAPTER_CONFIG, adapter_base, merged_adapter
+from execrl.models.gguf import ensure_converted, is_gguf
+from execrl.models.registry import KNOWN_MODELS, fetched_dir, known_model
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -52,6 +56,8 @@ def resolve_model_path(name: str) -> tuple[str, bool]:
         from execrl.models.default import ensure_default_model
 
         return str(ensure_default_model()), True
+    if known_model(name) is not None:
+        return str(fetched_dir(name)), True
     path = Path(name).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file() and not (path / ADAPTER_CONFIG).is_file():
@@ -60,12 +66,17 @@ def resolve_model_path(name: str) -> tuple[str, bool]:
                 "`model.save_pretrained(dir)` and `tokenizer.save_pretrained(dir)`"
             )
         return str(path), True
+    if path.is_file() and is_gguf(path):
+        return str(ensure_converted(path)), True
     if path.exists():
-        raise FileNotFoundError(f"model path {path} is a file; give the directory that holds it")
+        raise FileNotFoundError(
+            f"model path {path} is a file but not a GGUF file; give the directory that holds it"
+        )
     if name.startswith((".", "/", "~")) or not _HUB_ID.match(name):
         raise FileNotFoundError(
             f"model path {name!r} does not exist; give a directory in Hugging Face format, "
-            "a hub id like 'Qwen/Qwen2.5-Coder-0.5B-Instruct', or 'default'"
+            "a .gguf file, a hub id like 'Qwen/Qwen2.5-Coder-0.5B-Instruct', 'default', or a "
+            f"known model ({', '.join(sorted(KNOWN_MODELS))}: `execrl models list`)"
         )
     from execrl.models.hub import hub_source
 
