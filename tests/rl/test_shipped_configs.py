@@ -12,7 +12,13 @@ CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.toml"
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
-def test_shipped_config_loads(path):
+def test_shipped_config_loads(path, monkeypatch):
+    import torch
+
+    # A GPU recipe is checked as on the GPU machine it is for (on a CPU-only torch, its
+    # model.device = "cuda" is the one-line error tests/test_cli_errors.py covers).
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
     config = load_config(path)
     assert config.model.path and config.run.steps > 0
 

@@ -151,6 +151,14 @@ def run_eval(args: argparse.Namespace) -> int:
         return _fail(f"--device {problem}")
     if args.threads < 0:
         return _fail(f"--threads {args.threads}: give 0 (chosen at start) or a positive count")
+    if args.corrections and args.env == "single":
+        return _fail("--corrections needs episodes with feedback: add --env self_correct")
+    if args.corrections and args.model.startswith(OPENAI_PREFIX):
+        return _fail("--corrections needs a local model: a server's token ids are not ours")
+    try:
+        _require_fetched(args.model)  # a known model not fetched: before anything loads
+    except FileNotFoundError as exc:
+        return _fail(str(exc))
     if args.model.startswith(OPENAI_PREFIX):  # the server computes with its own threads
         return _run_eval(args)
     # A model execrl trained samples as its run did: the sandbox scores while it generates
@@ -162,14 +170,6 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def _run_eval(args: argparse.Namespace) -> int:
-    if args.corrections and args.env == "single":
-        return _fail("--corrections needs episodes with feedback: add --env self_correct")
-    if args.corrections and args.model.startswith(OPENAI_PREFIX):
-        return _fail("--corrections needs a local model: a server's token ids are not ours")
-    try:
-        _require_fetched(args.model)  # a known model not fetched: before anything loads
-    except FileNotFoundError as exc:
-        return _fail(str(exc))
     if args.env != "single":  # multi-turn episodes, pass@1 by turn
         from execrl.eval.episodes_eval import run_episodes_eval
 
