@@ -75,6 +75,15 @@ def choose_threads(requested: int, sandbox_workers: int, machine: Machine, setti
     )
 
 
+def threads_kept(why: str) -> ThreadChoice:
+    """torch's count as it stands, for a run whose engine plans with it: vLLM's CPU attention
+    checks that the count its metadata was built with is the count its kernel runs with, and
+    its calls run in threads of their own, which a count set here would not reach."""
+    import torch
+
+    return ThreadChoice(torch.get_num_threads(), why)
+
+
 @contextmanager
 def threads_used(choice: ThreadChoice) -> Iterator[None]:
     """torch uses `choice.threads` inside, and what it used before after (a notebook or a test

@@ -27,7 +27,13 @@ from execrl.models import SamplingParams, encode_prompts
 from execrl.models.adapter import absolute_base
 from execrl.models.engine import RolloutEngine, make_engine
 from execrl.models.sampling import uses_chat_template
-from execrl.models.threads import Machine, choose_threads, threads_used, with_threads
+from execrl.models.threads import (
+    Machine,
+    choose_threads,
+    threads_kept,
+    threads_used,
+    with_threads,
+)
 from execrl.rewards.config import node_names
 from execrl.rewards.scorer import RewardScorer
 from execrl.rl import dist, setup
@@ -140,8 +146,11 @@ def train(config: TrainConfig, *, tasks: list[Task] | None = None, heldout: list
     dist.init_from_env()
     talk = not quiet and dist.rank() == 0
     log = (lambda msg: print(msg, file=sys.stderr, flush=True)) if talk else (lambda msg: None)
-    threads = choose_threads(config.model.threads, setup.workers_beside(config.sandbox),
-                             Machine.now(), "model.threads")  # fmt: skip
+    if config.sampling.engine == "vllm":
+        threads = threads_kept("kept: the vllm engine binds its own; set OMP_NUM_THREADS to choose")
+    else:
+        threads = choose_threads(config.model.threads, setup.workers_beside(config.sandbox),
+                                 Machine.now(), "model.threads")  # fmt: skip
     log(threads.line())
     with threads_used(threads):
         return _train(
