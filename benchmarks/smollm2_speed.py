@@ -21,10 +21,10 @@ tokens/s counts generated tokens (rows that end at eos stop counting), divided b
 the call.
 
 Training (`--train-steps N`): `execrl train --config configs/smollm2-grpo.toml` for N steps
-(held-out evaluation off: `data.heldout = ""`) with full weights and with LoRA
-(`model.lora_r = 8`), each a fresh process; from each step's metrics row, generate / score / update seconds (the per-step
-timing line) and the update's seconds per completion token (update_s over the step's completion
-tokens: len_mean x completions kept).
+(held-out evaluation off: `data.heldout = ""`) with full weights and with LoRA (`model.lora_r =
+8`), each a fresh process; from each step's metrics row, generate / score / update seconds (the
+per-step timing line) and the update's seconds per completion token (update_s over the step's
+completion tokens: len_mean x completions kept).
 
     nice -n 5 .venv/bin/python benchmarks/smollm2_speed.py --threads 1 --train-steps 2
 
