@@ -99,6 +99,11 @@ def main() -> None:
         table.append(row)
         if bench in plus:
             graded = grade(where / "samples.jsonl", plus[bench], where / "plus_results.jsonl")
+            # the unplussed benchmark's pass@1 on the tasks the plus variant kept, beside it
+            kept = {json.loads(x)["task_id"] for x in (where / "plus_results.jsonl").open()}
+            mine = [json.loads(x) for x in (where / "results.jsonl").open()]
+            same = [r["passed"] for r in mine if r["task_id"] in kept]
+            table[-1]["pass@1_on_plus_tasks"] = sum(same) / len(same)
             table.append({"benchmark": plus[bench] + " (same samples)", "format": fmt,
                           "pass@1": graded["pass@1"], "base_pass@1": graded.get("base_pass@1"),
                           **shares(where / "plus_results.jsonl", tokens, tokenizer)})  # fmt: skip
