@@ -19,7 +19,7 @@ within 8 tokens of `--max-new-tokens` (it ran to the limit rather than to the en
 block, eos or a repeated 32-gram).
 
     nice -n 5 .venv/bin/python benchmarks/smollm2_benchmarks.py --out /tmp/smollm2-bench
-    nice -n 5 .venv/bin/python benchmarks/smollm2_benchmarks.py --mbpp-limit 200 --raw
+    nice -n 5 .venv/bin/python benchmarks/smollm2_benchmarks.py --mbpp-limit 200 --raw 80
 
 Needs `execrl models get smollm2-135m-instruct` first. The last line of stdout is JSON.
 """
@@ -76,7 +76,12 @@ def main() -> None:
         default=0,
         help="also generate from MBPP+'s own prompts, first N tasks (0: no)",
     )
-    p.add_argument("--raw", action="store_true", help="also the raw format (--chat off)")
+    p.add_argument(
+        "--raw",
+        type=int,
+        default=-1,
+        help="also the raw format (--chat off) on the first N HumanEval tasks (0: all)",
+    )
     args = p.parse_args()
     os.environ.setdefault("EXECRL_TRACKERS", "none")
     from execrl.models.loading import load_policy
@@ -84,8 +89,8 @@ def main() -> None:
     tokenizer = load_policy(MODEL).tokenizer
     out, tokens = Path(args.out), args.max_new_tokens
     runs = [("humaneval", True, args.humaneval_limit), ("mbpp", True, args.mbpp_limit)]
-    if args.raw:
-        runs += [("humaneval", False, args.humaneval_limit), ("mbpp", False, args.mbpp_limit)]
+    if args.raw >= 0:
+        runs.append(("humaneval", False, args.raw))
     if args.mbpp_plus_native:
         runs.append(("mbpp+", True, args.mbpp_plus_native))
     plus = {"humaneval": "humaneval+", "mbpp": "mbpp+"}
