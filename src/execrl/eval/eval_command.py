@@ -32,6 +32,8 @@ from execrl.eval.generation import GenerationMeta, SamplesFile, first_n, generat
 from execrl.models.backends import OPENAI_PREFIX
 from execrl.models.device import device_problem
 from execrl.models.prompting import with_named_entry_points
+from execrl.models.registry import require_fetched
+from execrl.models.sampling import out_of_range
 from execrl.models.threads import Machine, choose_threads, threads_used
 from execrl.progress import progress_bar
 from execrl.rl.eval_spec import SPEC_FILE, HeldoutSpec
@@ -130,11 +132,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _sampling_problem(args: argparse.Namespace) -> str | None:
-    if args.temperature is not None and not args.temperature >= 0:  # NaN too
-        return f"--temperature {args.temperature}: it must be at least 0 (0: greedy)"
-    if args.top_p is not None and not 0 < args.top_p <= 1:
-        return f"--top-p {args.top_p}: it must be in (0, 1]"
-    return None
+    problem = out_of_range(temperature=args.temperature, top_p=args.top_p)
+    if problem is None:
+        return None
+    name, value, rule = problem
+    return f"--{name.replace('_', '-')} {value}: {rule}"
 
 
 def _fail(message: str) -> int:
@@ -156,7 +158,7 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.corrections and args.model.startswith(OPENAI_PREFIX):
         return _fail("--corrections needs a local model: a server's token ids are not ours")
     try:
-        _require_fetched(args.model)  # a known model not fetched: before anything loads
+        require_fetched(args.model)  # a known model not fetched: before anything loads
     except FileNotFoundError as exc:
         return _fail(str(exc))
     if args.model.startswith(OPENAI_PREFIX):  # the server computes with its own threads
@@ -287,12 +289,6 @@ def _run_as_trained(args: argparse.Namespace, saved: HeldoutSpec, ks: list[int])
         return _fail(str(exc))
     print_summary(summary, args.json, shown=[f"pass@{k}" for k in ks])
     return 0
-
-
-def _require_fetched(model: str) -> None:
-    from execrl.models.registry import require_fetched
-
-    require_fetched(model)
 
 
 def _open_generator(args: argparse.Namespace):

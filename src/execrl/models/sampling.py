@@ -21,6 +21,19 @@ from execrl.models.chat import format_prompt, uses_chat_template
 from execrl.models.stop_rules import RowStops
 
 
+def out_of_range(
+    *, temperature: float | None = None, top_p: float | None = None
+) -> tuple[str, float, str] | None:
+    """The first of the given sampler numbers that sampling cannot use, as (name, value, rule),
+    or None. The one home of these ranges: the train config and `execrl eval` ask it before any
+    model loads, and SamplingParams on construction."""
+    if temperature is not None and not temperature >= 0:  # NaN too
+        return "temperature", temperature, "it must be at least 0 (0: greedy)"
+    if top_p is not None and not 0 < top_p <= 1:  # NaN too
+        return "top_p", top_p, "it must be in (0, 1]"
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class SamplingParams:
     temperature: float = 1.0  # 0 means greedy
@@ -39,10 +52,10 @@ class SamplingParams:
     repeat_ngram: int = 0
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise ValueError(f"sampling.temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"sampling.top_p must be in (0, 1], got {self.top_p}")
+        problem = out_of_range(temperature=self.temperature, top_p=self.top_p)
+        if problem:
+            name, value, rule = problem
+            raise ValueError(f"sampling.{name} = {value}; {rule}")
         if self.max_new_tokens < 1:
             raise ValueError(f"sampling.max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if self.repeat_ngram < 0:

@@ -16,6 +16,7 @@ from typing import Any
 
 from execrl.models.device import device_problem
 from execrl.models.engine import ENGINES
+from execrl.models.sampling import out_of_range
 from execrl.rewards.config import RewardConfig, RewardConfigError
 from execrl.rl import toml_config
 from execrl.rl.curriculum import CURRICULA
@@ -409,14 +410,15 @@ def validate(config: TrainConfig, where: str = "config") -> None:
 
 def _check_sampling(sampling: SamplingConfig, where: str) -> None:
     """The sampler's numbers, here rather than when sampling starts (after the model loads)."""
-    for name in ("temperature", "heldout_temperature"):
-        if not getattr(sampling, name) >= 0:  # NaN too
-            raise ConfigError(
-                f"{where}: sampling.{name} = {getattr(sampling, name)}; it must be at least 0 "
-                "(0: greedy)"
-            )
-    if not 0 < sampling.top_p <= 1:
-        raise ConfigError(f"{where}: sampling.top_p = {sampling.top_p}; it must be in (0, 1]")
+    checks = (
+        ("temperature", out_of_range(temperature=sampling.temperature)),
+        ("heldout_temperature", out_of_range(temperature=sampling.heldout_temperature)),
+        ("top_p", out_of_range(top_p=sampling.top_p)),
+    )
+    for name, problem in checks:
+        if problem:
+            _, value, rule = problem
+            raise ConfigError(f"{where}: sampling.{name} = {value}; {rule}")
     if sampling.repeat_ngram < 0:
         raise ConfigError(f"{where}: sampling.repeat_ngram must be at least 0 (0: off)")
 
