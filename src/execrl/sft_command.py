@@ -64,7 +64,7 @@ def _sft(args: argparse.Namespace) -> int:
         ValueError,
         ImportError,
         FileNotFoundError,
-    ) as e:  # fmt: skip - FileNotFoundError: no model there (or offline)
+    ) as e:  # FileNotFoundError: no model there (or offline)
         print(f"execrl sft: error: {e}", file=sys.stderr)
         return 2
     print(json.dumps(summary))

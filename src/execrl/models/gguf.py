@@ -58,12 +58,21 @@ def converted_dir(sha256: str) -> Path:
     return models_cache_dir() / f"gguf-{sha256[:16]}-v{CONVERTER_VERSION}"
 
 
+# (resolved path, size, mtime_ns) -> sha256: one load asks for the same file's directory for the
+# tokenizer, the policy and the reference, and a multi-GB file takes seconds to hash each time.
+_HASHED: dict[tuple[str, int, int], str] = {}
+
+
 def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _HASHED:
+        digest = hashlib.sha256()
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+        _HASHED[key] = digest.hexdigest()
+    return _HASHED[key]
 
 
 def ensure_converted(path: str | Path, log: Any = None, source: str = "") -> Path:
