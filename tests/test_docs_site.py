@@ -48,6 +48,25 @@ def test_every_task_page_starts_with_a_code_block():
         assert re.search(r"^```|^\n    \S", top, re.M), f"{page}: no example in its first 30 lines"
 
 
+def slug(heading: str) -> str:
+    """A heading's anchor, as GitHub and mkdocs' toc both make it for these headings."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_of_the_readme_reaches_a_file_and_heading():
+    text = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\(([^)#\s]+)(?:#([^)\s]+))?\)", text)
+    assert links
+    for target, anchor in links:
+        path = ROOT / target
+        assert path.is_file(), f"README.md links to {target}, which does not exist"
+        if anchor:
+            headings = re.findall(r"^#+ (.*)$", path.read_text(), re.M)
+            assert anchor in {slug(h) for h in headings}, (
+                f"README.md: no heading {anchor} in {target}"
+            )
+
+
 def test_the_readme_is_short_and_its_quickstart_is_the_two_commands():
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 250
