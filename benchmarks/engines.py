@@ -18,8 +18,8 @@ process, which would carry over to the runs after it (each run reports the torch
 CPUs it ended with). On a crowded machine set OMP_NUM_THREADS=1: with two threads each decode
 step waits on both, and a busy machine rarely gives both at once.
 
-Needs vLLM for the `vllm` engine: run it with the vLLM environment's Python (README, "vLLM as
-the rollout engine"), e.g.
+Needs vLLM for the `vllm` engine: run it with the vLLM environment's Python
+(docs/engines.md, "vLLM as the rollout engine"), e.g.
 
     VLLM_CPU_KVCACHE_SPACE=1 nice -n 5 .venv-vllm/bin/python benchmarks/engines.py
 

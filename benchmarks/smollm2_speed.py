@@ -133,14 +133,14 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=16, help="prompts decoded together")
     p.add_argument("--tokens", type=int, default=128, help="new tokens per row at most")
     p.add_argument("--repeats", type=int, default=1, help="timed runs per decoder")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (1: see README)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (1: see docs/training.md)")
     p.add_argument("--train-steps", type=int, default=0, help="also time N GRPO steps (0: no)")
     p.add_argument("--no-decode", action="store_true", help="only the training runs")
     p.add_argument(
         "--engines",
         default="loop,hf,loop+lora,loop+lora7",
         help="decoders to time: loop, hf, loop+lora, loop+lora7, vllm (vLLM's own "
-        "environment: README, 'vLLM as the rollout engine')",
+        "environment: docs/engines.md, 'vLLM as the rollout engine')",
     )
     args = p.parse_args()
     import torch

@@ -2,7 +2,7 @@
 MBPP+ task's reference and 14 variants of it (returned types swapped, prints, eval, deep
 recursion, a raised recursion limit, a `__main__` block, numpy) through both harnesses
 (`benchmarks/evalplus_departures.py`: 945 programs, base and plus). Two classes differ, both
-programs EvalPlus passes and execrl fails (README, "Benchmarks and tasks"):
+programs EvalPlus passes and execrl fails (docs/benchmarks.md, "Benchmarks and tasks"):
 
 - a program that imports numpy: EvalPlus runs programs in its own environment, where numpy is
   installed (EvalPlus depends on it); execrl's runs see the standard library alone.

