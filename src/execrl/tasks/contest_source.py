@@ -26,7 +26,7 @@ from execrl.tasks.sources import read_records
 Record = tuple[str, dict[str, Any]]  # (where: file and line, for messages; the record)
 
 # Limits from the data are the judge's, set for C++ on a fast, idle machine; a Python program
-# here runs on a shared, loaded host. Each limit is multiplied by its factor (README: "Contest
+# here runs on a shared, loaded host. Each limit is multiplied by its factor (docs/benchmarks.md: "Contest
 # data"). The memory floor covers CPython's own allocations, which the judge's limit never saw.
 TIME_FACTOR = 2.0
 MEMORY_FACTOR = 1.0
