@@ -44,3 +44,34 @@ def test_truncated_or_foreign_fences_are_no_code():
     check("```python\ndef f():\n    return", None)
     check("```js\nlet x = 1\n```", None)
     check("I cannot do that.", None)
+
+
+def test_a_block_tagged_with_the_tasks_language_is_its_answer():
+    # SmolLM2-135M-Instruct writes ```sql although the sql suite's prompt asks for no tag
+    answer = "```sql\nSELECT name FROM employees;\n```\n\nThis lists the names."
+    assert extract_code(answer, language="sql").code == "SELECT name FROM employees;\n"
+    cpp = "```c++\nint main() { return 0; }\n```"
+    assert extract_code(cpp, language="cpp").code == "int main() { return 0; }\n"
+    assert extract_code("```sv\nmodule m; endmodule\n```", language="verilog") is not None
+
+
+def test_a_block_in_another_language_is_not_the_answer():
+    sql = "```sql\nSELECT 1;\n```"
+    assert extract_code(sql) is None  # a Python task
+    python = "```python\nprint(1)\n```"
+    assert extract_code(python, language="sql") is None
+    # an untagged block counts for every language; the prose fallback reads Python only
+    assert extract_code("```\nSELECT 1;\n```", language="sql").code == "SELECT 1;\n"
+    assert extract_code("SELECT 1;", language="sql") is None
+    assert extract_code("x = 1\n") is not None
+
+
+def test_the_scorer_and_eval_take_the_tasks_language_from_the_task():
+    from execrl.eval.generation import solution_from
+    from execrl.rewards.scorer import build_sample
+    from execrl.tasks.registry import load_benchmark
+
+    task = load_benchmark("sql:split=test,n=1")[0]
+    answer = "```sql\nSELECT 1;\n```\nThis selects one."
+    assert build_sample(task, answer).program == "SELECT 1;\n"
+    assert solution_from(task, answer, chat=True) == "SELECT 1;\n"

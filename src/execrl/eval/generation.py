@@ -84,7 +84,7 @@ def solution_from(task: Task, raw: str, chat: bool) -> str:
     code_prompt = is_code_prompt(task.prompt)
     if code_prompt and not chat:
         return task.prompt + raw
-    found = extract_code(raw, task.entry_point)
+    found = extract_code(raw, task.entry_point, language=task.language)
     if found is None:
         return ""
     code = found.code

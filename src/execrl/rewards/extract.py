@@ -2,10 +2,12 @@
 code, reasoning blocks, several blocks.
 
 Rules, in order: code inside reasoning blocks (`<think>...</think>`, or an unclosed `<think>` to
-the end) never counts. Among complete fenced blocks tagged Python or untagged, take the last one
-that defines the entry point, else the last one. With no complete fence, take the text itself
-when it parses, else the longest stretch that starts at a `def`/`class`/`import` line and parses.
-Otherwise there is no code: a truncated fence is not a program.
+the end) never counts. Among complete fenced blocks tagged with the task's language (`FENCE_TAGS`:
+```python for Python, ```sql for SQL, ```cpp for C++...) or untagged, take the last one that
+defines the entry point, else the last one. With no complete fence, a Python answer is the text
+itself when it parses, else the longest stretch that starts at a `def`/`class`/`import` line and
+parses. Otherwise there is no code: a truncated fence is not a program, and a block in another
+language than the task's is not its answer.
 """
 
 from __future__ import annotations
@@ -21,7 +23,19 @@ from execrl.rewards.syntax import parses
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.M | re.S)
 _OPENING = re.compile(r"[ \t]*```[ \t]*([\w+#.-]*)")
 _CLOSING = re.compile(r"[ \t]*```[ \t]*")
-_PYTHON_TAGS = frozenset({"", "python", "py", "python3", "py3"})
+# The fence tags that name each task language (`Task.language`), as models write them; an
+# untagged block counts for every language. SmolLM2-135M-Instruct answers every sql task in a
+# ```sql block although the prompt asks for none (issue 27): a block in the task's own language
+# is its answer.
+FENCE_TAGS = {
+    "python": frozenset({"python", "py", "python3", "py3"}),
+    "sql": frozenset({"sql", "sqlite", "sqlite3"}),
+    "c": frozenset({"c", "h"}),
+    "cpp": frozenset({"cpp", "c++", "cc", "cxx", "hpp"}),
+    "javascript": frozenset({"javascript", "js", "node", "nodejs"}),
+    "bash": frozenset({"bash", "sh", "shell", "zsh"}),
+    "verilog": frozenset({"verilog", "v", "systemverilog", "sv"}),
+}
 _CODE_START = re.compile(r"^(def |async def |class |import |from \S+ import |@)", re.M)
 _MAX_SCAN_LINES = 400  # bound on the prose fallback's quadratic search
 
@@ -94,14 +108,24 @@ def blank_reasoning(text: str, tags: tuple[str, ...] = ("think",)) -> str:
     return "".join(out)
 
 
+def fence_tags(language: str) -> frozenset[str]:
+    """The tags (lower case) of a block in `language`, the empty tag included."""
+    name = language.lower()
+    return FENCE_TAGS.get(name, next((t for t in FENCE_TAGS.values() if name in t), {name})) | {""}
+
+
 def extract_code(
-    completion: str, entry_point: str | None = None, reasoning_tags: tuple[str, ...] = ("think",)
+    completion: str,
+    entry_point: str | None = None,
+    reasoning_tags: tuple[str, ...] = ("think",),
+    language: str = "python",
 ) -> Extraction | None:
     answer = blank_reasoning(completion, reasoning_tags)
+    tags = fence_tags(language)
     blocks = [
         Extraction(answer[f.start : f.end], f.start, f.end)
         for f in fences(answer)
-        if f.tag.lower() in _PYTHON_TAGS
+        if f.tag.lower() in tags
     ]
     if blocks:
         if entry_point:
@@ -109,8 +133,10 @@ def extract_code(
             if with_entry:
                 return with_entry[-1]
         return blocks[-1]
-    if "```" in answer:
-        return None  # a fence was opened and never closed, or only other languages were fenced
+    if "```" in answer or "python" not in tags:
+        # a fence opened and never closed, or only other languages fenced; the prose fallback
+        # reads Python only
+        return None
     hidden = reasoning_spans(completion, reasoning_tags)
     return _bare_code(completion, hidden[-1][1] if hidden else 0)
 

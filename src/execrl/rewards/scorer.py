@@ -76,7 +76,7 @@ def build_sample(task: Task, completion: str, program_mode: str = "auto") -> Sam
         )
     if program_mode == "continue":
         return Sample(task, completion, task.prompt + completion, task.prompt, (0, len(completion)))
-    found = extract_code(completion, task.entry_point)
+    found = extract_code(completion, task.entry_point, language=task.language)
     if found is None:
         return Sample(task, completion, None)
     return Sample(task, completion, found.code, "", (found.start, found.end))
