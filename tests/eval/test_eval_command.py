@@ -174,6 +174,9 @@ def test_an_interrupted_run_resumes_with_what_is_missing(tmp_path, bench, server
     # Resuming with other settings would mix samples: an error, unless --restart.
     other = run(*args[:-3], "--temperature", "0.2", "--out-dir", str(out))
     assert other.returncode == 2 and "temperature: 0.8 then, 0.2 now" in other.stderr
+    # ... and other stop rules would too: a sample cut at a loop is not the uncut one
+    other = run(*args, "--repeat-ngram", "0")
+    assert other.returncode == 2 and "repeat_ngram: 32 then, 0 now" in other.stderr
     assert _summary(run(*args, "--restart"))["n_samples"] == 4
 
 

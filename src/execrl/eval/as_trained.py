@@ -80,7 +80,8 @@ def evaluate_as_trained(
         engine.close()
     chat = uses_chat_template(policy.tokenizer, {"auto": None, "on": True, "off": False}[spec.chat])
     meta = GenerationMeta(args.model, benchmark, spec.samples_per_task, spec.temperature,
-                          spec.top_p, spec.max_new_tokens, chat)  # fmt: skip
+                          spec.top_p, spec.max_new_tokens, chat, spec.code_end,
+                          spec.repeat_ngram)  # fmt: skip
     samples_path = out_dir / "samples.jsonl"
     results = _results(done, spec, tasks, samples_path)
     write_jsonl_atomic(samples_path, [r.sample.record for r in results])

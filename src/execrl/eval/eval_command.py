@@ -219,12 +219,14 @@ def _run_eval(args: argparse.Namespace) -> int:
         args.top_p,
         args.max_new_tokens,
         generator.chat,
+        code_end=True,
+        repeat_ngram=args.repeat_ngram,
     )
     from execrl.models.backends import GenerationParams, ServerError
 
     params = GenerationParams(temperature, args.top_p, args.max_new_tokens,
-                              batch_size=args.batch_size, code_end=True,
-                              repeat_ngram=args.repeat_ngram)  # fmt: skip
+                              batch_size=args.batch_size, code_end=meta.code_end,
+                              repeat_ngram=meta.repeat_ngram)  # fmt: skip
     try:
         samples_file = SamplesFile(out_dir / "samples.jsonl", meta, restart=args.restart)
         with progress_bar(len(tasks) * args.n, "generate") as advance:

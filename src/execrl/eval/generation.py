@@ -67,6 +67,10 @@ class GenerationMeta:
     top_p: float
     max_new_tokens: int
     chat: bool
+    # The stop rules (`models.stop_rules`): a sample cut at its code block's end or at a loop
+    # is not the sample the same settings without them give, so a resume must match them too
+    code_end: bool = False
+    repeat_ngram: int = 0
 
 
 def prompt_text(task: Task, chat: bool) -> str:
