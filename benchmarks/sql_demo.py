@@ -15,6 +15,14 @@ plot; the last line is JSON, with the load average before and after each run.
 
     nice -n 5 python benchmarks/sql_demo.py                      # warm-up, 3 runs, by level
     python benchmarks/sql_demo.py --collect                      # only tabulate and plot them
+
+A pretrained model: `--warmup-from` names it (its warm-up is gentler, in its chat template) and
+`--config` the RL config (SmolLM2-135M-Instruct, with vLLM: `scripts/vllm-venv.sh`); with
+`--no-warmup` the runs start from the config's own model.path:
+
+    .venv-vllm/bin/python benchmarks/sql_demo.py --config configs/smollm2-sql.toml \\
+        --warmup-from smollm2-135m-instruct --out runs/smollm2-sql \\
+        --plot docs/smollm2_sql.png --no-by-level
 """
 
 from __future__ import annotations
@@ -48,6 +56,21 @@ WARMUP = {
 }
 
 
+# A pretrained chat model's warm-up (`--warmup-from`): it writes queries already, so a short,
+# gentle pass over the same references in its chat template teaches the suite's schema and the
+# answer's form without overwriting it (SmolLM2-135M-Instruct: greedy pass@1 0.00 before, its
+# queries naming columns the tables do not have)
+PRETRAINED_WARMUP = {
+    "model.dtype": "float32",
+    "run.steps": 40,
+    "run.batch_size": 8,
+    "optim.lr": 3e-5,
+    "optim.warmup_steps": 4,
+    "optim.schedule": "linear",
+    "optim.weight_decay": 0.01,
+}
+
+
 def load_average() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -57,8 +80,9 @@ def execrl(*args: str) -> None:
     subprocess.run(command, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
 
 
-def warmup(out: Path) -> Path:
-    """The SFT warm-up's model directory, trained unless it is there."""
+def warmup(out: Path, base: str = "default") -> Path:
+    """The SFT warm-up's model directory, trained from `base` unless it is there: the embedded
+    default continues the raw prompt; another model gets each example in its chat template."""
     from execrl.tasks.registry import load_benchmark
 
     final = out / "warmup" / "final"
@@ -68,19 +92,29 @@ def warmup(out: Path) -> Path:
     pairs.parent.mkdir(parents=True, exist_ok=True)
     with pairs.open("w") as f:
         for task in load_benchmark(WARMUP_TASKS):
-            completion = f"\n```\n{task.reference}```"
-            f.write(json.dumps({"prompt": task.prompt, "completion": completion}) + "\n")
+            if base == "default":
+                completion = f"\n```\n{task.reference}```"
+                f.write(json.dumps({"prompt": task.prompt, "completion": completion}) + "\n")
+            else:
+                answer = {"role": "assistant", "content": f"```\n{task.reference}```"}
+                messages = [{"role": "user", "content": task.prompt}, answer]
+                f.write(json.dumps({"messages": messages}) + "\n")
     print(f"sql_demo: warm-up on {WARMUP_TASKS}'s references", file=sys.stderr, flush=True)
-    sets = {**WARMUP, "data.train": pairs, "run.out_dir": out, "run.name": "warmup"}
+    recipe = WARMUP if base == "default" else {**PRETRAINED_WARMUP, "model.path": base}
+    sets = {**recipe, "data.train": pairs, "run.out_dir": out, "run.name": "warmup"}
     execrl("sft", *[arg for key, value in sets.items() for arg in ("--set", f"{key}={value}")])
     return final
 
 
-def train(out: Path, model: Path, seed: int) -> dict:
+def train(out: Path, model: Path | None, seed: int, config: Path = CONFIG) -> dict:
+    """One run (model None: the config's own model.path), unless its summary is there."""
     before = load_average()
+    if (out / f"s{seed}" / "summary.json").is_file():
+        return {"seed": seed, "load_before": None, "load_after": None}
     print(f"sql_demo: seed {seed} (load {before})", file=sys.stderr, flush=True)
-    sets = [f"model.path={model}", f"run.seed={seed}", f"run.out_dir={out}", f"run.name=s{seed}"]
-    execrl("train", "--config", str(CONFIG), *[a for s in sets for a in ("--set", s)])
+    sets = [f"run.seed={seed}", f"run.out_dir={out}", f"run.name=s{seed}"]
+    sets += [f"model.path={model}"] if model is not None else []
+    execrl("train", "--config", str(config), *[a for s in sets for a in ("--set", s)])
     return {"seed": seed, "load_before": before, "load_after": load_average()}
 
 
@@ -127,7 +161,10 @@ def plot(before: list[float], after: list[float], levels: dict[str, list[float]]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(14, 4))
+    if levels:
+        fig, (left, middle, right) = plt.subplots(1, 3, figsize=(14, 4))
+    else:  # --no-by-level
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for x, seed in enumerate(SEEDS):
         left.bar(x - 0.2, before[x], width=0.4, color="tab:gray", label="before" if x == 0 else "")
         left.bar(x + 0.2, after[x], width=0.4, color="tab:blue", label="after" if x == 0 else "")
@@ -143,15 +180,16 @@ def plot(before: list[float], after: list[float], levels: dict[str, list[float]]
     left.set_ylim(0, 1)
     left.legend(loc="upper left")
     width = 0.8 / (1 + len(SEEDS))
-    for i, (name, rates) in enumerate(levels.items()):
+    for i, (name, rates) in enumerate(levels.items()):  # nothing without levels
         xs = [x - 0.4 + width * (i + 0.5) for x in range(len(LEVELS))]
         color = "tab:gray" if name == "warm-up" else None
         middle.bar(xs, rates, width=width, label=name, color=color)
-    middle.set_xticks(range(len(LEVELS)), [f"level {level}" for level in LEVELS])
-    middle.set_ylabel("held-out pass@1")
-    middle.set_title("by level: the warm-up and each trained seed", fontsize=9)
-    middle.set_ylim(0, 1.05)
-    middle.legend(loc="upper left", fontsize=8)
+    if levels:
+        middle.set_xticks(range(len(LEVELS)), [f"level {level}" for level in LEVELS])
+        middle.set_ylabel("held-out pass@1")
+        middle.set_title("by level: the warm-up and each trained seed", fontsize=9)
+        middle.set_ylim(0, 1.05)
+        middle.legend(loc="upper left", fontsize=8)
     right.set_xlabel("step")
     right.set_ylabel("training pass rate")
     right.set_title("10-step running mean", fontsize=9)
@@ -165,11 +203,18 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/sql-demo"))
     parser.add_argument("--collect", action="store_true", help="tabulate existing runs only")
     parser.add_argument("--plot", type=Path, default=Path("docs/sql_demo.png"))
+    parser.add_argument("--config", type=Path, default=CONFIG)
+    parser.add_argument("--no-warmup", dest="warmup", action="store_false",
+                        help="train from the config's model.path, with no SFT warm-up first")  # fmt: skip
+    parser.add_argument("--warmup-from", default="default",
+                        help="the warm-up's base model (default: the embedded default)")  # fmt: skip
+    parser.add_argument("--no-by-level", dest="by_level", action="store_false",
+                        help="skip the by-level evaluations of the warm-up and each seed")  # fmt: skip
     args = parser.parse_args()
     loads = []
     if not args.collect:
-        model = warmup(args.out)
-        loads = [train(args.out, model, seed) for seed in SEEDS]
+        model = warmup(args.out, args.warmup_from) if args.warmup else None
+        loads = [train(args.out, model, seed, args.config) for seed in SEEDS]
     summaries = [summary(args.out, seed) for seed in SEEDS]
     before = [s["heldout_pass@1_before"] for s in summaries]
     after = [s["heldout_pass@1_after"] for s in summaries]
@@ -182,13 +227,15 @@ def main() -> None:
         f"{statistics.fmean(lifts):+7.3f}  (lift min {min(lifts):+.3f}, max {max(lifts):+.3f})"
     )
     evaluate = not args.collect
-    levels = {"warm-up": by_level(args.out, args.out / "warmup" / "final", "warmup", evaluate)}
-    for seed in SEEDS:
-        final = args.out / f"s{seed}" / "final"
-        levels[f"seed {seed}"] = by_level(args.out, final, f"s{seed}", evaluate)
-    print("pass@1 by level " + "  ".join(f"{'level ' + str(level):>8}" for level in LEVELS))
-    for name, rates in levels.items():
-        print(f"{name:>15} " + "  ".join(f"{rate:8.3f}" for rate in rates))
+    levels = {}
+    if args.by_level:
+        levels = {"warm-up": by_level(args.out, args.out / "warmup" / "final", "warmup", evaluate)}
+        for seed in SEEDS:
+            final = args.out / f"s{seed}" / "final"
+            levels[f"seed {seed}"] = by_level(args.out, final, f"s{seed}", evaluate)
+        print("pass@1 by level " + "  ".join(f"{'level ' + str(level):>8}" for level in LEVELS))
+        for name, rates in levels.items():
+            print(f"{name:>15} " + "  ".join(f"{rate:8.3f}" for rate in rates))
     plot(before, after, levels, args.out, args.plot)
     print(json.dumps({"before": before, "after": after, "lifts": lifts, "by_level": levels,
                       "loads": loads, "load_at_end": load_average()}))  # fmt: skip
