@@ -15,10 +15,13 @@ import sys
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from execrl.rl.algorithms import names
+
     p = subparsers.add_parser(
         "train",
         help="train a policy with RL from execution feedback (no arguments: the CPU quickstart)",
-        description="Train with GRPO / Dr. GRPO / RLOO / REINFORCE++ / PPO. With no arguments, "
+        description=f"Train with rl.algorithm = {' | '.join(names())}, or an estimator of your "
+        "own (rl.algorithm = 'module:name', docs/algorithms.md). With no arguments, "
         "trains the embedded default model on the procedural suite (the quickstart). "
         "Every config field is documented in execrl/rl/config.py; the [reward] section in "
         "docs/rewards.md.",

@@ -86,6 +86,6 @@ def test_correction_coef_errors_are_found_when_the_config_loads():
         load_config(None, ["env.correction_coef=1.0"])  # the single-turn env: nothing to correct
     with pytest.raises(ConfigError, match="correction_coef"):
         load_config(None, ["env.name='self_correct'", "env.correction_coef=-1"])
-    with pytest.raises(ConfigError, match="PPO"):
+    with pytest.raises(ConfigError, match="critic of rl.algorithm = 'ppo'"):
         load_config(None, ["env.name='self_correct'", "env.correction_coef=1.0",
                            "rl.algorithm='ppo'"])  # fmt: skip

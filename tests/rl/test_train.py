@@ -10,6 +10,7 @@ import torch
 import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
+from execrl.rl import algorithms
 from execrl.rl.run import train
 
 from .conftest import LetterE, tasks, tiny_config
@@ -40,7 +41,7 @@ def test_few_steps_change_parameters_and_raise_reward(tiny_model_dir, tmp_path):
     assert summary["steps"] == 8 and (tmp_path / "run" / "config.toml").is_file()
 
 
-@pytest.mark.parametrize("algorithm", ["dr_grpo", "rloo", "reinforce_pp", "ppo"])
+@pytest.mark.parametrize("algorithm", algorithms.names())  # every record registered in execrl
 def test_every_algorithm_runs_a_step(tiny_model_dir, tmp_path, algorithm):
     extra = ["run.steps=1", f"rl.algorithm={algorithm!r}", "rl.kl_coef=0.1", "rl.entropy_coef=0.01"]
     if algorithm == "reinforce_pp":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,8 @@ from execrl.models.device import device_problem
 from execrl.models.engine import ENGINES
 from execrl.models.sampling import out_of_range
 from execrl.rewards.config import RewardConfig, RewardConfigError
-from execrl.rl import toml_config
+from execrl.rl import algorithms, toml_config
+from execrl.rl.algorithms import Algorithm
 from execrl.rl.curriculum import CURRICULA
 from execrl.rl.episodes.env import EnvConfig
 from execrl.rl.toml_config import ConfigError, read_toml, with_overrides
@@ -102,7 +104,9 @@ class SamplingConfig:
 
 @dataclass
 class RLConfig:
-    algorithm: str = "grpo"  # grpo | dr_grpo | rloo | reinforce_pp | ppo
+    # The advantage estimator: a registered name (`execrl train --help` lists them; each is a
+    # record in rl/algorithms.py), or "module:name" for one of your own (docs/algorithms.md)
+    algorithm: str = "grpo"
     # Short form of [reward.tree]: "pass" (all tests) or "pass_fraction" means the one-leaf tree
     # of that type; "" (the default) takes [reward.tree], whose default is pass_fraction
     reward: str = ""
@@ -188,6 +192,11 @@ class TrainConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
 
     @property
+    def algorithm(self) -> Algorithm:
+        """rl.algorithm's record (`rl.algorithms`), which every check and stage reads."""
+        return algorithms.resolve(self.rl.algorithm)
+
+    @property
     def uses_reference(self) -> bool:
         """A KL penalty anywhere (rl.kl_coef, or env.held_kl_coef on held turns) needs the
         reference model's log-probs."""
@@ -204,19 +213,17 @@ class TrainConfig:
             return "mask"
         if self.env.segments != "auto":
             return self.env.segments
-        return "last" if self.rl.algorithm in PER_TOKEN_ALGORITHMS else "every"
+        return "last" if self.algorithm.per_token else "every"
 
 
 DEFAULT_TREE = {"type": "pass_fraction"}
-PER_TOKEN_ALGORITHMS = ("ppo", "reinforce_pp")  # GAE and REINFORCE++ read per-token rewards
 
 
 CHOICES = {
     ("model", "dtype"): ("float32", "bfloat16", "float16"),
     ("model", "device"): ("cpu", "cuda", "auto"),
     ("model", "chat"): ("auto", "on", "off"),
-    ("rl", "algorithm"): ("grpo", "dr_grpo", "rloo", "reinforce_pp", "ppo"),
-    ("rl", "loss_agg"): ("auto", "token_mean", "seq_mean", "seq_mean_constant"),
+    ("rl", "loss_agg"): ("auto", *algorithms.AGGREGATIONS),
     ("rl", "kl_estimator"): ("k1", "k2", "k3"),
     ("rl", "kl_in"): ("loss", "reward"),
     ("rl", "prompt_sampler"): ("pass_rate", "uniform"),
@@ -296,10 +303,10 @@ def from_dict(data: dict[str, Any], where: str = "config") -> TrainConfig:
     validate(config, where)
     config.reward = _reward(config, dict(data.get("reward", {})), where)
     _check_env(config, where)
-    if config.reward.token_credit.enabled and config.rl.algorithm not in PER_TOKEN_ALGORITHMS:
+    if config.reward.token_credit.enabled and not config.algorithm.per_token:
         raise ConfigError(
             f"{where}: reward.token_credit.enabled needs an algorithm that uses per-token "
-            f"rewards ({' or '.join(PER_TOKEN_ALGORITHMS)}); rl.algorithm = "
+            f"rewards ({_names(lambda a: a.per_token)}); rl.algorithm = "
             f"{config.rl.algorithm!r} would only use the sequence score"
         )
     return config
@@ -308,7 +315,7 @@ def from_dict(data: dict[str, Any], where: str = "config") -> TrainConfig:
 def _check_env(config: TrainConfig, where: str) -> None:
     """[env]: a user's environment must import, and token credit (per completion token) has no
     meaning over an episode's turns."""
-    env = config.env
+    env, algorithm = config.env, config.algorithm
     if env.name == "single":
         return
     if config.reward.token_credit.enabled:
@@ -316,26 +323,27 @@ def _check_env(config: TrainConfig, where: str) -> None:
             f"{where}: reward.token_credit.enabled works on one-turn rollouts; env.name = "
             f"{env.name!r} rewards turns (env.turn_reward), not tokens"
         )
-    if env.credit_baseline == "reached" and config.rl.algorithm in PER_TOKEN_ALGORITHMS:
+    if env.credit_baseline == "reached" and not algorithm.group_relative:
         raise ConfigError(
             f'{where}: env.credit_baseline = "reached" changes a group\'s baseline, which '
-            f"rl.algorithm = {config.rl.algorithm!r} does not have; use grpo, dr_grpo or rloo"
+            f"rl.algorithm = {config.rl.algorithm!r} does not have; use "
+            f"{_names(lambda a: a.group_relative)}"
         )
-    if env.segments == "every" and config.rl.algorithm in PER_TOKEN_ALGORITHMS:
+    if env.segments == "every" and algorithm.per_token:
         raise ConfigError(
             f'{where}: env.segments = "every" gives each segment its episode\'s one advantage, '
             f"which rl.algorithm = {config.rl.algorithm!r} does not have (its returns run along "
-            'one sequence); use "last" or "auto", or grpo, dr_grpo or rloo'
+            f'one sequence); use "last" or "auto", or {_names(lambda a: not a.per_token)}'
         )
     if env.segments != "auto" and env.credit_from_turn > 1:
         raise ConfigError(
             f"{where}: env.segments = {env.segments!r} with env.credit_from_turn > 1: a "
             'segment\'s turns are numbered on their own, so such episodes are masked; use "auto"'
         )
-    if env.correction_coef > 0 and config.rl.algorithm == "ppo":
+    if env.correction_coef > 0 and algorithm.critic:
         raise ConfigError(
-            f"{where}: env.correction_coef has no value targets for PPO's critic; use grpo, "
-            "dr_grpo, rloo or reinforce_pp"
+            f"{where}: env.correction_coef gives no value targets to the critic of "
+            f"rl.algorithm = {config.rl.algorithm!r}; use {_names(lambda a: not a.critic)}"
         )
     if ":" in env.name:
         module, _, name = env.name.partition(":")
@@ -347,6 +355,12 @@ def _check_env(config: TrainConfig, where: str) -> None:
             ) from None
         if not found:
             raise ConfigError(f"{where}: env.name = {env.name!r}: {module} has no {name}")
+
+
+def _names(where: Callable[[Algorithm], bool]) -> str:
+    """'grpo, dr_grpo or rloo': the registered algorithms `where` accepts, for a message."""
+    found = algorithms.names(where)
+    return " or ".join(found) if len(found) < 3 else f"{', '.join(found[:-1])} or {found[-1]}"
 
 
 def _reward(config: TrainConfig, table: dict[str, Any], where: str) -> RewardConfig:
@@ -387,7 +401,11 @@ def validate(config: TrainConfig, where: str = "config") -> None:
     for section, name in positive:
         if getattr(getattr(config, section), name) < 1:
             raise ConfigError(f"{where}: {section}.{name} must be at least 1")
-    if config.rl.algorithm != "ppo" and config.rl.group_size < 2:
+    try:  # an estimator of the user's own is imported here, before any model loads
+        algorithm = config.algorithm
+    except ValueError as e:
+        raise ConfigError(f"{where}: rl.algorithm = {config.rl.algorithm!r}: {e}") from None
+    if algorithm.group_relative and config.rl.group_size < 2:
         raise ConfigError(f"{where}: rl.group_size must be at least 2 for {config.rl.algorithm}")
     if not 0 <= config.rl.pass_rate_target <= 1:
         raise ConfigError(f"{where}: rl.pass_rate_target must be in [0, 1]")

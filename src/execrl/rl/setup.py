@@ -70,7 +70,7 @@ def build(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | N
     )
     reference = reference_from(policy) if c.uses_reference else None
     value_head = None
-    if c.rl.algorithm == "ppo":
+    if c.algorithm.critic:  # PPO: a value head on the last hidden state
         hidden = policy.model.config.get_text_config().hidden_size
         value_head = torch.nn.Linear(hidden, 1).to(device)
         torch.nn.init.zeros_(value_head.weight)

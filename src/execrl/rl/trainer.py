@@ -80,8 +80,8 @@ class Learner:
         self.c, self.model, self.reference, self.value_head = config, model, reference, value_head
         self.optimizer, self.scheduler, self.pad_id = optimizer, scheduler, pad_id
         rl = config.rl
-        self.advantage = algorithms.advantage_fn(rl.algorithm, rl.gamma, rl.lam)
-        agg = algorithms.default_aggregation(rl.algorithm) if rl.loss_agg == "auto" else rl.loss_agg
+        self.algorithm = config.algorithm  # rl.algorithm's record: everything read from it
+        agg = self.algorithm.loss_agg if rl.loss_agg == "auto" else rl.loss_agg
         self.aggregate = algorithms.aggregator(agg, config.sampling.max_new_tokens)
         self.per_token = algorithms.counts_tokens(agg)
         self.kl = kl.ESTIMATORS[rl.kl_estimator] if config.uses_reference else None
@@ -139,13 +139,13 @@ class Learner:
             inputs = replace(inputs, valid=inputs.valid & reached)
         if any(s.turns is not None for s in samples):
             # episodes: the estimators run over the policy's tokens, the environment's skipped
-            adv, targets = self.advantage(_compacted(inputs))
+            adv, targets = self._estimate(_compacted(inputs))
             adv = credit.expand(adv, inputs.mask)
             if self.c.env.credit_from_turn > 1:  # held turns: no advantage on their tokens
                 adv = adv * self._credited(samples, inputs.mask.shape[1])
             targets = None if targets is None else credit.expand(targets, inputs.mask)
         else:
-            adv, targets = self.advantage(inputs)
+            adv, targets = self._estimate(inputs)
         out, lo = [], 0
         for part in parts:
             rows = range(lo, lo + len(part))
@@ -160,6 +160,15 @@ class Learner:
             out += self._segment_batches(samples, adv, inputs.mask)
         if self.c.env.correction_coef > 0:
             out += self._correction_batches(groups)
+        return out
+
+    def _estimate(self, x: algorithms.AdvantageInputs) -> algorithms.Advantages:
+        """The algorithm's advantages and value targets (B, T) over x; its batch-wide sums (e.g.
+        REINFORCE++'s global normalisation) first summed over every process's rows."""
+        if self.algorithm.batch_sums is not None:
+            x = replace(x, batch_sums=dist.all_reduce_sum(self.algorithm.batch_sums(x)))
+        out = self.algorithm.advantage(x)
+        algorithms.check_advantages(self.c.rl.algorithm, out, x.mask)
         return out
 
     def _segment_batches(self, samples: list[Scored], adv: torch.Tensor,
@@ -261,27 +270,11 @@ class Learner:
                 token_rewards[i, :n] -= c.rl.kl_coef * kl_term
             if values is not None:
                 values[i, :n] = old_values[i]
-        stats = None
-        if c.rl.algorithm == "reinforce_pp":
-            from execrl.rl.advantages import return_to_go
-
-            if any(s.turns is not None for s in samples):  # over the policy's tokens: (B, T')
-                m = credit.compact(mask, mask)
-                returns = return_to_go(credit.compact(token_rewards, mask), m)
-            else:
-                m = mask
-                returns = return_to_go(token_rewards, mask)  # (B, T)
-            moments = dist.all_reduce_sum(
-                torch.stack([(returns * m).sum(), (returns**2 * m).sum(), m.sum()])
-            )
-            n = moments[2].clamp(min=1)
-            mean = moments[0] / n
-            stats = (mean, (moments[1] / n - mean**2).clamp(min=0).sqrt())
         return algorithms.AdvantageInputs(
             scores=torch.tensor([s.score if s.valid else 0.0 for s in samples]),
             valid=torch.tensor([s.valid for s in samples]),
             token_rewards=token_rewards, mask=mask, values=values,
-            group_size=c.rl.group_size, returns_stats=stats,
+            group_size=c.rl.group_size, gamma=c.rl.gamma, lam=c.rl.lam,
         )  # fmt: skip
 
     @staticmethod
