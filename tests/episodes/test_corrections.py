@@ -1,4 +1,4 @@
-"""Correction samples (env.correction_coef, CIPO): built by hand from a scripted group, their
+"""Correction samples (credit.correction_coef, CIPO): built by hand from a scripted group, their
 exact token ids and mask; the learner's correction batch (fixed advantage on the answer only,
 the policy's own old log-probs); and an update on it makes the passing answer likelier after
 the failed attempt's feedback."""
@@ -59,7 +59,7 @@ def small_learner(tokenizer, *extra: str) -> Learner:
 
 def test_correction_batch_learns_the_answer_after_the_feedback(scorer, tokenizer):
     _, group = group_of_three(scorer, tokenizer)
-    learner = small_learner(tokenizer, "env.correction_coef=0.5")
+    learner = small_learner(tokenizer, "credit.correction_coef=0.5")
     batches = learner.advantages([group])
     assert learner.corrections_made == 2
     made = correction_samples(group)
@@ -83,9 +83,9 @@ def test_correction_batch_learns_the_answer_after_the_feedback(scorer, tokenizer
 
 def test_correction_coef_errors_are_found_when_the_config_loads():
     with pytest.raises(ConfigError, match="correction_coef"):
-        load_config(None, ["env.correction_coef=1.0"])  # the single-turn env: nothing to correct
+        load_config(None, ["credit.correction_coef=1.0"])  # the single-turn env: nothing to correct
     with pytest.raises(ConfigError, match="correction_coef"):
-        load_config(None, ["env.name='self_correct'", "env.correction_coef=-1"])
+        load_config(None, ["env.name='self_correct'", "credit.correction_coef=-1"])
     with pytest.raises(ConfigError, match="critic of rl.algorithm = 'ppo'"):
-        load_config(None, ["env.name='self_correct'", "env.correction_coef=1.0",
+        load_config(None, ["env.name='self_correct'", "credit.correction_coef=1.0",
                            "rl.algorithm='ppo'"])  # fmt: skip

@@ -58,7 +58,7 @@ class Algorithm:
     # along a sequence, so a harness episode's segments cannot share one advantage
     per_token: bool = False
     # The baseline is the other samples of the prompt's group: needs rl.group_size >= 2 and
-    # different samples (a temperature above 0); allows env.credit_baseline = "reached"
+    # different samples (a temperature above 0); allows credit.baseline = "reached"
     group_relative: bool = False
     # Trains a value head beside the policy; `advantage` reads AdvantageInputs.values and
     # returns the value targets
@@ -102,6 +102,12 @@ def register(algorithm: Algorithm) -> Algorithm:
 def names(where: Callable[[Algorithm], bool] = lambda a: True) -> list[str]:
     """The registered algorithms' names, in order of registration, those `where` accepts."""
     return [name for name, algorithm in REGISTRY.items() if where(algorithm)]
+
+
+def listed(where: Callable[[Algorithm], bool]) -> str:
+    """'grpo, dr_grpo or rloo': the registered algorithms `where` accepts, for a message."""
+    found = names(where)
+    return " or ".join(found) if len(found) < 3 else f"{', '.join(found[:-1])} or {found[-1]}"
 
 
 def resolve(spec: str) -> Algorithm:

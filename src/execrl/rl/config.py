@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,8 @@ from execrl.models.engine import ENGINES
 from execrl.models.sampling import out_of_range
 from execrl.rewards.config import RewardConfig, RewardConfigError
 from execrl.rl import algorithms, toml_config
-from execrl.rl.algorithms import Algorithm
+from execrl.rl.algorithms import Algorithm, listed
+from execrl.rl.credit_config import CreditConfig, check_credit, moved_to_credit
 from execrl.rl.curriculum import CURRICULA
 from execrl.rl.episodes.env import EnvConfig
 from execrl.rl.toml_config import ConfigError, read_toml, with_overrides
@@ -190,6 +192,9 @@ class TrainConfig:
     # ("self_correct", "tool", "package.module:Class"); the fields are documented once, on
     # `EnvConfig` (rl/episodes/env.py), and in docs/episodes.md
     env: EnvConfig = field(default_factory=EnvConfig)
+    # Which of an episode's turns and sequences the advantage reaches, and what is learnt beside
+    # it; the fields are documented once, on `CreditConfig` (rl/credit_config.py)
+    credit: CreditConfig = field(default_factory=CreditConfig)
 
     @property
     def algorithm(self) -> Algorithm:
@@ -198,9 +203,9 @@ class TrainConfig:
 
     @property
     def uses_reference(self) -> bool:
-        """A KL penalty anywhere (rl.kl_coef, or env.held_kl_coef on held turns) needs the
+        """A KL penalty anywhere (rl.kl_coef, or credit.held_kl_coef on held turns) needs the
         reference model's log-probs."""
-        return self.rl.kl_coef > 0 or self.env.held_kl_coef > 0
+        return self.rl.kl_coef > 0 or self.credit.held_kl_coef > 0
 
     @property
     def segment_training(self) -> str:
@@ -208,11 +213,11 @@ class TrainConfig:
         token-exact segments): "every" segment learnt with the episode's advantage (an outcome
         estimator gives one advantage per episode), the "last" alone (a per-token algorithm's
         values and returns run along one sequence), or "mask" (held turns are numbered per
-        segment). env.segments chooses; "auto" takes the first that the algorithm allows."""
-        if self.env.credit_from_turn > 1:
+        segment). credit.segments chooses; "auto" takes the first that the algorithm allows."""
+        if self.credit.from_turn > 1:
             return "mask"
-        if self.env.segments != "auto":
-            return self.env.segments
+        if self.credit.segments != "auto":
+            return self.credit.segments
         return "last" if self.algorithm.per_token else "every"
 
 
@@ -254,8 +259,10 @@ def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = 
     saved = Path(run_dir) / "config.toml"
     if not saved.is_file():
         raise ConfigError(f"--resume {run_dir}: no config.toml there; is it a run directory?")
-    before = from_dict(read_toml(saved), str(saved))
-    after = from_dict(with_overrides(read_toml(saved), overrides, _suggest), str(saved))
+    # A run directory saved before [credit] has its fields under [env]: execrl wrote them there,
+    # so they load without a deprecation message
+    before = from_dict(read_toml(saved), str(saved), say=_silent)
+    after = from_dict(with_overrides(read_toml(saved), overrides, _suggest), str(saved), _silent)
     changed = [
         f"{section}.{name}"
         for section, values in to_dict(after).items()
@@ -272,6 +279,10 @@ def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = 
     return after
 
 
+def _silent(message: str) -> None:
+    pass
+
+
 def _suggest(name: str) -> str:
     """'; did you mean optim.lr?' for a field name that some section has."""
     defaults = TrainConfig()
@@ -284,8 +295,12 @@ def _suggest(name: str) -> str:
     return f"; did you mean {' or '.join(hits)}?" if hits else ", e.g. optim.lr=1e-5"
 
 
-def from_dict(data: dict[str, Any], where: str = "config") -> TrainConfig:
+def from_dict(data: dict[str, Any], where: str = "config",
+              say: Callable[[str], None] | None = None) -> TrainConfig:  # fmt: skip
+    """The config of `data`'s tables, checked; `say` gets each deprecation message (stderr when
+    None: a person wrote them)."""
     config = TrainConfig()
+    data = moved_to_credit(data, where, say or (lambda message: print(message, file=sys.stderr)))
     sections = {f.name: f for f in dataclasses.fields(TrainConfig)}
     for section, values in data.items():
         if section not in sections:
@@ -296,17 +311,18 @@ def from_dict(data: dict[str, Any], where: str = "config") -> TrainConfig:
             continue  # built last: its tree may come from rl.reward
         target = getattr(config, section)
         checked = toml_config.checked_table(target, section, values, where, _suggest)
-        try:  # [sandbox] and [env] are frozen and check themselves
+        try:  # [sandbox], [env] and [credit] are frozen and check themselves
             setattr(config, section, dataclasses.replace(target, **checked))
         except ValueError as e:
             raise ConfigError(f"{where}: [{section}]: {e}") from None
     validate(config, where)
     config.reward = _reward(config, dict(data.get("reward", {})), where)
     _check_env(config, where)
+    check_credit(config.credit, config.env, config.algorithm, config.rl.algorithm, where)
     if config.reward.token_credit.enabled and not config.algorithm.per_token:
         raise ConfigError(
             f"{where}: reward.token_credit.enabled needs an algorithm that uses per-token "
-            f"rewards ({_names(lambda a: a.per_token)}); rl.algorithm = "
+            f"rewards ({listed(lambda a: a.per_token)}); rl.algorithm = "
             f"{config.rl.algorithm!r} would only use the sequence score"
         )
     return config
@@ -315,35 +331,13 @@ def from_dict(data: dict[str, Any], where: str = "config") -> TrainConfig:
 def _check_env(config: TrainConfig, where: str) -> None:
     """[env]: a user's environment must import, and token credit (per completion token) has no
     meaning over an episode's turns."""
-    env, algorithm = config.env, config.algorithm
+    env = config.env
     if env.name == "single":
         return
     if config.reward.token_credit.enabled:
         raise ConfigError(
             f"{where}: reward.token_credit.enabled works on one-turn rollouts; env.name = "
             f"{env.name!r} rewards turns (env.turn_reward), not tokens"
-        )
-    if env.credit_baseline == "reached" and not algorithm.group_relative:
-        raise ConfigError(
-            f'{where}: env.credit_baseline = "reached" changes a group\'s baseline, which '
-            f"rl.algorithm = {config.rl.algorithm!r} does not have; use "
-            f"{_names(lambda a: a.group_relative)}"
-        )
-    if env.segments == "every" and algorithm.per_token:
-        raise ConfigError(
-            f'{where}: env.segments = "every" gives each segment its episode\'s one advantage, '
-            f"which rl.algorithm = {config.rl.algorithm!r} does not have (its returns run along "
-            f'one sequence); use "last" or "auto", or {_names(lambda a: not a.per_token)}'
-        )
-    if env.segments != "auto" and env.credit_from_turn > 1:
-        raise ConfigError(
-            f"{where}: env.segments = {env.segments!r} with env.credit_from_turn > 1: a "
-            'segment\'s turns are numbered on their own, so such episodes are masked; use "auto"'
-        )
-    if env.correction_coef > 0 and algorithm.critic:
-        raise ConfigError(
-            f"{where}: env.correction_coef gives no value targets to the critic of "
-            f"rl.algorithm = {config.rl.algorithm!r}; use {_names(lambda a: not a.critic)}"
         )
     if ":" in env.name:
         module, _, name = env.name.partition(":")
@@ -355,12 +349,6 @@ def _check_env(config: TrainConfig, where: str) -> None:
             ) from None
         if not found:
             raise ConfigError(f"{where}: env.name = {env.name!r}: {module} has no {name}")
-
-
-def _names(where: Callable[[Algorithm], bool]) -> str:
-    """'grpo, dr_grpo or rloo': the registered algorithms `where` accepts, for a message."""
-    found = algorithms.names(where)
-    return " or ".join(found) if len(found) < 3 else f"{', '.join(found[:-1])} or {found[-1]}"
 
 
 def _reward(config: TrainConfig, table: dict[str, Any], where: str) -> RewardConfig:

@@ -93,7 +93,7 @@ class Learner:
         # from mu != pi_old: the loss takes the trainer's own log-probs and truncated importance
         # weights (`rl.tis`)
         self.recompute_old = config.sampling.engine == "vllm" or config.rl.max_staleness > 0
-        # correction samples in the last advantages() (env.correction_coef)
+        # correction samples in the last advantages() (credit.correction_coef)
         self.corrections_made = 0
         # an episode's other segments trained in the last advantages() (a rewritten history)
         self.segments_trained = 0
@@ -133,15 +133,15 @@ class Learner:
                 values = self.value_head(stats.hidden.float()).squeeze(-1)  # (B, T)
                 old_values += [values[i, :n].cpu() for i, n in enumerate(lengths)]
         inputs = self._advantage_inputs(samples, ref_logp, old_values)
-        if self.c.env.credit_baseline == "reached":  # the baseline over corrections alone
+        if self.c.credit.baseline == "reached":  # the baseline over corrections alone
             turns = [1 if s.turns is None else len(s.turns.ends) for s in samples]
-            reached = credit.reached(turns, self.c.env.credit_from_turn)
+            reached = credit.reached(turns, self.c.credit.from_turn)
             inputs = replace(inputs, valid=inputs.valid & reached)
         if any(s.turns is not None for s in samples):
             # episodes: the estimators run over the policy's tokens, the environment's skipped
             adv, targets = self._estimate(_compacted(inputs))
             adv = credit.expand(adv, inputs.mask)
-            if self.c.env.credit_from_turn > 1:  # held turns: no advantage on their tokens
+            if self.c.credit.from_turn > 1:  # held turns: no advantage on their tokens
                 adv = adv * self._credited(samples, inputs.mask.shape[1])
             targets = None if targets is None else credit.expand(targets, inputs.mask)
         else:
@@ -158,7 +158,7 @@ class Learner:
         self.segments_trained = 0
         if any(s.segments for s in samples):
             out += self._segment_batches(samples, adv, inputs.mask)
-        if self.c.env.correction_coef > 0:
+        if self.c.credit.correction_coef > 0:
             out += self._correction_batches(groups)
         return out
 
@@ -209,7 +209,7 @@ class Learner:
 
     def _correction_batches(self, groups: list[list[Scored]]) -> list[Batch]:
         """The groups' correction samples (`rl.corrections`): the answer's tokens get the fixed
-        advantage env.correction_coef; old log-probs are this policy's own (the answer was not
+        advantage credit.correction_coef; old log-probs are this policy's own (the answer was not
         sampled in this context), so the first epoch's ratio is 1 and the clip bounds the rest."""
         made = [c for g in groups for c in corrections.correction_samples(g)]
         self.corrections_made = len(made)
@@ -221,7 +221,7 @@ class Learner:
             old = token_stats(self.model, batch, self.c.sampling.temperature).logp
             ref = None if self.kl is None else self._reference_logp(batch)
             out.append(Batch(sequences=batch, old_logp=old * mask,
-                             advantages=self.c.env.correction_coef * mask, mask=mask,
+                             advantages=self.c.credit.correction_coef * mask, mask=mask,
                              ref_logp=None if ref is None else ref * mask,
                              tasks=torch.tensor([c.task_index for c in part])))  # fmt: skip
         return out
@@ -233,22 +233,22 @@ class Learner:
 
     def _credited(self, samples: list[Scored], width: int) -> torch.Tensor:
         """(B, T) 1 where an episode's advantage may land: the tokens of turns >=
-        env.credit_from_turn (all of them at 1, the default)."""
+        credit.from_turn (all of them at 1, the default)."""
         out = torch.ones(len(samples), width)
         for i, s in enumerate(samples):
             out[i, : s.completion.n_tokens] = self._from_turn(s)
         return out
 
     def _from_turn(self, s: Scored) -> torch.Tensor:
-        """(T_i,) 1 on the tokens of turns >= env.credit_from_turn, 0 on the held turns'."""
-        n, first = s.completion.n_tokens, self.c.env.credit_from_turn
+        """(T_i,) 1 on the tokens of turns >= credit.from_turn, 0 on the held turns'."""
+        n, first = s.completion.n_tokens, self.c.credit.from_turn
         if s.turns is None or first == 1:
             return torch.ones(n)
         return credit.from_turn(n, s.turns.ends, first)
 
     def _held_kl(self, samples: list[Scored]) -> list[torch.Tensor] | None:
-        """Per sample (T_i,): env.held_kl_coef on the policy's tokens of the held turns."""
-        coef = self.c.env.held_kl_coef
+        """Per sample (T_i,): credit.held_kl_coef on the policy's tokens of the held turns."""
+        coef = self.c.credit.held_kl_coef
         if coef == 0:
             return None
         return [coef * s.policy_mask() * (1 - self._from_turn(s)) for s in samples]
