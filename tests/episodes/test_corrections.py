@@ -13,6 +13,7 @@ from execrl.rl.config import ConfigError, load_config
 from execrl.rl.corrections import correction_samples
 from execrl.rl.episode_rollouts import episode_scored
 from execrl.rl.episodes import EnvConfig
+from execrl.rl.learner_settings import LearnerSettings
 from execrl.rl.logprobs import collate, token_stats
 from execrl.rl.trainer import Learner
 
@@ -53,7 +54,8 @@ def small_learner(tokenizer, *extra: str) -> Learner:
                            max_positions=512)  # fmt: skip
     model = new_llama(tokenizer, shape, seed=0)
     opt = torch.optim.Adam(model.parameters(), lr=0.05)
-    return Learner(c, model, None, None, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1),
+    return Learner(LearnerSettings.of(c), model, None, None, opt,
+                   torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1),
                    pad_id=tokenizer.pad_token_id)  # fmt: skip
 
 

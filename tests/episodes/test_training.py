@@ -17,6 +17,7 @@ from execrl.rl.episode_rollouts import episode_scored
 from execrl.rl.episodes import EnvConfig
 from execrl.rl.episodes.builtin import _feedback_turn
 from execrl.rl.kl import ESTIMATORS
+from execrl.rl.learner_settings import LearnerSettings
 from execrl.rl.losses import LossSettings, policy_loss, token_mean
 from execrl.rl.trainer import Learner
 
@@ -28,8 +29,8 @@ def learner(algorithm: str, *extra: str) -> Learner:
     c = load_config(None, [f"rl.algorithm='{algorithm}'", "rl.group_size=2", *extra])
     model = torch.nn.Linear(1, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    return Learner(c, model, None, None, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1),
-                   pad_id=0)  # fmt: skip
+    return Learner(LearnerSettings.of(c), model, None, None, opt,
+                   torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1), pad_id=0)  # fmt: skip
 
 
 def fixed_then_failed(scorer, tokenizer, turn_reward: str = "final", discount: float = 1.0):
