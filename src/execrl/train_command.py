@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "docs/rewards.md.",
     )
     p.add_argument("--config", help="TOML file with [model], [data], [sampling], [rl], [optim], "
-                   "[sandbox], [run], [reward] sections")  # fmt: skip
+                   "[sandbox], [run], [reward], [env], [credit] sections")  # fmt: skip
     p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                    help="override one config field, e.g. --set optim.lr=1e-5 or "
                    "--set reward.noise.rate=0.2 (repeatable)")  # fmt: skip
