@@ -261,8 +261,9 @@ def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = 
         raise ConfigError(f"--resume {run_dir}: no config.toml there; is it a run directory?")
     # A run directory saved before [credit] has its fields under [env]: execrl wrote them there,
     # so they load without a deprecation message
-    before = from_dict(read_toml(saved), str(saved), say=_silent)
-    after = from_dict(with_overrides(read_toml(saved), overrides, _suggest), str(saved), _silent)
+    silent = lambda message: None  # noqa: E731
+    before = from_dict(read_toml(saved), str(saved), silent)
+    after = from_dict(with_overrides(read_toml(saved), overrides, _suggest), str(saved), silent)
     changed = [
         f"{section}.{name}"
         for section, values in to_dict(after).items()
@@ -277,10 +278,6 @@ def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = 
         )
     after.run.resume = str(run_dir)
     return after
-
-
-def _silent(message: str) -> None:
-    pass
 
 
 def _suggest(name: str) -> str:
