@@ -17,7 +17,7 @@ line is JSON, with the load average before and after each run.
 
     python benchmarks/self_correct.py --out runs/self-correct                     # no warm-up
     python benchmarks/self_correct.py --out runs/sc-warm --warmup --control \\
-        --set env.credit_from_turn=2 --seeds 0 1 2 3 4                  # docs/results.md
+        --set credit.from_turn=2 --seeds 0 1 2 3 4                  # docs/results.md
     python benchmarks/self_correct.py --out runs/sc-warm --collect                # tabulate only
 """
 

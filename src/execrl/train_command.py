@@ -15,16 +15,19 @@ import sys
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from execrl.rl.algorithms import names
+
     p = subparsers.add_parser(
         "train",
         help="train a policy with RL from execution feedback (no arguments: the CPU quickstart)",
-        description="Train with GRPO / Dr. GRPO / RLOO / REINFORCE++ / PPO. With no arguments, "
+        description=f"Train with rl.algorithm = {' | '.join(names())}, or an estimator of your "
+        "own (rl.algorithm = 'module:name', docs/algorithms.md). With no arguments, "
         "trains the embedded default model on the procedural suite (the quickstart). "
         "Every config field is documented in execrl/rl/config.py; the [reward] section in "
         "docs/rewards.md.",
     )
     p.add_argument("--config", help="TOML file with [model], [data], [sampling], [rl], [optim], "
-                   "[sandbox], [run], [reward] sections")  # fmt: skip
+                   "[sandbox], [run], [reward], [env], [credit] sections")  # fmt: skip
     p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                    help="override one config field, e.g. --set optim.lr=1e-5 or "
                    "--set reward.noise.rate=0.2 (repeatable)")  # fmt: skip

@@ -1,4 +1,4 @@
-"""Correction samples (env.correction_coef, CIPO): built by hand from a scripted group, their
+"""Correction samples (credit.correction_coef, CIPO): built by hand from a scripted group, their
 exact token ids and mask; the learner's correction batch (fixed advantage on the answer only,
 the policy's own old log-probs); and an update on it makes the passing answer likelier after
 the failed attempt's feedback."""
@@ -13,6 +13,7 @@ from execrl.rl.config import ConfigError, load_config
 from execrl.rl.corrections import correction_samples
 from execrl.rl.episode_rollouts import episode_scored
 from execrl.rl.episodes import EnvConfig
+from execrl.rl.learner_settings import LearnerSettings
 from execrl.rl.logprobs import collate, token_stats
 from execrl.rl.trainer import Learner
 
@@ -53,13 +54,14 @@ def small_learner(tokenizer, *extra: str) -> Learner:
                            max_positions=512)  # fmt: skip
     model = new_llama(tokenizer, shape, seed=0)
     opt = torch.optim.Adam(model.parameters(), lr=0.05)
-    return Learner(c, model, None, None, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1),
+    return Learner(LearnerSettings.of(c), model, None, None, opt,
+                   torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1),
                    pad_id=tokenizer.pad_token_id)  # fmt: skip
 
 
 def test_correction_batch_learns_the_answer_after_the_feedback(scorer, tokenizer):
     _, group = group_of_three(scorer, tokenizer)
-    learner = small_learner(tokenizer, "env.correction_coef=0.5")
+    learner = small_learner(tokenizer, "credit.correction_coef=0.5")
     batches = learner.advantages([group])
     assert learner.corrections_made == 2
     made = correction_samples(group)
@@ -83,9 +85,9 @@ def test_correction_batch_learns_the_answer_after_the_feedback(scorer, tokenizer
 
 def test_correction_coef_errors_are_found_when_the_config_loads():
     with pytest.raises(ConfigError, match="correction_coef"):
-        load_config(None, ["env.correction_coef=1.0"])  # the single-turn env: nothing to correct
+        load_config(None, ["credit.correction_coef=1.0"])  # the single-turn env: nothing to correct
     with pytest.raises(ConfigError, match="correction_coef"):
-        load_config(None, ["env.name='self_correct'", "env.correction_coef=-1"])
-    with pytest.raises(ConfigError, match="PPO"):
-        load_config(None, ["env.name='self_correct'", "env.correction_coef=1.0",
+        load_config(None, ["env.name='self_correct'", "credit.correction_coef=-1"])
+    with pytest.raises(ConfigError, match="critic of rl.algorithm = 'ppo'"):
+        load_config(None, ["env.name='self_correct'", "credit.correction_coef=1.0",
                            "rl.algorithm='ppo'"])  # fmt: skip

@@ -114,7 +114,7 @@ def test_a_rewritten_history_is_masked_where_the_trainer_cannot_learn_segments(s
                                           config)  # fmt: skip
     assert not plain.masked
     note = episode.steps[-1].info.note
-    assert episode.masked and "rewrote its history: 2 segments (not trained: with env." in note
+    assert episode.masked and "rewrote its history: 2 segments (not trained: with credit." in note
     # the segment with the last call stands for the episode (masked: it is not trained on)
     fresh = tokenizer(ADD.prompt + CHECK)["input_ids"]
     assert policy.seen[1] == [fresh]
@@ -130,8 +130,8 @@ def test_the_log_says_how_a_rewritten_history_trains(scorer, tokenizer):
     assert all(e.masked for e in episodes)
     assert said == [
         "harness: 2 of 2 episodes masked: the harness rewrote its history: 2 segments (not "
-        "trained: with env.credit_from_turn > 1 turns are numbered per segment; "
-        "docs/harness.md) (with env.credit_from_turn = 1 they train: env.segments)"
+        "trained: with credit.from_turn > 1 turns are numbered per segment; "
+        "docs/harness.md) (with credit.from_turn = 1 they train: credit.segments)"
     ]
 
 

@@ -110,7 +110,7 @@ def test_a_harness_that_fails_every_episode_stops_execrl_train_with_its_error(
 
 
 @pytest.mark.parametrize(
-    "extra", [["--set", "rl.algorithm='ppo'"], ["--set", "env.segments='last'"]]
+    "extra", [["--set", "rl.algorithm='ppo'"], ["--set", "credit.segments='last'"]]
 )
 def test_the_last_segment_alone_trains_under_ppo_or_when_asked(
     chat_model_dir,  # noqa: F811

@@ -84,8 +84,8 @@ def test_a_segment_moves_the_policy_only_through_its_own_tokens(scorer, tokenize
         (("rl.algorithm='rloo'",), "every"),
         (("rl.algorithm='ppo'",), "last"),
         (("rl.algorithm='reinforce_pp'", "rl.kl_in='reward'"), "last"),
-        (("env.segments='last'",), "last"),
-        (("env.max_turns=2", "env.credit_from_turn=2"), "mask"),
+        (("credit.segments='last'",), "last"),
+        (("env.max_turns=2", "credit.from_turn=2"), "mask"),
     ],
 )
 def test_what_training_makes_of_a_rewritten_history(extra, training):
@@ -96,11 +96,11 @@ def test_what_training_makes_of_a_rewritten_history(extra, training):
 @pytest.mark.parametrize(
     "extra,error",
     [
-        (("env.segments='every'", "rl.algorithm='ppo'"), "does not have"),
-        (("env.segments='last'", "env.max_turns=2", "env.credit_from_turn=2"), "numbered"),
-        (("env.segments='first'",), "choose one of auto, every, last"),
+        (("credit.segments='every'", "rl.algorithm='ppo'"), "does not have"),
+        (("credit.segments='last'", "env.max_turns=2", "credit.from_turn=2"), "numbered"),
+        (("credit.segments='first'",), "choose one of auto, every, last"),
     ],
 )
-def test_an_env_segments_that_cannot_work_is_refused_when_the_config_loads(extra, error):
+def test_a_credit_segments_that_cannot_work_is_refused_when_the_config_loads(extra, error):
     with pytest.raises(ConfigError, match=error):
         load_config(None, ["env.name='harness'", HARNESS, *extra])

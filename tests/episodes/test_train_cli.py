@@ -94,15 +94,18 @@ def test_a_user_environment_named_in_the_config_trains_the_policy(
 
 
 def test_held_first_attempt_and_verdict_feedback_train_through_the_cli(tiny_model_dir, tmp_path):
-    """env.credit_from_turn, env.held_kl_coef (which loads the reference model),
-    env.credit_baseline, env.correction_coef and env.feedback = "verdict" reach the trainer
+    """credit.from_turn, credit.held_kl_coef (which loads the reference model),
+    credit.baseline, credit.correction_coef and env.feedback = "verdict" reach the trainer
     from the config."""
     assert _train(tiny_model_dir, tmp_path, "held", "env.name='self_correct'",
-                  "env.credit_from_turn=2", "env.held_kl_coef=1.0", "env.feedback='verdict'",
-                  "env.credit_baseline='reached'", "env.correction_coef=1.0", "run.steps=2",
+                  "credit.from_turn=2", "credit.held_kl_coef=1.0", "env.feedback='verdict'",
+                  "credit.baseline='reached'", "credit.correction_coef=1.0", "run.steps=2",
                   "data.heldout=''") == 0  # fmt: skip
     run = tmp_path / "held"
-    assert 'credit_baseline = "reached"' in (run / "config.toml").read_text()
+    assert (
+        '[credit]\nfrom_turn = 2\nheld_kl_coef = 1.0\nbaseline = "reached"'
+        in (run / "config.toml").read_text()
+    )
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all("kl" in row for row in rows)
     assert all(row["episode/correction_samples"] >= 0 for row in rows)

@@ -17,6 +17,7 @@ from execrl.rl.episode_rollouts import episode_scored
 from execrl.rl.episodes import EnvConfig
 from execrl.rl.episodes.builtin import _feedback_turn
 from execrl.rl.kl import ESTIMATORS
+from execrl.rl.learner_settings import LearnerSettings
 from execrl.rl.losses import LossSettings, policy_loss, token_mean
 from execrl.rl.trainer import Learner
 
@@ -28,8 +29,8 @@ def learner(algorithm: str, *extra: str) -> Learner:
     c = load_config(None, [f"rl.algorithm='{algorithm}'", "rl.group_size=2", *extra])
     model = torch.nn.Linear(1, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    return Learner(c, model, None, None, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1),
-                   pad_id=0)  # fmt: skip
+    return Learner(LearnerSettings.of(c), model, None, None, opt,
+                   torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1), pad_id=0)  # fmt: skip
 
 
 def fixed_then_failed(scorer, tokenizer, turn_reward: str = "final", discount: float = 1.0):
@@ -96,12 +97,12 @@ def test_grpo_advantages_over_episodes_by_hand_and_zero_on_environment_tokens(sc
 
 
 def test_credit_from_turn_2_trains_the_correction_and_never_the_first_attempt(scorer, tokenizer):
-    """env.credit_from_turn = 2 (SCoRe's stage I): the same returns and group baseline, but the
+    """credit.from_turn = 2 (SCoRe's stage I): the same returns and group baseline, but the
     first attempt's tokens get advantage 0 in both episodes; the correction's get +-a."""
     policy, scored = fixed_then_failed(scorer, tokenizer)
     _, mask, n_wrong, n_env = layout(policy, tokenizer)
     env = "env.name='self_correct'"
-    lr = learner("grpo", env, "env.credit_from_turn=2", "env.held_kl_coef=0.5")
+    lr = learner("grpo", env, "credit.from_turn=2", "credit.held_kl_coef=0.5")
     lr.kl = None  # no reference model here: the test reads the coefficients, not the KL
     [batch] = lr.advantages([scored])
     a = 0.5 / (math.sqrt(0.5) + 1e-4)
@@ -123,7 +124,7 @@ def test_credit_from_turn_2_trains_the_correction_and_never_the_first_attempt(sc
 
 
 def test_reached_baseline_compares_corrections_with_corrections(scorer, tokenizer):
-    """env.credit_baseline = "reached": a group of three, one right at once (return 1, nothing
+    """credit.baseline = "reached": a group of three, one right at once (return 1, nothing
     to train), one fixed at turn 2 (1), one failed twice (0). Over the whole group the baseline
     is 2/3 and the corrections get +1/3 and -2/3 over the std (a net push down); over the two
     that reached turn 2 it is 1/2, and they get +-0.5 / sqrt(0.5)."""
@@ -133,7 +134,7 @@ def test_reached_baseline_compares_corrections_with_corrections(scorer, tokenize
     assert len(right.turns.ends) == 1 and right.score == 1.0
     _, (fixed, failed) = fixed_then_failed(scorer, tokenizer)
     group = [right, fixed, failed]
-    held = ["env.name='self_correct'", "env.credit_from_turn=2", "rl.group_size=3"]
+    held = ["env.name='self_correct'", "credit.from_turn=2", "rl.group_size=3"]
 
     def correction_advantages(*extra: str) -> list[float]:
         [batch] = learner("grpo", *held, *extra).advantages([group])
@@ -143,9 +144,7 @@ def test_reached_baseline_compares_corrections_with_corrections(scorer, tokenize
     std = math.sqrt(1 / 3) + 1e-4
     assert correction_advantages() == pytest.approx([(1 / 3) / std, -(2 / 3) / std], abs=1e-5)
     a = 0.5 / (math.sqrt(0.5) + 1e-4)
-    assert correction_advantages("env.credit_baseline='reached'") == pytest.approx(
-        [a, -a], abs=1e-5
-    )
+    assert correction_advantages("credit.baseline='reached'") == pytest.approx([a, -a], abs=1e-5)
     assert credit.reached([1, 2, 3], 2).tolist() == [False, True, True]
 
 
@@ -221,8 +220,8 @@ def test_loss_kl_and_entropy_gradients_vanish_on_environment_tokens(scorer, toke
 def test_held_kl_pulls_the_held_turn_only_and_never_an_environment_token(
     scorer, tokenizer, algorithm, kl_in
 ):
-    """SCoRe's anchor: with env.credit_from_turn = 2 the first attempt gets no advantage, so
-    only env.held_kl_coef moves its log-probs (the gradient is 0 there without it); a loss term
+    """SCoRe's anchor: with credit.from_turn = 2 the first attempt gets no advantage, so
+    only credit.held_kl_coef moves its log-probs (the gradient is 0 there without it); a loss term
     under either rl.kl_in (in the rewards, the held turns' zero advantage would erase it)."""
     policy, scored = fixed_then_failed(scorer, tokenizer)
     _, mask, n_wrong, _ = layout(policy, tokenizer)
@@ -230,8 +229,8 @@ def test_held_kl_pulls_the_held_turn_only_and_never_an_environment_token(
                             value_clip=0.2, tis_cap=2.0)  # fmt: skip
     grads = []
     for held in ("0", "0.5"):
-        lr = learner(algorithm, "env.name='self_correct'", "env.credit_from_turn=2",
-                     f"env.held_kl_coef={held}", f"rl.kl_in='{kl_in}'")  # fmt: skip
+        lr = learner(algorithm, "env.name='self_correct'", "credit.from_turn=2",
+                     f"credit.held_kl_coef={held}", f"rl.kl_in='{kl_in}'")  # fmt: skip
         lr.kl = None  # no reference model here: ref_logp is set by hand below
         [batch] = lr.advantages([scored])
         batch = replace(batch, ref_logp=torch.full_like(batch.mask, -5.0))
@@ -254,14 +253,14 @@ def test_env_config_errors_are_found_when_the_config_loads():
     with pytest.raises(ConfigError, match="token_credit"):
         load_config(None, ["env.name='self_correct'", "rl.algorithm='ppo'",
                            "reward.token_credit.enabled=true"])  # fmt: skip
-    with pytest.raises(ConfigError, match="credit_from_turn"):
-        load_config(None, ["env.name='self_correct'", "env.credit_from_turn=3"])
+    with pytest.raises(ConfigError, match="credit.from_turn must be in 1..env.max_turns"):
+        load_config(None, ["env.name='self_correct'", "credit.from_turn=3"])
     with pytest.raises(ConfigError, match="held turns"):
-        load_config(None, ["env.name='self_correct'", "env.held_kl_coef=0.5"])
-    with pytest.raises(ConfigError, match="needs env.credit_from_turn"):
-        load_config(None, ["env.name='self_correct'", "env.credit_baseline='reached'"])
+        load_config(None, ["env.name='self_correct'", "credit.held_kl_coef=0.5"])
+    with pytest.raises(ConfigError, match="needs credit.from_turn"):
+        load_config(None, ["env.name='self_correct'", "credit.baseline='reached'"])
     with pytest.raises(ConfigError, match="does not have"):
-        load_config(None, ["env.name='self_correct'", "env.credit_from_turn=2",
-                           "env.credit_baseline='reached'", "rl.algorithm='reinforce_pp'"])  # fmt: skip
+        load_config(None, ["env.name='self_correct'", "credit.from_turn=2",
+                           "credit.baseline='reached'", "rl.algorithm='reinforce_pp'"])  # fmt: skip
     with pytest.raises(ConfigError, match="cannot import"):
         load_config(None, ["env.name='no_such_module_xyz:Env'"])

@@ -11,6 +11,21 @@ CORPUS = ["def add(a, b):\n    return a + b\n", "eee eeee e", "xyz qrs"] * 10
 
 
 @pytest.fixture(scope="session")
+def tiny_default_dir(tmp_path_factory):
+    """A tiny embedded default (the model `model.path = "default"` builds), made in a temporary
+    cache directory: point EXECRL_DEFAULT_MODEL_DIR at it to train on the no-argument path."""
+    from execrl.models.default import DefaultRecipe, build_default_model, synthetic_tasks
+    from execrl.models.sft import SFTSettings
+
+    recipe = DefaultRecipe(
+        shape=TinyLlamaShape(hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64),
+        vocab_size=300, sft=SFTSettings(steps=2, batch_size=4, warmup=1),
+    )  # fmt: skip
+    return build_default_model(tmp_path_factory.mktemp("default"),
+                               synthetic_tasks(0, 16, 1, "train"), recipe, log=lambda m: None)  # fmt: skip
+
+
+@pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     tokenizer = train_bpe_tokenizer(CORPUS, vocab_size=300)
     shape = TinyLlamaShape(

@@ -42,20 +42,11 @@ def test_bad_config_is_a_clear_error(tmp_path, capsys, monkeypatch):
     assert "unknown tracker 'nope'" in capsys.readouterr().err
 
 
-def test_train_on_the_embedded_default_end_to_end(tmp_path, capsys, monkeypatch):
+def test_train_on_the_embedded_default_end_to_end(tiny_default_dir, tmp_path, capsys,
+                                                  monkeypatch):  # fmt: skip
     """The no-argument path (model.path = "default", signature prompts on the procedural
     suite), with a tiny default model built in a temporary cache directory."""
-    from execrl.models.default import DefaultRecipe, build_default_model, synthetic_tasks
-    from execrl.models.sft import SFTSettings
-    from execrl.models.tiny import TinyLlamaShape
-
-    recipe = DefaultRecipe(
-        shape=TinyLlamaShape(hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64),
-        vocab_size=300, sft=SFTSettings(steps=2, batch_size=4, warmup=1),
-    )  # fmt: skip
-    cache = build_default_model(tmp_path / "cache", synthetic_tasks(0, 16, 1, "train"), recipe,
-                                log=lambda m: None)  # fmt: skip
-    monkeypatch.setenv("EXECRL_DEFAULT_MODEL_DIR", str(cache))
+    monkeypatch.setenv("EXECRL_DEFAULT_MODEL_DIR", str(tiny_default_dir))
     small = ["data.n_train=4", "data.n_heldout=2", "data.heldout_samples=2", "run.steps=1",
              "rl.group_size=2", "rl.groups_per_step=2", "sampling.max_new_tokens=8",
              "sandbox.workers=1", f"run.out_dir={str(tmp_path)!r}", "run.name='d'"]  # fmt: skip

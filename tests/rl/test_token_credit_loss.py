@@ -16,6 +16,7 @@ from execrl.rewards import RewardConfig, RewardScorer
 from execrl.rewards.scorer import build_sample
 from execrl.rewards.token_credit import TokenCredit
 from execrl.rl.config import load_config
+from execrl.rl.learner_settings import LearnerSettings
 from execrl.rl.rollout import Scored, token_offsets
 from execrl.rl.trainer import Learner
 from execrl.sandbox import ExecutionResult, Verdict
@@ -55,8 +56,8 @@ def learner(algorithm: str) -> Learner:
     c = load_config(None, [f"rl.algorithm='{algorithm}'", "rl.group_size=2"])
     model = torch.nn.Linear(1, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    return Learner(c, model, None, None, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1),
-                   pad_id=0)  # fmt: skip
+    return Learner(LearnerSettings.of(c), model, None, None, opt,
+                   torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1), pad_id=0)  # fmt: skip
 
 
 def test_offsets_from_the_token_ids_cover_the_text_one_span_per_token():

@@ -10,6 +10,7 @@ import torch
 import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
+from execrl.rl import algorithms
 from execrl.rl.run import train
 
 from .conftest import LetterE, tasks, tiny_config
@@ -40,7 +41,7 @@ def test_few_steps_change_parameters_and_raise_reward(tiny_model_dir, tmp_path):
     assert summary["steps"] == 8 and (tmp_path / "run" / "config.toml").is_file()
 
 
-@pytest.mark.parametrize("algorithm", ["dr_grpo", "rloo", "reinforce_pp", "ppo"])
+@pytest.mark.parametrize("algorithm", algorithms.names())  # every record registered in execrl
 def test_every_algorithm_runs_a_step(tiny_model_dir, tmp_path, algorithm):
     extra = ["run.steps=1", f"rl.algorithm={algorithm!r}", "rl.kl_coef=0.1", "rl.entropy_coef=0.01"]
     if algorithm == "reinforce_pp":
@@ -71,25 +72,35 @@ def test_resume_continues_as_if_never_stopped(tiny_model_dir, tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def _worker(rank, world, port, model_dir, out_dir):
+def _worker(rank, world, port, model_dir, out_dir, extra=()):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(world), LOCAL_RANK=str(rank))  # fmt: skip
     torch.set_num_threads(1)
     try:
         train(
-            tiny_config(model_dir, out_dir), tasks=tasks(), heldout=[], reward=LetterE(), quiet=True
+            tiny_config(model_dir, out_dir, *extra),
+            tasks=tasks(),
+            heldout=[],
+            reward=LetterE(),
+            quiet=True,
         )
     finally:
         torch.distributed.destroy_process_group()
 
 
 @pytest.mark.slow
-def test_two_processes_equal_one(tiny_model_dir, tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    # REINFORCE++ normalises over the global batch: its record's batch_sums are all-reduced
+    "extra",
+    [(), ("rl.algorithm='reinforce_pp'",)],
+    ids=["grpo", "reinforce_pp"],
+)
+def test_two_processes_equal_one(tiny_model_dir, tmp_path, monkeypatch, extra):
     # spawned processes import this module by its name (tests.rl.test_train): give them the root
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
     torch.set_num_threads(1)
     train(
-        tiny_config(tiny_model_dir, tmp_path / "one"),
+        tiny_config(tiny_model_dir, tmp_path / "one", *extra),
         tasks=tasks(),
         heldout=[],
         reward=LetterE(),
@@ -98,7 +109,7 @@ def test_two_processes_equal_one(tiny_model_dir, tmp_path, monkeypatch):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.spawn(_worker, args=(2, port, tiny_model_dir, tmp_path / "two"), nprocs=2, join=True)
+    mp.spawn(_worker, args=(2, port, tiny_model_dir, tmp_path / "two", extra), nprocs=2, join=True)
     one, two = _weights(tmp_path / "one" / "run"), _weights(tmp_path / "two" / "run")
     # Equal up to rounding: the all-reduce sums the gradient in another order, and Adam turns
     # rounding in near-zero gradients into update noise. 1e-4 is 1 % of one Adam step at the

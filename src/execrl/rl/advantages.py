@@ -83,7 +83,8 @@ def reinforce_pp(
     terms (token credit, -beta * KL when the KL is in the reward); mask (B, T) marks the tokens
     that count. Returns advantages (B, T), zero where mask is 0. `stats` = (mean, std) of the
     returns over the whole global batch, when the caller holds only part of it (several
-    processes); by default they come from this batch (`reinforce_pp_stats`).
+    processes, `reinforce_pp_moments`); by default they come from this batch
+    (`reinforce_pp_stats`).
     """
     returns = return_to_go(token_rewards, mask)  # (B, T)
     mean, std = reinforce_pp_stats(returns, mask) if stats is None else stats
@@ -99,6 +100,22 @@ def reinforce_pp_stats(
     mean = (returns * m).sum() / n
     var = (((returns - mean) * m) ** 2).sum() / n
     return mean, var.sqrt()
+
+
+def reinforce_pp_moments(token_rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(3,) the sums behind REINFORCE++'s global statistics over this batch's masked tokens:
+    sum G_t, sum G_t^2 and the count, G the return-to-go. Summed over the processes that each
+    hold part of the global batch, `moments_stats` turns them into the whole batch's mean, std.
+    token_rewards (B, T), mask (B, T)."""
+    returns = return_to_go(token_rewards, mask)  # (B, T)
+    return torch.stack([(returns * mask).sum(), (returns**2 * mask).sum(), mask.sum()])
+
+
+def moments_stats(moments: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(sum x, sum x^2, n) (3,) -> the mean and (population) std, scalars."""
+    n = moments[2].clamp(min=1)
+    mean = moments[0] / n
+    return mean, (moments[1] / n - mean**2).clamp(min=0).sqrt()
 
 
 def return_to_go(

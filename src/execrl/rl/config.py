@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import math
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,9 @@ from execrl.models.device import device_problem
 from execrl.models.engine import ENGINES
 from execrl.models.sampling import out_of_range
 from execrl.rewards.config import RewardConfig, RewardConfigError
-from execrl.rl import toml_config
+from execrl.rl import algorithms, toml_config
+from execrl.rl.algorithms import Algorithm, listed
+from execrl.rl.credit_config import CreditConfig, check_credit, moved_to_credit
 from execrl.rl.curriculum import CURRICULA
 from execrl.rl.episodes.env import EnvConfig
 from execrl.rl.toml_config import ConfigError, read_toml, with_overrides
@@ -102,7 +106,9 @@ class SamplingConfig:
 
 @dataclass
 class RLConfig:
-    algorithm: str = "grpo"  # grpo | dr_grpo | rloo | reinforce_pp | ppo
+    # The advantage estimator: a registered name (`execrl train --help` lists them; each is a
+    # record in rl/algorithms.py), or "module:name" for one of your own (docs/algorithms.md)
+    algorithm: str = "grpo"
     # Short form of [reward.tree]: "pass" (all tests) or "pass_fraction" means the one-leaf tree
     # of that type; "" (the default) takes [reward.tree], whose default is pass_fraction
     reward: str = ""
@@ -186,12 +192,20 @@ class TrainConfig:
     # ("self_correct", "tool", "package.module:Class"); the fields are documented once, on
     # `EnvConfig` (rl/episodes/env.py), and in docs/episodes.md
     env: EnvConfig = field(default_factory=EnvConfig)
+    # Which of an episode's turns and sequences the advantage reaches, and what is learnt beside
+    # it; the fields are documented once, on `CreditConfig` (rl/credit_config.py)
+    credit: CreditConfig = field(default_factory=CreditConfig)
+
+    @property
+    def algorithm(self) -> Algorithm:
+        """rl.algorithm's record (`rl.algorithms`), which every check and stage reads."""
+        return algorithms.resolve(self.rl.algorithm)
 
     @property
     def uses_reference(self) -> bool:
-        """A KL penalty anywhere (rl.kl_coef, or env.held_kl_coef on held turns) needs the
+        """A KL penalty anywhere (rl.kl_coef, or credit.held_kl_coef on held turns) needs the
         reference model's log-probs."""
-        return self.rl.kl_coef > 0 or self.env.held_kl_coef > 0
+        return self.rl.kl_coef > 0 or self.credit.held_kl_coef > 0
 
     @property
     def segment_training(self) -> str:
@@ -199,24 +213,22 @@ class TrainConfig:
         token-exact segments): "every" segment learnt with the episode's advantage (an outcome
         estimator gives one advantage per episode), the "last" alone (a per-token algorithm's
         values and returns run along one sequence), or "mask" (held turns are numbered per
-        segment). env.segments chooses; "auto" takes the first that the algorithm allows."""
-        if self.env.credit_from_turn > 1:
+        segment). credit.segments chooses; "auto" takes the first that the algorithm allows."""
+        if self.credit.from_turn > 1:
             return "mask"
-        if self.env.segments != "auto":
-            return self.env.segments
-        return "last" if self.rl.algorithm in PER_TOKEN_ALGORITHMS else "every"
+        if self.credit.segments != "auto":
+            return self.credit.segments
+        return "last" if self.algorithm.per_token else "every"
 
 
 DEFAULT_TREE = {"type": "pass_fraction"}
-PER_TOKEN_ALGORITHMS = ("ppo", "reinforce_pp")  # GAE and REINFORCE++ read per-token rewards
 
 
 CHOICES = {
     ("model", "dtype"): ("float32", "bfloat16", "float16"),
     ("model", "device"): ("cpu", "cuda", "auto"),
     ("model", "chat"): ("auto", "on", "off"),
-    ("rl", "algorithm"): ("grpo", "dr_grpo", "rloo", "reinforce_pp", "ppo"),
-    ("rl", "loss_agg"): ("auto", "token_mean", "seq_mean", "seq_mean_constant"),
+    ("rl", "loss_agg"): ("auto", *algorithms.AGGREGATIONS),
     ("rl", "kl_estimator"): ("k1", "k2", "k3"),
     ("rl", "kl_in"): ("loss", "reward"),
     ("rl", "prompt_sampler"): ("pass_rate", "uniform"),
@@ -247,8 +259,11 @@ def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = 
     saved = Path(run_dir) / "config.toml"
     if not saved.is_file():
         raise ConfigError(f"--resume {run_dir}: no config.toml there; is it a run directory?")
-    before = from_dict(read_toml(saved), str(saved))
-    after = from_dict(with_overrides(read_toml(saved), overrides, _suggest), str(saved))
+    # A run directory saved before [credit] has its fields under [env]: execrl wrote them there,
+    # so they load without a deprecation message
+    silent = lambda message: None  # noqa: E731
+    before = from_dict(read_toml(saved), str(saved), silent)
+    after = from_dict(with_overrides(read_toml(saved), overrides, _suggest), str(saved), silent)
     changed = [
         f"{section}.{name}"
         for section, values in to_dict(after).items()
@@ -277,8 +292,12 @@ def _suggest(name: str) -> str:
     return f"; did you mean {' or '.join(hits)}?" if hits else ", e.g. optim.lr=1e-5"
 
 
-def from_dict(data: dict[str, Any], where: str = "config") -> TrainConfig:
+def from_dict(data: dict[str, Any], where: str = "config",
+              say: Callable[[str], None] | None = None) -> TrainConfig:  # fmt: skip
+    """The config of `data`'s tables, checked; `say` gets each deprecation message (stderr when
+    None: a person wrote them)."""
     config = TrainConfig()
+    data = moved_to_credit(data, where, say or (lambda message: print(message, file=sys.stderr)))
     sections = {f.name: f for f in dataclasses.fields(TrainConfig)}
     for section, values in data.items():
         if section not in sections:
@@ -289,17 +308,18 @@ def from_dict(data: dict[str, Any], where: str = "config") -> TrainConfig:
             continue  # built last: its tree may come from rl.reward
         target = getattr(config, section)
         checked = toml_config.checked_table(target, section, values, where, _suggest)
-        try:  # [sandbox] and [env] are frozen and check themselves
+        try:  # [sandbox], [env] and [credit] are frozen and check themselves
             setattr(config, section, dataclasses.replace(target, **checked))
         except ValueError as e:
             raise ConfigError(f"{where}: [{section}]: {e}") from None
     validate(config, where)
     config.reward = _reward(config, dict(data.get("reward", {})), where)
     _check_env(config, where)
-    if config.reward.token_credit.enabled and config.rl.algorithm not in PER_TOKEN_ALGORITHMS:
+    check_credit(config.credit, config.env, config.algorithm, config.rl.algorithm, where)
+    if config.reward.token_credit.enabled and not config.algorithm.per_token:
         raise ConfigError(
             f"{where}: reward.token_credit.enabled needs an algorithm that uses per-token "
-            f"rewards ({' or '.join(PER_TOKEN_ALGORITHMS)}); rl.algorithm = "
+            f"rewards ({listed(lambda a: a.per_token)}); rl.algorithm = "
             f"{config.rl.algorithm!r} would only use the sequence score"
         )
     return config
@@ -315,27 +335,6 @@ def _check_env(config: TrainConfig, where: str) -> None:
         raise ConfigError(
             f"{where}: reward.token_credit.enabled works on one-turn rollouts; env.name = "
             f"{env.name!r} rewards turns (env.turn_reward), not tokens"
-        )
-    if env.credit_baseline == "reached" and config.rl.algorithm in PER_TOKEN_ALGORITHMS:
-        raise ConfigError(
-            f'{where}: env.credit_baseline = "reached" changes a group\'s baseline, which '
-            f"rl.algorithm = {config.rl.algorithm!r} does not have; use grpo, dr_grpo or rloo"
-        )
-    if env.segments == "every" and config.rl.algorithm in PER_TOKEN_ALGORITHMS:
-        raise ConfigError(
-            f'{where}: env.segments = "every" gives each segment its episode\'s one advantage, '
-            f"which rl.algorithm = {config.rl.algorithm!r} does not have (its returns run along "
-            'one sequence); use "last" or "auto", or grpo, dr_grpo or rloo'
-        )
-    if env.segments != "auto" and env.credit_from_turn > 1:
-        raise ConfigError(
-            f"{where}: env.segments = {env.segments!r} with env.credit_from_turn > 1: a "
-            'segment\'s turns are numbered on their own, so such episodes are masked; use "auto"'
-        )
-    if env.correction_coef > 0 and config.rl.algorithm == "ppo":
-        raise ConfigError(
-            f"{where}: env.correction_coef has no value targets for PPO's critic; use grpo, "
-            "dr_grpo, rloo or reinforce_pp"
         )
     if ":" in env.name:
         module, _, name = env.name.partition(":")
@@ -387,7 +386,11 @@ def validate(config: TrainConfig, where: str = "config") -> None:
     for section, name in positive:
         if getattr(getattr(config, section), name) < 1:
             raise ConfigError(f"{where}: {section}.{name} must be at least 1")
-    if config.rl.algorithm != "ppo" and config.rl.group_size < 2:
+    try:  # an estimator of the user's own is imported here, before any model loads
+        algorithm = config.algorithm
+    except ValueError as e:
+        raise ConfigError(f"{where}: rl.algorithm = {config.rl.algorithm!r}: {e}") from None
+    if algorithm.group_relative and config.rl.group_size < 2:
         raise ConfigError(f"{where}: rl.group_size must be at least 2 for {config.rl.algorithm}")
     if not 0 <= config.rl.pass_rate_target <= 1:
         raise ConfigError(f"{where}: rl.pass_rate_target must be in [0, 1]")

@@ -1,4 +1,4 @@
-"""Correction samples from failed attempts (`env.correction_coef`).
+"""Correction samples from failed attempts (`credit.correction_coef`).
 
 Correction-oriented policy optimisation (CIPO; Ren et al. 2026, "Learning from Failures:
 Correction-Oriented Policy Optimization with Verifiable Rewards") turns the group's failed

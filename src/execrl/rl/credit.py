@@ -71,7 +71,7 @@ def discounted_return(turn_rewards: Sequence[float], discount: float) -> float:
 def from_turn(length: int, turn_ends: Sequence[int], first_turn: int) -> torch.Tensor:
     """(length,) 1 on the positions after the end of turn `first_turn - 1` (turns counted from
     1), 0 before: multiplied into an episode's advantages, only turns >= first_turn are trained
-    (`env.credit_from_turn`). An episode that ended before `first_turn` is all 0."""
+    (`credit.from_turn`). An episode that ended before `first_turn` is all 0."""
     out = torch.ones(length)
     if first_turn > 1:
         before = turn_ends[first_turn - 2] + 1 if len(turn_ends) >= first_turn else length
@@ -81,7 +81,7 @@ def from_turn(length: int, turn_ends: Sequence[int], first_turn: int) -> torch.T
 
 def reached(n_turns: Sequence[int], first_turn: int) -> torch.Tensor:
     """(B,) bool: the episodes that reached turn `first_turn` (turns counted from 1). With
-    `env.credit_baseline = "reached"` the group's baseline is taken over these alone: the held
+    `credit.baseline = "reached"` the group's baseline is taken over these alone: the held
     turns carry no advantage, so an episode that passed before `first_turn` has nothing to
     learn, and only the episodes that needed a correction are compared with one another."""
     return torch.tensor([n >= first_turn for n in n_turns], dtype=torch.bool)

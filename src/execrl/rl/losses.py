@@ -106,7 +106,7 @@ class Batch:
     engine_logp: torch.Tensor | None = None
     tasks: torch.Tensor | None = None  # (B,) each row's task index (per-source KL in the log)
     # (B, T) a KL coefficient of each token's own, added to LossSettings.kl_coef: an episode's
-    # held turns (env.held_kl_coef); None: none
+    # held turns (credit.held_kl_coef); None: none
     kl_coef_tokens: torch.Tensor | None = None
 
 

@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-GROUP_RELATIVE = ("grpo", "dr_grpo", "rloo")
 IDLE_WARN_STEPS = 3  # consecutive steps with no update before a run says it is idling
 
 
@@ -98,7 +97,7 @@ class IdleWatch:
 def setup_warnings(config: Any) -> list[str]:
     """Settings that run but cannot learn, found before the model loads."""
     out = []
-    if config.sampling.temperature == 0 and config.rl.algorithm in GROUP_RELATIVE:
+    if config.sampling.temperature == 0 and config.algorithm.group_relative:
         out.append(
             f"warning: sampling.temperature = 0 with rl.algorithm = {config.rl.algorithm!r}: "
             "every completion of a group is the same, so every group-relative advantage is "

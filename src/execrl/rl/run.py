@@ -112,7 +112,7 @@ def train_step(run: Run, step: int) -> tuple[dict[str, Any], Gathered]:
                        run.nodes)  # fmt: skip
     row.update(sampled)
     row.update(source_kl(update.kl_by_task, run.built.sampler))
-    if run.config.env.correction_coef > 0:
+    if run.config.credit.correction_coef > 0:
         row["episode/correction_samples"] = learner.corrections_made
     if run.config.env.name == "harness":  # segments of rewritten histories, trained
         row["episode/segment_samples"] = learner.segments_trained

@@ -22,6 +22,7 @@ from execrl.models.prompting import with_named_entry_points, with_signature_prom
 from execrl.rl import dist
 from execrl.rl.config import ConfigError, TrainConfig
 from execrl.rl.curriculum import Curriculum, TaskMix
+from execrl.rl.learner_settings import LearnerSettings
 from execrl.rl.prompts import PromptSampler
 from execrl.rl.trainer import Learner
 from execrl.sandbox.languages import require_toolchains
@@ -70,7 +71,7 @@ def build(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | N
     )
     reference = reference_from(policy) if c.uses_reference else None
     value_head = None
-    if c.rl.algorithm == "ppo":
+    if c.algorithm.critic:  # PPO: a value head on the last hidden state
         hidden = policy.model.config.get_text_config().hidden_size
         value_head = torch.nn.Linear(hidden, 1).to(device)
         torch.nn.init.zeros_(value_head.weight)
@@ -83,8 +84,8 @@ def build(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | N
     optimizer = torch.optim.AdamW(params, lr=c.optim.lr, betas=(c.optim.beta1, c.optim.beta2),
                                   weight_decay=c.optim.weight_decay, fused=fused or None)  # fmt: skip
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(c))
-    learner = Learner(c, policy.model, reference, value_head, optimizer, scheduler,
-                      policy.tokenizer.pad_token_id)  # fmt: skip
+    learner = Learner(LearnerSettings.of(c), policy.model, reference, value_head, optimizer,
+                      scheduler, policy.tokenizer.pad_token_id)  # fmt: skip
     sampler = PromptSampler(len(tasks), c.run.seed, c.rl.prompt_sampler, c.rl.pass_rate_target,
                             c.rl.pass_rate_decay, mix, curriculum)  # fmt: skip
     return Setup(c, policy, learner, sampler, tasks, heldout)

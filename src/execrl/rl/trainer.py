@@ -5,7 +5,8 @@ Two stages of the step (`rl.run.train_step`), each a call with a typed record in
 the update (old, reference log-probs, old values, advantages, value targets, the loss mask), and
 `Learner.update(batches)` runs the micro-batches of `losses.policy_loss`, normalised by the
 global batch's counts, so accumulation and several processes give the same gradient as one big
-batch. Which samples count is `groups.counts_in_loss`, written once.
+batch. Which samples count is `groups.counts_in_loss`, written once. The Learner is given a
+`LearnerSettings` record (`rl.learner_settings`), never the whole run config.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from typing import TypeVar
 import torch
 
 from execrl.rl import algorithms, corrections, credit, dist, kl
-from execrl.rl.config import TrainConfig
 from execrl.rl.groups import GroupSummary, counts_in_loss
+from execrl.rl.learner_settings import LearnerSettings
 from execrl.rl.logprobs import collate, token_stats
-from execrl.rl.losses import Batch, LossSettings, policy_loss
+from execrl.rl.losses import Batch, policy_loss
 from execrl.rl.rollout import Scored
 from execrl.rl.tis import LogprobGap, logprob_gap
 
@@ -72,28 +73,19 @@ class _Sums:
 
 
 class Learner:
-    """The policy update: pure math comes from `rl.advantages`, `rl.losses` and `rl.kl`."""
+    """The policy update: pure math comes from `rl.advantages`, `rl.losses` and `rl.kl`; what
+    it reads of the run's config is `settings`."""
 
-    def __init__(
-        self, config: TrainConfig, model, reference, value_head, optimizer, scheduler, pad_id: int
-    ) -> None:
-        self.c, self.model, self.reference, self.value_head = config, model, reference, value_head
-        self.optimizer, self.scheduler, self.pad_id = optimizer, scheduler, pad_id
-        rl = config.rl
-        self.advantage = algorithms.advantage_fn(rl.algorithm, rl.gamma, rl.lam)
-        agg = algorithms.default_aggregation(rl.algorithm) if rl.loss_agg == "auto" else rl.loss_agg
-        self.aggregate = algorithms.aggregator(agg, config.sampling.max_new_tokens)
-        self.per_token = algorithms.counts_tokens(agg)
-        self.kl = kl.ESTIMATORS[rl.kl_estimator] if config.uses_reference else None
-        self.settings = LossSettings(
-            rl.clip_low, rl.clip_high, rl.kl_coef if rl.kl_in == "loss" else 0.0,
-            rl.entropy_coef, rl.vf_coef, rl.value_clip, rl.tis_cap,
-        )  # fmt: skip
-        # An engine with its own kernels (vLLM), or an older policy (rl.max_staleness), samples
-        # from mu != pi_old: the loss takes the trainer's own log-probs and truncated importance
-        # weights (`rl.tis`)
-        self.recompute_old = config.sampling.engine == "vllm" or config.rl.max_staleness > 0
-        # correction samples in the last advantages() (env.correction_coef)
+    def __init__(self, settings: LearnerSettings, model, reference, value_head, optimizer,
+                 scheduler, pad_id: int) -> None:  # fmt: skip
+        self.settings, self.model, self.reference = settings, model, reference
+        self.value_head, self.optimizer, self.scheduler = value_head, optimizer, scheduler
+        self.pad_id = pad_id
+        self.algorithm = settings.algorithm  # everything about the estimator is read from it
+        self.aggregate = algorithms.aggregator(settings.loss_agg, settings.max_new_tokens)
+        self.per_token = algorithms.counts_tokens(settings.loss_agg)
+        self.kl = None if settings.kl_estimator is None else kl.ESTIMATORS[settings.kl_estimator]
+        # correction samples in the last advantages() (credit.correction_coef)
         self.corrections_made = 0
         # an episode's other segments trained in the last advantages() (a rewritten history)
         self.segments_trained = 0
@@ -101,12 +93,14 @@ class Learner:
 
     def counts(self, s: Scored) -> bool:
         return counts_in_loss(
-            s.valid, s.completion.truncated, s.policy_tokens, self.c.rl.overlong_filter
+            s.valid, s.completion.truncated, s.policy_tokens, self.settings.overlong_filter
         )
 
     def denominator(self, kept: list[GroupSummary]) -> float:
         """The global batch's count of what the aggregator averages over (tokens or sequences)."""
-        return float(sum(g.loss_weight(self.per_token, self.c.rl.overlong_filter) for g in kept))
+        return float(
+            sum(g.loss_weight(self.per_token, self.settings.overlong_filter) for g in kept)
+        )
 
     # -- advantages ------------------------------------------------------------------------
 
@@ -115,37 +109,37 @@ class Learner:
         """The micro-batches of the update: every tensor that stays fixed while the policy
         changes (old and reference log-probs, old values, advantages, value targets)."""
         samples = [s for g in groups for s in g]
-        parts = _micro_batches(samples, self.c.rl.micro_batch_size)
+        parts = _micro_batches(samples, self.settings.micro_batch_size)
         ref_logp: list[torch.Tensor] = []  # per sample (T_i,)
         old_values: list[torch.Tensor] = []
         trainer_logp: list[torch.Tensor] = []  # per sample (T_i,), when the engine is not ours
         for part in parts:
             batch = self._sequences(part)
             lengths = [s.completion.n_tokens for s in part]
-            if self.recompute_old:
-                stats = token_stats(self.model, batch, self.c.sampling.temperature)
+            if self.settings.recompute_old:
+                stats = token_stats(self.model, batch, self.settings.temperature)
                 trainer_logp += [stats.logp[i, :n].cpu() for i, n in enumerate(lengths)]
             if self.kl is not None:
                 ref = self._reference_logp(batch)
                 ref_logp += [ref[i, :n].cpu() for i, n in enumerate(lengths)]
             if self.value_head is not None:
-                stats = token_stats(self.model, batch, self.c.sampling.temperature, hidden=True)
+                stats = token_stats(self.model, batch, self.settings.temperature, hidden=True)
                 values = self.value_head(stats.hidden.float()).squeeze(-1)  # (B, T)
                 old_values += [values[i, :n].cpu() for i, n in enumerate(lengths)]
         inputs = self._advantage_inputs(samples, ref_logp, old_values)
-        if self.c.env.credit_baseline == "reached":  # the baseline over corrections alone
+        if self.settings.credit.baseline == "reached":  # the baseline over corrections alone
             turns = [1 if s.turns is None else len(s.turns.ends) for s in samples]
-            reached = credit.reached(turns, self.c.env.credit_from_turn)
+            reached = credit.reached(turns, self.settings.credit.from_turn)
             inputs = replace(inputs, valid=inputs.valid & reached)
         if any(s.turns is not None for s in samples):
             # episodes: the estimators run over the policy's tokens, the environment's skipped
-            adv, targets = self.advantage(_compacted(inputs))
+            adv, targets = self._estimate(_compacted(inputs))
             adv = credit.expand(adv, inputs.mask)
-            if self.c.env.credit_from_turn > 1:  # held turns: no advantage on their tokens
+            if self.settings.credit.from_turn > 1:  # held turns: no advantage on their tokens
                 adv = adv * self._credited(samples, inputs.mask.shape[1])
             targets = None if targets is None else credit.expand(targets, inputs.mask)
         else:
-            adv, targets = self.advantage(inputs)
+            adv, targets = self._estimate(inputs)
         out, lo = [], 0
         for part in parts:
             rows = range(lo, lo + len(part))
@@ -158,8 +152,17 @@ class Learner:
         self.segments_trained = 0
         if any(s.segments for s in samples):
             out += self._segment_batches(samples, adv, inputs.mask)
-        if self.c.env.correction_coef > 0:
+        if self.settings.credit.correction_coef > 0:
             out += self._correction_batches(groups)
+        return out
+
+    def _estimate(self, x: algorithms.AdvantageInputs) -> algorithms.Advantages:
+        """The algorithm's advantages and value targets (B, T) over x; its batch-wide sums (e.g.
+        REINFORCE++'s global normalisation) first summed over every process's rows."""
+        if self.algorithm.batch_sums is not None:
+            x = replace(x, batch_sums=dist.all_reduce_sum(self.algorithm.batch_sums(x)))
+        out = self.algorithm.advantage(x)
+        algorithms.check_advantages(self.settings.algorithm_spec, out, x.mask)
         return out
 
     def _segment_batches(self, samples: list[Scored], adv: torch.Tensor,
@@ -177,15 +180,15 @@ class Learner:
         ]
         self.segments_trained = len(rows)
         out = []
-        for part in _micro_batches(rows, self.c.rl.micro_batch_size):
+        for part in _micro_batches(rows, self.settings.micro_batch_size):
             batch = collate([seg.prompt_ids for _, seg, _ in part],
                             [seg.token_ids for _, seg, _ in part], self.pad_id).to(self.device)  # fmt: skip
             shape = batch.token_mask.shape  # (B, T)
             policy = _pad([seg.policy_mask for _, seg, _ in part], shape).to(self.device)
             behaviour = _pad([seg.logprobs for _, seg, _ in part], shape).to(self.device)
             trainer_logp = None
-            if self.recompute_old:
-                trainer_logp = token_stats(self.model, batch, self.c.sampling.temperature).logp
+            if self.settings.recompute_old:
+                trainer_logp = token_stats(self.model, batch, self.settings.temperature).logp
             ref = None if self.kl is None else self._reference_logp(batch)
             seg_mask = batch.token_mask * policy
             advantage = torch.tensor([a for _, _, a in part], device=self.device)[:, None]
@@ -200,52 +203,52 @@ class Learner:
 
     def _correction_batches(self, groups: list[list[Scored]]) -> list[Batch]:
         """The groups' correction samples (`rl.corrections`): the answer's tokens get the fixed
-        advantage env.correction_coef; old log-probs are this policy's own (the answer was not
+        advantage credit.correction_coef; old log-probs are this policy's own (the answer was not
         sampled in this context), so the first epoch's ratio is 1 and the clip bounds the rest."""
         made = [c for g in groups for c in corrections.correction_samples(g)]
         self.corrections_made = len(made)
         out = []
-        for part in _micro_batches(made, self.c.rl.micro_batch_size):
+        for part in _micro_batches(made, self.settings.micro_batch_size):
             batch = collate([c.prompt_ids for c in part], [c.token_ids for c in part],
                             self.pad_id).to(self.device)  # fmt: skip
             mask = _pad([c.mask for c in part], batch.token_mask.shape).to(self.device)
-            old = token_stats(self.model, batch, self.c.sampling.temperature).logp
+            old = token_stats(self.model, batch, self.settings.temperature).logp
             ref = None if self.kl is None else self._reference_logp(batch)
             out.append(Batch(sequences=batch, old_logp=old * mask,
-                             advantages=self.c.env.correction_coef * mask, mask=mask,
+                             advantages=self.settings.credit.correction_coef * mask, mask=mask,
                              ref_logp=None if ref is None else ref * mask,
                              tasks=torch.tensor([c.task_index for c in part])))  # fmt: skip
         return out
 
     def _reference_logp(self, batch) -> torch.Tensor:
         """(B, T) the reference model's log-probs (the base under the adapter, with LoRA)."""
-        return token_stats(self.reference, batch, self.c.sampling.temperature,
+        return token_stats(self.reference, batch, self.settings.temperature,
                            disable_adapter=self.reference is self.model).logp  # fmt: skip
 
     def _credited(self, samples: list[Scored], width: int) -> torch.Tensor:
         """(B, T) 1 where an episode's advantage may land: the tokens of turns >=
-        env.credit_from_turn (all of them at 1, the default)."""
+        credit.from_turn (all of them at 1, the default)."""
         out = torch.ones(len(samples), width)
         for i, s in enumerate(samples):
             out[i, : s.completion.n_tokens] = self._from_turn(s)
         return out
 
     def _from_turn(self, s: Scored) -> torch.Tensor:
-        """(T_i,) 1 on the tokens of turns >= env.credit_from_turn, 0 on the held turns'."""
-        n, first = s.completion.n_tokens, self.c.env.credit_from_turn
+        """(T_i,) 1 on the tokens of turns >= credit.from_turn, 0 on the held turns'."""
+        n, first = s.completion.n_tokens, self.settings.credit.from_turn
         if s.turns is None or first == 1:
             return torch.ones(n)
         return credit.from_turn(n, s.turns.ends, first)
 
     def _held_kl(self, samples: list[Scored]) -> list[torch.Tensor] | None:
-        """Per sample (T_i,): env.held_kl_coef on the policy's tokens of the held turns."""
-        coef = self.c.env.held_kl_coef
+        """Per sample (T_i,): credit.held_kl_coef on the policy's tokens of the held turns."""
+        coef = self.settings.credit.held_kl_coef
         if coef == 0:
             return None
         return [coef * s.policy_mask() * (1 - self._from_turn(s)) for s in samples]
 
     def _advantage_inputs(self, samples, ref_logp, old_values) -> algorithms.AdvantageInputs:
-        c = self.c
+        settings = self.settings
         t = max([1] + [s.completion.n_tokens for s in samples])
         mask = torch.zeros(len(samples), t)  # (B, T)
         token_rewards = torch.zeros(len(samples), t)  # (B, T)
@@ -256,32 +259,16 @@ class Learner:
                 continue
             mask[i, :n] = s.policy_mask()  # an episode's environment tokens are 0
             token_rewards[i, :n] = self._token_rewards(s)
-            if ref_logp and c.rl.kl_in == "reward":
+            if ref_logp and settings.kl_in_reward:
                 kl_term = self.kl(s.completion.logprobs, ref_logp[i]) * mask[i, :n]
-                token_rewards[i, :n] -= c.rl.kl_coef * kl_term
+                token_rewards[i, :n] -= settings.kl_coef * kl_term
             if values is not None:
                 values[i, :n] = old_values[i]
-        stats = None
-        if c.rl.algorithm == "reinforce_pp":
-            from execrl.rl.advantages import return_to_go
-
-            if any(s.turns is not None for s in samples):  # over the policy's tokens: (B, T')
-                m = credit.compact(mask, mask)
-                returns = return_to_go(credit.compact(token_rewards, mask), m)
-            else:
-                m = mask
-                returns = return_to_go(token_rewards, mask)  # (B, T)
-            moments = dist.all_reduce_sum(
-                torch.stack([(returns * m).sum(), (returns**2 * m).sum(), m.sum()])
-            )
-            n = moments[2].clamp(min=1)
-            mean = moments[0] / n
-            stats = (mean, (moments[1] / n - mean**2).clamp(min=0).sqrt())
         return algorithms.AdvantageInputs(
             scores=torch.tensor([s.score if s.valid else 0.0 for s in samples]),
             valid=torch.tensor([s.valid for s in samples]),
             token_rewards=token_rewards, mask=mask, values=values,
-            group_size=c.rl.group_size, returns_stats=stats,
+            group_size=settings.group_size, gamma=settings.gamma, lam=settings.lam,
         )  # fmt: skip
 
     @staticmethod
@@ -344,7 +331,7 @@ class Learner:
         params = [p for p in self.model.parameters() if p.requires_grad]
         if self.value_head is not None:
             params += list(self.value_head.parameters())
-        for _ in range(self.c.rl.epochs):
+        for _ in range(self.settings.epochs):
             self.optimizer.zero_grad(set_to_none=True)
             sums = _Sums()
             by_task: dict[int, list[float]] = {}
@@ -353,7 +340,7 @@ class Learner:
             dist.all_reduce_grads(params)
             sums = sums.all_reduced()
             grad_norm = torch.nn.utils.clip_grad_norm_(
-                params, self.c.optim.grad_clip or float("inf")
+                params, self.settings.grad_clip or float("inf")
             )
             if not math.isfinite(float(grad_norm)):
                 self.optimizer.zero_grad(set_to_none=True)
@@ -361,7 +348,7 @@ class Learner:
             self.optimizer.step()
         self.scheduler.step()
         n_tok = max(1.0, sums.tokens)
-        gap = _engine_gap(batches, self.c.rl.tis_cap)
+        gap = _engine_gap(batches, self.settings.loss.tis_cap)
         return UpdateMetrics(
             loss=sums.loss, value_loss=sums.value_loss, clip_frac=sums.clipped / n_tok,
             kl=sums.kl / n_tok, entropy=sums.entropy / n_tok, grad_norm=float(grad_norm),
@@ -374,9 +361,8 @@ class Learner:
 
     def _micro_step(self, batch: Batch, denominator: float, sums: _Sums,
                     by_task: dict[int, list[float]]) -> None:  # fmt: skip
-        c = self.c
-        stats = token_stats(self.model, batch.sequences, c.sampling.temperature, entropy=True,
-                            entropy_grad=bool(c.rl.entropy_coef),
+        stats = token_stats(self.model, batch.sequences, self.settings.temperature, entropy=True,
+                            entropy_grad=bool(self.settings.loss.entropy_coef),
                             hidden=self.value_head is not None)  # fmt: skip
         values = (
             self.value_head(stats.hidden.float()).squeeze(-1)  # (B, T)
@@ -384,7 +370,7 @@ class Learner:
             else None
         )
         parts = policy_loss(batch, stats.logp, stats.entropy, values, self.kl, self.aggregate,
-                            denominator, self.settings)  # fmt: skip
+                            denominator, self.settings.loss)  # fmt: skip
         parts.total.backward()
         m = batch.mask.bool()
         sums.loss += parts.total.item()

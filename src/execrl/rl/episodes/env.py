@@ -88,72 +88,17 @@ class EnvConfig:
     # "improvement" gives each turn its grade minus the previous turn's (the return is the same,
     # but the turn that fixed the program holds the credit)
     turn_reward: str = "final"
-    # Training: the policy-gradient advantage lands on the tokens of turns >= this one (1: every
-    # turn). 2 trains the corrections only: the first attempt's tokens get no advantage (KL and
-    # entropy still apply), so RL cannot lift the first turn in place of teaching the second to
-    # use the feedback: stage I of SCoRe (Kumar et al. 2024, "Training Language Models to
-    # Self-Correct via Reinforcement Learning"), which found plain multi-turn RL does exactly that
-    credit_from_turn: int = 1
-    # Training: a KL penalty to the reference model on the tokens of the turns before
-    # credit_from_turn, with this coefficient (loads the reference): SCoRe's strong KL on the
-    # first attempt, which keeps it where it started while the corrections learn (the first turn
-    # would otherwise follow the second through the shared weights). Always a loss term, even
-    # with rl.kl_in = "reward": the held turns get no advantage, so a penalty in their rewards
-    # would be zeroed with it. 0: none
-    held_kl_coef: float = 0.0
-    # Training, with credit_from_turn > 1 and an outcome estimator (grpo, dr_grpo, rloo): whose
-    # returns the group's baseline compares an episode with. "group": all of the group's
-    # episodes; "reached": only those that reached credit_from_turn. Under "group" the episodes
-    # that passed before it (nothing to learn, top return) raise the baseline, so most
-    # corrections get a negative advantage; "reached" compares corrections with corrections
-    credit_baseline: str = "group"
-    # Training, self_correct: each episode whose first attempt failed also gives a correction
-    # sample (the failed attempt and its feedback, then a passing answer of its group), learnt
-    # with this fixed advantage beside the RL objective (CIPO, Ren et al. 2026; rl/corrections.py).
-    # 0: none
-    correction_coef: float = 0.0
     # harness: the command run once per episode against the policy server, e.g.
     # "python my_agent.py"; what it gets and how its answer is graded: docs/harness.md
     harness: str = ""
     harness_timeout_s: float = 300.0  # harness: one episode's wall time; past it, killed, masked
     harness_parallel: int = 8  # harness: episodes (harness processes) running at once
-    # harness, training: an episode whose calls do not extend one conversation (the agent cut,
-    # summarised or handed off its history) has several token-exact segments. "every": each is
-    # trained as a sequence of its own with the episode's advantage (grpo, dr_grpo, rloo);
-    # "last": only the one holding the final call (any algorithm); "auto": "every" where the
-    # algorithm gives one advantage per episode, else "last" (docs/harness.md). With
-    # env.credit_from_turn > 1 such episodes are masked (their turns are numbered per segment)
-    segments: str = "auto"
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
             raise ValueError(f"env.max_turns must be >= 1, got {self.max_turns}")
-        if not 1 <= self.credit_from_turn <= self.max_turns:
-            raise ValueError(
-                f"env.credit_from_turn must be in 1..env.max_turns ({self.max_turns}), got "
-                f"{self.credit_from_turn}: turns before it get no advantage"
-            )
-        if self.held_kl_coef < 0 or (self.held_kl_coef > 0 and self.credit_from_turn == 1):
-            raise ValueError(
-                f"env.held_kl_coef = {self.held_kl_coef}: it must be >= 0 and it needs held "
-                f"turns (env.credit_from_turn > 1, got {self.credit_from_turn})"
-            )
-        if self.credit_baseline not in CREDIT_BASELINES or (
-            self.credit_baseline == "reached" and self.credit_from_turn == 1
-        ):
-            raise ValueError(
-                f"env.credit_baseline {self.credit_baseline!r}: choose one of "
-                f'{", ".join(CREDIT_BASELINES)}; "reached" needs env.credit_from_turn > 1'
-            )
-        if self.correction_coef < 0 or (self.correction_coef > 0 and self.name != "self_correct"):
-            raise ValueError(
-                f"env.correction_coef = {self.correction_coef}: it must be >= 0, and > 0 needs "
-                f'env.name = "self_correct" (a failed attempt with feedback), got {self.name!r}'
-            )
         if self.max_tokens < 0 or not 0 < self.turn_discount <= 1:
             raise ValueError("env.max_tokens must be >= 0 and env.turn_discount in (0, 1]")
-        if self.segments not in SEGMENTS:
-            raise ValueError(f"env.segments {self.segments!r}: choose one of {', '.join(SEGMENTS)}")
         if self.feedback not in FEEDBACK:
             raise ValueError(f"env.feedback {self.feedback!r}: choose one of {', '.join(FEEDBACK)}")
         if self.turn_reward not in TURN_REWARDS:
@@ -196,8 +141,6 @@ class Environment(Protocol):
 BUILTIN = ("single", "self_correct", "tool", "harness")
 TURN_REWARDS = ("final", "improvement")
 FEEDBACK = ("full", "verdict")
-CREDIT_BASELINES = ("group", "reached")
-SEGMENTS = ("auto", "every", "last")
 
 
 def make_env(config: EnvConfig, scorer: RewardScorer) -> Environment:

@@ -25,7 +25,7 @@ episode's harness failed stops with the harness's own error output.
 An episode whose calls do not all extend one conversation (the harness rewrote its history)
 has several segments, each its own token-exact sequence. The segment holding the last call
 stands for the episode; the others go beside it (`Episode.segments`), and the trainer learns
-every segment with the episode's advantage, or the last alone (`env.segments`); with held turns
+every segment with the episode's advantage, or the last alone (`credit.segments`); with held turns
 the episode is masked with a note saying how many segments it had (docs/harness.md).
 """
 
@@ -198,7 +198,7 @@ class HarnessRunner:
             # chunk of those alone must not stop a run that learns from the others
             advice = ""
             if any(note.startswith(REWROTE) for note in notes):
-                advice = " (with env.credit_from_turn = 1 they train: env.segments)"
+                advice = " (with credit.from_turn = 1 they train: credit.segments)"
             self.log(f"harness: {len(failed)} of {len(episodes)} episodes masked: "
                      + "; ".join(notes[:3]) + advice)  # fmt: skip
 
@@ -280,8 +280,8 @@ def _episode(task: Task, run: HarnessRun, recording: EpisodeRecording, scored: A
     trajectories = recording.trajectories(reward)
     if len(trajectories) > 1 and not note and not segments:
         masked = True
-        note = (f"{REWROTE}: {len(trajectories)} segments (not trained: with env."
-                "credit_from_turn > 1 turns are numbered per segment; docs/harness.md)")  # fmt: skip
+        note = (f"{REWROTE}: {len(trajectories)} segments (not trained: with credit."
+                "from_turn > 1 turns are numbered per segment; docs/harness.md)")  # fmt: skip
     turns = max(1, len(calls))
     steps = [StepResult(None, 0.0, False, StepInfo(t + 1)) for t in range(turns - 1)]
     steps.append(StepResult(None, reward if not masked else 0.0, True,

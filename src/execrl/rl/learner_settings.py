@@ -1,0 +1,75 @@
+"""What the policy update reads of a run's config, as one small record made once at set-up.
+
+The Learner (`rl.trainer`) sees these settings and nothing else of the run: not the model's
+path, the data, the sandbox or the run directory. `LearnerSettings.of(config)` makes them from a
+`TrainConfig`; a caller with its own loop (a test, a notebook) can build one directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from execrl.rl.algorithms import Algorithm
+from execrl.rl.credit_config import CreditConfig
+from execrl.rl.losses import LossSettings
+
+if TYPE_CHECKING:
+    from execrl.rl.config import TrainConfig
+
+
+@dataclass(frozen=True, slots=True)
+class LearnerSettings:
+    algorithm: Algorithm  # the estimator's record (`rl.algorithms`)
+    algorithm_spec: str  # rl.algorithm as the config names it, for messages
+    loss: LossSettings  # clip range, KL and entropy coefficients, critic, TIS cap
+    loss_agg: str  # the aggregation, "auto" resolved by the record (`algorithms.AGGREGATIONS`)
+    max_new_tokens: int  # seq_mean_constant's constant normaliser
+    group_size: int  # completions per prompt: the estimators' groups
+    micro_batch_size: int  # sequences per forward/backward
+    epochs: int  # optimisation passes over each batch
+    overlong_filter: bool  # truncated completions are left out of the loss
+    temperature: float  # sampling.temperature: log-probs are taken at the sampling temperature
+    kl_estimator: str | None  # k1 | k2 | k3; None loads and uses no reference model
+    kl_coef: float  # rl.kl_coef: beta
+    kl_in_reward: bool  # the KL penalty is in the per-token reward (else in the loss)
+    gamma: float  # discount, for an estimator that reads it (GAE)
+    lam: float  # GAE lambda
+    grad_clip: float  # max global gradient norm; 0: none
+    # The behaviour policy is not pi_old (vLLM's kernels, or a stale policy): the update takes
+    # the trainer's own log-probs as old, and truncated importance weights (`rl.tis`)
+    recompute_old: bool
+    credit: CreditConfig  # [credit]: which turns and sequences the advantage reaches
+
+    @classmethod
+    def of(cls, config: TrainConfig) -> LearnerSettings:
+        rl = config.rl
+        algorithm = config.algorithm
+        return cls(
+            algorithm=algorithm,
+            algorithm_spec=rl.algorithm,
+            loss=LossSettings(
+                rl.clip_low,
+                rl.clip_high,
+                rl.kl_coef if rl.kl_in == "loss" else 0.0,
+                rl.entropy_coef,
+                rl.vf_coef,
+                rl.value_clip,
+                rl.tis_cap,
+            ),  # fmt: skip
+            loss_agg=algorithm.loss_agg if rl.loss_agg == "auto" else rl.loss_agg,
+            max_new_tokens=config.sampling.max_new_tokens,
+            group_size=rl.group_size,
+            micro_batch_size=rl.micro_batch_size,
+            epochs=rl.epochs,
+            overlong_filter=rl.overlong_filter,
+            temperature=config.sampling.temperature,
+            kl_estimator=rl.kl_estimator if config.uses_reference else None,
+            kl_coef=rl.kl_coef,
+            kl_in_reward=rl.kl_in == "reward",
+            gamma=rl.gamma,
+            lam=rl.lam,
+            grad_clip=config.optim.grad_clip,
+            recompute_old=config.sampling.engine == "vllm" or rl.max_staleness > 0,
+            credit=config.credit,
+        )
