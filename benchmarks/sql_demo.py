@@ -21,8 +21,8 @@ A pretrained model: `--warmup-from` names it (its warm-up is gentler, in its cha
 `--no-warmup` the runs start from the config's own model.path:
 
     .venv-vllm/bin/python benchmarks/sql_demo.py --config configs/smollm2-sql.toml \\
-        --warmup-from smollm2-135m-instruct --out runs/smollm2-sql \\
-        --plot docs/smollm2_sql.png --no-by-level
+        --warmup-from smollm2-135m-instruct --warmup-tasks sql:n=200,difficulty=1 \\
+        --out runs/smollm2-sql --plot docs/smollm2_sql.png
 """
 
 from __future__ import annotations
@@ -57,12 +57,15 @@ WARMUP = {
 
 
 # A pretrained chat model's warm-up (`--warmup-from`): it writes queries already, so a short,
-# gentle pass over the same references in its chat template teaches the suite's schema and the
-# answer's form without overwriting it (SmolLM2-135M-Instruct: greedy pass@1 0.00 before, its
-# queries naming columns the tables do not have)
+# gentle pass over references in its chat template teaches the suite's schema and the answer's
+# form (SmolLM2-135M-Instruct: greedy pass@1 0.00 before, its queries naming columns the tables
+# do not have). On all three levels' references, 40 steps of this took SmolLM2's held-out pass@1
+# to 1.000 (the suite has three question templates a level): nothing left for RL. Its demo
+# warms up on level 1 only (`--warmup-tasks sql:n=200,difficulty=1`), so that RL must learn
+# the grouping and joining questions from the verifier alone.
 PRETRAINED_WARMUP = {
     "model.dtype": "float32",
-    "run.steps": 40,
+    "run.steps": 20,
     "run.batch_size": 8,
     "optim.lr": 3e-5,
     "optim.warmup_steps": 4,
@@ -80,7 +83,7 @@ def execrl(*args: str) -> None:
     subprocess.run(command, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
 
 
-def warmup(out: Path, base: str = "default") -> Path:
+def warmup(out: Path, base: str = "default", tasks: str = WARMUP_TASKS) -> Path:
     """The SFT warm-up's model directory, trained from `base` unless it is there: the embedded
     default continues the raw prompt; another model gets each example in its chat template."""
     from execrl.tasks.registry import load_benchmark
@@ -91,7 +94,7 @@ def warmup(out: Path, base: str = "default") -> Path:
     pairs = out / "warmup-pairs.jsonl"
     pairs.parent.mkdir(parents=True, exist_ok=True)
     with pairs.open("w") as f:
-        for task in load_benchmark(WARMUP_TASKS):
+        for task in load_benchmark(tasks):
             if base == "default":
                 completion = f"\n```\n{task.reference}```"
                 f.write(json.dumps({"prompt": task.prompt, "completion": completion}) + "\n")
@@ -99,7 +102,7 @@ def warmup(out: Path, base: str = "default") -> Path:
                 answer = {"role": "assistant", "content": f"```\n{task.reference}```"}
                 messages = [{"role": "user", "content": task.prompt}, answer]
                 f.write(json.dumps({"messages": messages}) + "\n")
-    print(f"sql_demo: warm-up on {WARMUP_TASKS}'s references", file=sys.stderr, flush=True)
+    print(f"sql_demo: warm-up on {tasks}'s references", file=sys.stderr, flush=True)
     recipe = WARMUP if base == "default" else {**PRETRAINED_WARMUP, "model.path": base}
     sets = {**recipe, "data.train": pairs, "run.out_dir": out, "run.name": "warmup"}
     execrl("sft", *[arg for key, value in sets.items() for arg in ("--set", f"{key}={value}")])
@@ -208,12 +211,14 @@ def main() -> None:
                         help="train from the config's model.path, with no SFT warm-up first")  # fmt: skip
     parser.add_argument("--warmup-from", default="default",
                         help="the warm-up's base model (default: the embedded default)")  # fmt: skip
+    parser.add_argument("--warmup-tasks", default=WARMUP_TASKS,
+                        help=f"the tasks whose references the warm-up learns ({WARMUP_TASKS})")  # fmt: skip
     parser.add_argument("--no-by-level", dest="by_level", action="store_false",
                         help="skip the by-level evaluations of the warm-up and each seed")  # fmt: skip
     args = parser.parse_args()
     loads = []
     if not args.collect:
-        model = warmup(args.out, args.warmup_from) if args.warmup else None
+        model = warmup(args.out, args.warmup_from, args.warmup_tasks) if args.warmup else None
         loads = [train(args.out, model, seed, args.config) for seed in SEEDS]
     summaries = [summary(args.out, seed) for seed in SEEDS]
     before = [s["heldout_pass@1_before"] for s in summaries]
