@@ -367,7 +367,8 @@ def make_restore(unit: dict[str, Any], state: dict[str, Any]) -> Any:
     """The function that restores the modules the tests import, their classes, and builtins.
 
     The harness itself needs none of this (its globals are private); tests that import nothing
-    get a restore that does nothing. What a restore had to undo is recorded as tampering."""
+    get a restore that does nothing. What a restore had to undo is recorded as tampering. A dict
+    whose version tag has not moved since it last matched is not walked (`dict_version`)."""
     names = module_closure(unit.get("imports") or ())
     state["real_modules"] = {}
     state["rebase"] = _nothing
