@@ -50,6 +50,8 @@ class Prepared:
         )
         self.parts: dict[str, Any] = {
             "builtins": dict(builtins.__dict__),
+            # The tests' private builtins (`harness._run_asserts`), made once: every run is a fork.
+            "test_builtins": dict(builtins.__dict__),
             # The builtins' snapshot for the restore (`guard.make_restore`), taken once here.
             "builtins_snapshot": guard.module_snapshot(builtins),
             "modules": modules,
