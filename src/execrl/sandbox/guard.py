@@ -317,13 +317,9 @@ def quiet(state: dict[str, Any]) -> None:
     p = state["p"]
     setitimer, getsignal, set_handler = p["setitimer"], p["getsignal"], p["set_handler"]
     handlers = p["handlers"]
-    signals, expected = p["handled_signals"], p["handler_values"]
     for _ in range(4):
         for timer in p["timers"]:
             setitimer(timer, 0)
-        # Almost always nothing to undo: asked in C, without a line of Python per signal.
-        if all(map(is_, map(getsignal, signals), expected)):
-            return
         changed = False
         for sig, handler in handlers:
             if getsignal(sig) is not handler:

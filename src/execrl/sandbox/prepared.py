@@ -110,8 +110,6 @@ class Prepared:
             "getsignal": _signal.getsignal,
             "set_handler": _signal.signal,
             "handlers": handlers,
-            "handled_signals": tuple(sig for sig, _ in handlers),
-            "handler_values": tuple(handler for _, handler in handlers),
         }
         private = _privatize()
         self.run_unit = private[harness.__name__]["run_unit"]
