@@ -78,6 +78,18 @@ def test_an_honest_run_keeps_its_memory_limit_across_runs():
         assert r.verdict is Verdict.MEMORY_LIMIT, (r.verdict, r.message)
 
 
+def test_a_run_is_the_oom_killer_s_ordinary_choice_whatever_its_worker_s_score():
+    """The worker lowers its own OOM score where it may; a run never inherits that (it resets
+    its own only where the worker's moved: the reset costs each run a /proc lookup)."""
+    from sandbox_helpers import call_job
+
+    program = "def f():\n    return open('/proc/self/oom_score_adj').read().strip()\n"
+    with Sandbox(workers=1) as sb:
+        for _ in range(2):
+            r = sb.run(call_job(program, [()], ["0"]))
+            assert r.passed, (r.verdict, r.message)
+
+
 def test_doctor_names_how_the_runs_memory_is_bound(capsys):
     import argparse
 

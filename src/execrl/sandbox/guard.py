@@ -87,7 +87,7 @@ import sys
 import types
 from operator import is_  # bound here: the candidate may patch `operator`
 
-from execrl.sandbox import leftovers, plain
+from execrl.sandbox import dict_version, leftovers, plain
 
 TYPE_CHECKING = False  # typing stays out of the worker
 if TYPE_CHECKING:
@@ -101,14 +101,23 @@ _HEAPTYPE = 1 << 9
 
 
 def class_snapshots(mod: types.ModuleType, name: str) -> list[tuple[Any, ...]]:
-    """The pure-Python classes a module defines, with their attributes and the fingerprint of
-    those, for restoring."""
+    """The pure-Python classes a module defines, with their attributes, the fingerprint of
+    those and their dict's version tag (`dict_version.watch`), for restoring."""
     out = []
     for value in list(vars(mod).values()):
         if isinstance(value, type) and value.__module__ == name and value.__flags__ & _HEAPTYPE:
-            snap = dict(vars(value))
-            out.append((value, snap, *fingerprint(snap)))
+            proxy = vars(value)
+            seen = dict_version.watch(proxy)
+            snap = dict(proxy)
+            out.append((value, snap, *fingerprint(snap), seen))
     return out
+
+
+def module_snapshot(mod: types.ModuleType) -> tuple[dict[str, Any], Any, Any, Any]:
+    """A module's bindings, their fingerprint and its dict's version tag, for restoring."""
+    seen = dict_version.watch(mod.__dict__)
+    snap = dict(mod.__dict__)
+    return (snap, *fingerprint(snap), seen)
 
 
 def _template(*args: Any, _execrl_call: Any, **kwargs: Any) -> Any:
@@ -358,15 +367,16 @@ def make_restore(unit: dict[str, Any], state: dict[str, Any]) -> Any:
     """The function that restores the modules the tests import, their classes, and builtins.
 
     The harness itself needs none of this (its globals are private); tests that import nothing
-    get a restore that does nothing. What a restore had to undo is recorded as tampering."""
+    get a restore that does nothing. What a restore had to undo is recorded as tampering. A dict
+    whose version tag has not moved since it last matched is not walked (`dict_version`)."""
     names = module_closure(unit.get("imports") or ())
     state["real_modules"] = {}
     state["rebase"] = _nothing
     if not names:
         return _nothing
     parts = state["p"]
-    builtins_snap = parts["builtins"]
-    tables = [("builtins", builtins.__dict__, builtins_snap, *fingerprint(builtins_snap))]
+    # Each table: (name, dict, snapshot, keys, values, [tag reader, tag] or None).
+    tables = [("builtins", builtins.__dict__, *parts["builtins_snapshot"])]
     classes: list[tuple[Any, ...]] = []
     entries: list[tuple[str, types.ModuleType]] = []
     for name in names:
@@ -374,16 +384,15 @@ def make_restore(unit: dict[str, Any], state: dict[str, Any]) -> Any:
             continue
         # `sys` is snapshotted here: the harness set its streams after the worker's snapshot.
         if name in parts["modules"] and name != "sys":
-            mod, snap, keys, values = parts["modules"][name]
+            mod, *snapshot = parts["modules"][name]
             cls_snaps = parts["classes"][name]
         else:  # not prepared in the worker: snapshot it here, still before the candidate runs
             mod = sys.modules[name]
-            snap, cls_snaps = dict(mod.__dict__), class_snapshots(mod, name)
-            keys, values = fingerprint(snap)
+            snapshot, cls_snaps = module_snapshot(mod), class_snapshots(mod, name)
             state["extra_globals"].add(id(mod.__dict__))
         entries.append((name, mod))
         state["real_modules"][name] = mod
-        tables.append((name, mod.__dict__, snap, keys, values))
+        tables.append((name, mod.__dict__, *snapshot))
         classes.extend(cls_snaps)
     # Bound now: the candidate may replace the builtins.
     len_, range_, vars_, list_ = len, range, vars, list
@@ -402,18 +411,38 @@ def make_restore(unit: dict[str, Any], state: dict[str, Any]) -> Any:
     ]
     importer_cache, importer_snap = sys.path_importer_cache, dict(sys.path_importer_cache)
     importer_print = fingerprint(importer_snap)
-    changed = _differs
+    changed, read_tag = _differs, dict_version.read
+
+    def moved(d: Any, keys: Any, values: Any, seen: list[Any] | None) -> bool:
+        """`_differs`, asked only of a dict whose version tag moved since it last matched."""
+        if seen is None:
+            return changed(d, keys, values)
+        tag = read_tag(seen[0])
+        if tag == seen[1]:
+            return False
+        if changed(d, keys, values):
+            return True
+        seen[1] = tag  # changed and changed back (a test's `x = x`): the same bindings
+        return False
+
     # What each table held when the run began: a test putting one of these back is no change.
-    originals = [frozenset(map(id, snap.values())) for _, _, snap, _, _ in tables]
+    # Taken when first needed: a walk over every value, which most runs never need.
+    first_snaps = [snap for _, _, snap, _, _, _ in tables]
+    originals: list[frozenset[int] | None] = [None] * len(tables)
 
     def rebase() -> None:
         """Called as a call into the candidate begins, when no candidate code can have run since
         the last restore: what the tests changed since is theirs (KodCode's tests point
         `sys.stdout` at a buffer), and becomes what the restore puts back."""
-        for i, (name, d, snap, keys, values) in enumerate(tables):
-            if changed(d, keys, values) and tests_may_set(d, snap, originals[i]):
+        for i, (name, d, snap, keys, values, seen) in enumerate(tables):
+            if not moved(d, keys, values, seen):
+                continue
+            if originals[i] is None:
+                originals[i] = frozenset(map(id, first_snaps[i].values()))
+            if tests_may_set(d, snap, originals[i]):
+                tag = [seen[0], read_tag(seen[0])] if seen is not None else None
                 now = dict(d)
-                tables[i] = (name, d, now, *fingerprint(now))
+                tables[i] = (name, d, now, *fingerprint(now), tag)
 
     state["rebase"] = rebase
 
@@ -434,15 +463,17 @@ def make_restore(unit: dict[str, Any], state: dict[str, Any]) -> Any:
             importer_cache.update(importer_snap)
         for _ in range_(2):  # a planted __del__ may run while a table is cleared; go once more
             dirty = False
-            for name, d, snap, keys, values in tables:
-                if changed(d, keys, values):
+            for name, d, snap, keys, values, seen in tables:
+                if moved(d, keys, values, seen):
                     dirty = True
                     tampered.append(f"modified module {name}")
                     d.clear()
                     d.update(snap)
-            for cls, snap, keys, values in classes:
+            for cls, snap, keys, values, seen in classes:
+                if seen is not None and read_tag(seen[0]) == seen[1]:
+                    continue
                 current = vars_(cls)
-                if changed(current, keys, values):
+                if moved(current, keys, values, seen):
                     dirty = True
                     tampered.append(f"modified class {text(type_name(cls))}")
                     for key in list_(current):

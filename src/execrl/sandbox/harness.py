@@ -258,7 +258,9 @@ def _run_asserts(
     # but none that would shadow a builtin for them: `abs = lambda x: 0` is the candidate's own.
     builtin_names = p["builtins"]
     test_ns = {k: v for k, v in cand_ns.items() if k[:2] == "__" or k not in builtin_names}
-    test_ns["__builtins__"] = state["test_builtins"] = dict(builtin_names)
+    # Copied in the worker: each run is a fork, so this copy is the run's own all the same,
+    # and a copy made here wrote every builtin's reference count (130 pages copied a run).
+    test_ns["__builtins__"] = state["test_builtins"] = p["test_builtins"]
     # A standard module the tests use by the program's name for it: the real one, whatever
     # the program bound there (`class sys: getsizeof = ...`). Its dict is restored after calls.
     real_modules = state["real_modules"]

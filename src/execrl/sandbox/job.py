@@ -151,48 +151,40 @@ def _relative_path(path: str) -> bool:
 
 
 @functools.lru_cache(maxsize=1024)
-def _imported(source: str) -> tuple[str, ...]:
-    # Cached: every sample of a task carries the same test code, and parsing it was half the
-    # pool's work per run.
+def _modules(source: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(what the test code imports or uses, the standard modules among those it uses without
+    importing them), from one parse. Cached: every sample of a task carries the same test code,
+    and parsing it was half the pool's work per run."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        return ()
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-    return tuple(sorted(names | set(_borrowed(source))))
-
-
-@functools.lru_cache(maxsize=1024)
-def _borrowed(source: str) -> tuple[str, ...]:
-    """Standard modules the test code uses without importing them (MBPP's tests call
-    `sys.getsizeof` and rely on the program's `import sys`)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return ()
+        return (), ()
+    imported: set[str] = set()
     loaded, bound = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+            if isinstance(node, ast.Import):
+                imported.update(a.name for a in node.names)
+            elif node.module and node.level == 0:
+                imported.add(node.module)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound.add(node.name)
-    return tuple(sorted((loaded - bound) & sys.stdlib_module_names))
+    # Standard modules the test code uses without importing them (MBPP's tests call
+    # `sys.getsizeof` and rely on the program's `import sys`).
+    borrowed = tuple(sorted((loaded - bound) & sys.stdlib_module_names))
+    return tuple(sorted(imported | set(borrowed))), borrowed
 
 
 def imported_modules(source: str) -> list[str]:
     """Modules the test code imports or uses: the harness snapshots them before the candidate
     runs, and restores them after each call into it."""
-    return list(_imported(source))
+    return list(_modules(source)[0])
 
 
 def borrowed_modules(source: str) -> list[str]:
     """Standard modules the tests use by a name the program defines: the tests get the real
     module under that name, not what the program bound to it (`harness._run_asserts`)."""
-    return list(_borrowed(source))
+    return list(_modules(source)[1])

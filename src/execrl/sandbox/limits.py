@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,8 +22,12 @@ class Limits:
     compile_wall_s: float = 10.0  # wall clock of the compile step (C, C++, Verilog), on its own
 
     def to_wire(self) -> dict[str, object]:
-        return asdict(self)
+        # Every field is a number or None: no deep copy (`asdict`, 7 us of each job's request).
+        return {name: getattr(self, name) for name in _FIELDS}
 
     @classmethod
     def from_wire(cls, data: dict[str, object]) -> Limits:
         return cls(**data)  # type: ignore[arg-type]
+
+
+_FIELDS = tuple(f.name for f in fields(Limits))

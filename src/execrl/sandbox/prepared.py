@@ -43,14 +43,17 @@ class Prepared:
         modules: dict[str, tuple[Any, ...]] = {}
         for name in guard.module_closure(protect):
             mod = sys.modules[name]
-            snap = dict(mod.__dict__)
-            modules[name] = (mod, snap, *guard.fingerprint(snap))
+            modules[name] = (mod, *guard.module_snapshot(mod))
         # The C encoder reads no module globals, so no patched module can change a report.
         c_encoder = _json.make_encoder(
             None, _unencodable, _json.encode_basestring_ascii, None, ":", ",", False, False, False
         )
         self.parts: dict[str, Any] = {
             "builtins": dict(builtins.__dict__),
+            # The tests' private builtins (`harness._run_asserts`), made once: every run is a fork.
+            "test_builtins": dict(builtins.__dict__),
+            # The builtins' snapshot for the restore (`guard.make_restore`), taken once here.
+            "builtins_snapshot": guard.module_snapshot(builtins),
             "modules": modules,
             "classes": {
                 name: guard.class_snapshots(entry[0], name) for name, entry in modules.items()

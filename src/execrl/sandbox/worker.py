@@ -386,8 +386,9 @@ def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, key, start=
     No-new-privileges, non-dumpable and the environment come from the worker (`_setup`).
     `start`: the harness already prepared by a case server (`cases`), which forked this run."""
     try:
-        if ctx["memory"] is not None:  # the OOM killer's first choice again, not the worker
-            memcg.reset_oom_score()
+        memory = ctx["memory"]
+        if memory is not None and memory.runs_reset_oom_score:  # the OOM killer's first choice
+            memcg.reset_oom_score()  # again, not the worker
         os.setsid()
         os.dup2(stdin_fd, 0)
         os.dup2(out_w, 1)
