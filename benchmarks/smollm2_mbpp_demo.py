@@ -156,19 +156,21 @@ FAILURES = ("passed", "no code block", "syntax error", "function missing (rename
             "other runtime error", "wrong answer", "time-out")  # fmt: skip
 
 
-def failure_kind(record: dict) -> str:
+def failure_kind(record: dict, entry_point: str) -> str:
     """What a held-out answer got wrong, format first: no fenced code, code that does not
-    parse, no function of the name the tests call, then the answer's correctness."""
+    parse, no function of the name the tests call (a NameError naming it), then the answer's
+    correctness."""
     verdict = record["verdict"]
     if record["passed"]:
         return "passed"
-    if "```" not in record.get("completion", ""):
+    if "```" not in record.get("raw", ""):
         return "no code block"
     if verdict == "SYNTAX_ERROR":
         return "syntax error"
     exceptions = " ".join(str(t.get("exception") or "") + str(t.get("message") or "")
                           for t in record.get("tests", []))  # fmt: skip
-    if verdict == "RUNTIME_ERROR" and "NameError" in exceptions + str(record.get("message")):
+    said = exceptions + str(record.get("message"))
+    if verdict == "RUNTIME_ERROR" and "NameError" in said and f"'{entry_point}'" in said:
         return "function missing (renamed)"
     if verdict == "RUNTIME_ERROR":
         return "other runtime error"
@@ -180,9 +182,12 @@ def failure_kind(record: dict) -> str:
 def breakdown(result: Path) -> dict:
     records = [json.loads(line) for line in (result / "results.jsonl").read_text().splitlines()
                if line.strip()]  # fmt: skip
-    kinds = Counter(failure_kind(r) for r in records)
-    prose = sum(bool(r.get("completion", "").rsplit("```", 1)[-1].strip()) for r in records
-                if r.get("completion", "").count("```") >= 2)  # fmt: skip
+    from execrl.tasks.registry import load_benchmark
+
+    entry = {t.id: t.entry_point or "" for t in load_benchmark(HELDOUT[0])}
+    kinds = Counter(failure_kind(r, entry[r["task_id"]]) for r in records)
+    prose = sum(bool(r.get("raw", "").rsplit("```", 1)[-1].strip()) for r in records
+                if r.get("raw", "").count("```") >= 2)  # fmt: skip
     return {"n": len(records), "pass@1": kinds["passed"] / len(records),
             **{k: kinds[k] for k in FAILURES}, "prose after the code": prose}  # fmt: skip
 
