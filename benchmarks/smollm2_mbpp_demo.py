@@ -152,7 +152,8 @@ def train(out: Path, model: Path, seed: int, timings: dict) -> Path:
     return final
 
 
-FAILURES = ("passed", "no code block", "syntax error", "function missing (renamed)",
+FAILURES = ("passed", "no code block", "block never closed (a loop)", "syntax error",
+            "function missing (renamed)",
             "other runtime error", "wrong answer", "time-out")  # fmt: skip
 
 
@@ -165,6 +166,8 @@ def failure_kind(record: dict, entry_point: str) -> str:
         return "passed"
     if "```" not in record.get("raw", ""):
         return "no code block"
+    if record.get("raw", "").count("```") % 2:
+        return "block never closed (a loop)"  # greedy answers that repeat to the token limit
     if verdict == "SYNTAX_ERROR":
         return "syntax error"
     exceptions = " ".join(str(t.get("exception") or "") + str(t.get("message") or "")
