@@ -329,7 +329,7 @@ def _check_env(config: TrainConfig, where: str) -> None:
     """[env]: a user's environment must import, and token credit (per completion token) has no
     meaning over an episode's turns."""
     env = config.env
-    if env.name == "single":
+    if env.one_turn:
         return
     if config.reward.token_credit.enabled:
         raise ConfigError(

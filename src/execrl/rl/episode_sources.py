@@ -1,33 +1,112 @@
-"""Training rollouts that are episodes: `[env]` other than "single".
+"""How each environment rolls out a chunk of tasks: the sources `rl.rollouts` runs.
 
-`EpisodeGroups` runs a group of episodes per task (`rl.episodes.run_episodes`: one batched
-`generate` per turn, the environment grading through the rewards layer's one scoring path) and
-turns each into a `Scored` the trainer learns from: the completion is every token after the first
-prompt, the policy's and the environment's interleaved, with `Turns` saying which are the
-policy's, where each turn ends and what it earned. The environment's tokens carry loss mask 0:
-no loss, KL, entropy, advantage or per-token reward lands on them (`rl.trainer`).
+`episode_source` picks one from `[env]`. `OneTurn` is the "single" environment's (one turn,
+graded by the hidden tests, `episodes.builtin.Single`): one batched `generate` per chunk, and
+the whole grading (`Single.grade_many`, the rewards layer's one scoring path) left to the
+scoring thread while the next chunk generates. `MultiTurn` runs a group of episodes per task
+(`episodes.turn_loop.run_episodes`: one batched `generate` per turn, the environment grading as
+each turn ends; a harness's agent program for `env.name = "harness"`) and turns each into a
+`Scored`: the completion is every token after the first prompt, the policy's and the
+environment's interleaved, with `Turns` saying which are the policy's, where each turn ends and
+what it earned. The environment's tokens carry loss mask 0: no loss, KL, entropy, advantage or
+per-token reward lands on them (`rl.trainer`).
 """
 
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from execrl.models.sampling import TRUNCATED, Completion, SamplingParams
+from execrl.models.chat import uses_chat_template
+from execrl.models.engine import RolloutEngine
+from execrl.models.sampling import TRUNCATED, Completion, SamplingParams, encode_prompts
 from execrl.rewards.result import RewardResult
 from execrl.rewards.scorer import RewardScorer, build_sample
 from execrl.rl.credit import discounted_return
 from execrl.rl.episodes import EnvConfig, Episode, make_env, run_episodes
+from execrl.rl.episodes.builtin import Single
 from execrl.rl.episodes.trajectory import Trajectory
-from execrl.rl.rollout import Scored, Segment, Turns
+from execrl.rl.scored import Scored, Segment, Turns
 from execrl.tasks.schema import Task
 
+if TYPE_CHECKING:
+    from execrl.rl.rollouts import RolloutTimes
 
-class EpisodeGroups:
-    """(task indices, group size) -> groups of scored episodes, prompt-major."""
+# What generating a chunk leaves to the scoring thread: it grades and returns the groups
+Grading = Callable[["RolloutTimes"], list[list[Scored]]]
+
+
+class EpisodeSource(Protocol):
+    def generate(self, task_indices: list[int], group_size: int) -> Grading:
+        """Sample a group of episodes per task (on the caller's thread, under its seeded RNG);
+        what is left to grade, prompt-major groups once run."""
+        ...
+
+
+def episode_source(env: EnvConfig, engine: RolloutEngine, tokenizer: Any, tasks: list[Task],
+                   scorer: RewardScorer, params: SamplingParams, chat: bool | None,
+                   segments: str = "mask") -> EpisodeSource:  # fmt: skip
+    """The rollouts of `env` on `tasks`; `chat` as `model.chat` says it (None: auto)."""
+    if env.one_turn:
+        prompt_ids = encode_prompts(tokenizer, [t.prompt for t in tasks], chat=chat)
+        return OneTurn(engine, tokenizer, tasks, prompt_ids, scorer, params)
+    return MultiTurn(env, scorer, engine, tokenizer, tasks, params,
+                     uses_chat_template(tokenizer, chat), segments)  # fmt: skip
+
+
+class OneTurn:
+    """The "single" environment's episodes: one completion each, graded while the next chunk
+    generates."""
+
+    def __init__(self, engine: RolloutEngine, tokenizer: Any, tasks: list[Task],
+                 prompt_ids: list[list[int]], scorer: RewardScorer,
+                 params: SamplingParams) -> None:  # fmt: skip
+        self.engine, self.tokenizer, self.tasks = engine, tokenizer, tasks
+        self.prompt_ids = prompt_ids  # per task: list[int]
+        self.scorer, self.params = scorer, params
+        self.offsets = scorer.config.token_credit.enabled  # token credit maps lines to tokens
+
+    def generate(self, task_indices: list[int], group_size: int) -> Grading:
+        completions = self.engine.generate(
+            [self.prompt_ids[t] for t in task_indices], self.params, n=group_size
+        )
+        return partial(self._grade, task_indices, completions, group_size)
+
+    def _grade(self, tasks: list[int], completions: list[Completion], group_size: int,
+               times: RolloutTimes) -> list[list[Scored]]:  # fmt: skip
+        start = time.perf_counter()
+        offsets = (
+            [token_offsets(self.tokenizer, c.token_ids.tolist(), c.text) for c in completions]
+            if self.offsets
+            else None
+        )
+        scored = Single.grade_many(
+            self.scorer,
+            [self.tasks[tasks[c.prompt_index]] for c in completions],
+            [c.text for c in completions],
+            offsets=offsets,
+            n_tokens=[c.n_tokens for c in completions],
+        )
+        for x in scored:
+            if x.sample.result is not None and x.sample.program is not None:
+                times.latencies.append(x.sample.result.wall_s)
+                times.executions += 1
+        times.execute_s += time.perf_counter() - start
+        out = [
+            Scored(tasks[c.prompt_index], c, x.reward, x.sample)
+            for c, x in zip(completions, scored, strict=True)
+        ]
+        return [out[g * group_size : (g + 1) * group_size] for g in range(len(tasks))]
+
+
+class MultiTurn:
+    """Episodes of several turns (or a harness's calls), graded as each turn ends."""
 
     def __init__(self, config: EnvConfig, scorer: RewardScorer, engine: Any, tokenizer: Any,
                  tasks: list[Task], params: SamplingParams, chat: bool,
@@ -38,7 +117,11 @@ class EpisodeGroups:
         # (`TrainConfig.segment_training`)
         self.segments = segments
 
-    def __call__(self, task_indices: list[int], group_size: int) -> list[list[Scored]]:
+    def generate(self, task_indices: list[int], group_size: int) -> Grading:
+        groups = self.groups(task_indices, group_size)
+        return lambda times: groups
+
+    def groups(self, task_indices: list[int], group_size: int) -> list[list[Scored]]:
         order = [t for t in task_indices for _ in range(group_size)]
         episodes = self.episodes([self.tasks[t] for t in order])
         if self.segments != "every":  # the segment holding the final call stands alone
@@ -142,3 +225,18 @@ def _turn_ends(
         before = [i for i in policy if i < lo - start]
         ends.append(before[-1] if before else (policy[0] if policy else 0))
     return tuple(ends)
+
+
+def token_offsets(tokenizer: Any, token_ids: list[int], text: str) -> tuple[tuple[int, int], ...]:
+    """(start, end) characters of `text` that each generated token wrote: the decoded length
+    before and after it. Tokens past the end of `text` (a stop sequence cut from it) get an
+    empty span at the end. Decoding the ids, not re-tokenizing the text, keeps exactly one
+    span per token: a re-tokenization can split the text differently."""
+    spans = []
+    before = 0
+    for i in range(len(token_ids)):
+        after = min(len(text), len(tokenizer.decode(token_ids[: i + 1])))
+        after = max(after, before)  # a partial UTF-8 character decodes short: no negative span
+        spans.append((before, after))
+        before = after
+    return tuple(spans)
