@@ -141,7 +141,7 @@ class RLConfig:
     # (on a copy of the policy; vLLM: in the engine) while the update runs; step t trains on
     # rollouts of the policy after update t - k (exactly min(t, k) versions old), pi_old
     # recomputed with the current weights, the stale behaviour corrected by tis_cap
-    # (`rl.async_rollouts`). 0: synchronous, the same run bit for bit. One process only
+    # (`rl.prefetch`). 0: synchronous, the same run bit for bit. One process only
     max_staleness: int = 0
 
 
