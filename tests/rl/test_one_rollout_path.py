@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -16,8 +17,9 @@ from execrl.cli import main
 from execrl.models.sampling import Completion, SamplingParams
 from execrl.models.tiny import train_bpe_tokenizer
 from execrl.rewards.scorer import RewardScorer
+from execrl.rl import episode_sources
 from execrl.rl.episode_sources import MultiTurn, OneTurn, episode_source
-from execrl.rl.episodes import EnvConfig
+from execrl.rl.episodes import EnvConfig, Observation, StepInfo, StepResult
 from execrl.rl.episodes.builtin import Single
 from execrl.rl.rollouts import Rollouts, RolloutTimes
 
@@ -123,3 +125,78 @@ def test_same_runs_ignores_timings_and_names_every_field_that_differs(tmp_path):
     assert done.returncode == 1
     assert "step 0: loss 0.1 -> 0.10000001" in done.stdout
     assert "summary.json: heldout_pass@1_after 0.25 -> 0.3125" in done.stdout
+
+
+class Drawn:
+    """A rollout engine whose answers come from torch's generator: 1-4 letters 'e' each, so
+    any mix-up of the chunks' RNG states changes what is drawn. Logs each generate call."""
+
+    name = "drawn"
+
+    def __init__(self, log: list[tuple[str, int]]) -> None:
+        self.log = log
+
+    def generate(self, prompt_ids, params, *, n):
+        self.log.append(("generate", len(prompt_ids[0])))
+        out = []
+        for i in range(len(prompt_ids) * n):
+            k = int(torch.randint(1, 5, ()).item())
+            out.append(Completion(i // n, "e" * k, torch.tensor(prompt_ids[i // n]),
+                                  torch.full((k,), 7), torch.zeros(k), "eos"))  # fmt: skip
+        return out
+
+    def sync_weights(self, model):
+        return None
+
+    def close(self):
+        return None
+
+
+class TwoTurns:
+    """Two turns, each worth the number of letters written; a task named in `slow` steps late."""
+
+    name = "two_turns"
+
+    def __init__(self, log: list[tuple[str, int]], slow: str) -> None:
+        self.log, self.slow, self.turn, self.task = log, slow, 0, None
+
+    def reset(self, task):
+        self.turn, self.task = 0, task
+        return Observation(task.prompt, task.prompt)
+
+    def step(self, model_output):
+        self.turn += 1
+        if self.task.id == self.slow:
+            time.sleep(0.3)
+        self.log.append((f"stepped {self.task.id}", self.turn))
+        if self.turn == 2:
+            return StepResult(None, float(len(model_output)), True, StepInfo(2))
+        return StepResult(Observation("again", " again:"), 0.0, False, StepInfo(1))
+
+
+def _two_chunks(order: list[int], monkeypatch) -> tuple[list[list[float]], list]:
+    """Chunks 0 and 1 (one task each, groups of two), generated first in `order`; task t0's
+    environments step late."""
+    log: list[tuple[str, int]] = []
+    monkeypatch.setattr(episode_sources, "make_env", lambda config, scorer: TwoTurns(log, "t0"))
+    tokenizer = train_bpe_tokenizer(CORPUS, vocab_size=300)
+    source = MultiTurn(EnvConfig(name="my_envs:TwoTurns"), RewardScorer(reward=LetterE()),
+                       Drawn(log), tokenizer, tasks(2), SamplingParams(), chat=False)  # fmt: skip
+    rollouts = Rollouts(source, seed=3, groups_per_generate=1)
+    try:
+        done = rollouts.run([(c, [c]) for c in order], 2, 0, 0, RolloutTimes())
+    finally:
+        rollouts.close()
+    return [[x.score for x in done[c][0]] for c in (0, 1)], log
+
+
+def test_a_chunks_turns_draw_the_same_whichever_chunk_goes_first(monkeypatch):
+    """Two chunks of two-turn episodes: while the first chunk's environments step, the second
+    chunk's first turn generates; each chunk keeps its own RNG between its turns, so what is
+    drawn does not depend on the order the chunks' turns come in."""
+    forward, log = _two_chunks([0, 1], monkeypatch)
+    backward, _ = _two_chunks([1, 0], monkeypatch)
+    assert forward == backward
+    assert all(score in (1.0, 2.0, 3.0, 4.0) for group in forward for score in group)
+    # chunk 1's first turn generated before chunk 0's first turn had stepped
+    assert [x[0] for x in log[:3]] == ["generate", "generate", "stepped t0"]

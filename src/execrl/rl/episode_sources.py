@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -29,23 +29,34 @@ from execrl.models.sampling import TRUNCATED, Completion, SamplingParams, encode
 from execrl.rewards.result import RewardResult
 from execrl.rewards.scorer import RewardScorer, build_sample
 from execrl.rl.credit import discounted_return
-from execrl.rl.episodes import EnvConfig, Episode, make_env, run_episodes
+from execrl.rl.episodes import EnvConfig, Episode, make_env
 from execrl.rl.episodes.builtin import Single
 from execrl.rl.episodes.trajectory import Trajectory
+from execrl.rl.episodes.turn_loop import TurnLoop
 from execrl.rl.scored import Scored, Segment, Turns
 from execrl.tasks.schema import Task
 
 if TYPE_CHECKING:
     from execrl.rl.rollouts import RolloutTimes
 
-# What generating a chunk leaves to the scoring thread: it grades and returns the groups
-Grading = Callable[["RolloutTimes"], list[list[Scored]]]
+
+@dataclass(frozen=True, slots=True)
+class NextTurn:
+    """A chunk whose episodes go on after a turn was graded: `generate` their next turn (on the
+    caller's thread, under the chunk's own RNG), then grade it on the scoring thread."""
+
+    generate: Callable[[], Grading]
+
+
+# What generating a chunk leaves to the scoring thread: grading it gives the chunk's groups of
+# episodes (prompt-major), or its next turn to generate
+Grading = Callable[["RolloutTimes"], "list[list[Scored]] | NextTurn"]
 
 
 class EpisodeSource(Protocol):
     def generate(self, task_indices: list[int], group_size: int) -> Grading:
         """Sample a group of episodes per task (on the caller's thread, under its seeded RNG);
-        what is left to grade, prompt-major groups once run."""
+        what is left to grade on the scoring thread."""
         ...
 
 
@@ -118,31 +129,47 @@ class MultiTurn:
         self.segments = segments
 
     def generate(self, task_indices: list[int], group_size: int) -> Grading:
-        groups = self.groups(task_indices, group_size)
-        return lambda times: groups
-
-    def groups(self, task_indices: list[int], group_size: int) -> list[list[Scored]]:
+        """An environment's episodes: the first turn generated here, each turn stepped on the
+        scoring thread, the next generated when the caller gets back to this chunk. A harness's
+        episodes run whole here (its program calls the policy server itself)."""
         order = [t for t in task_indices for _ in range(group_size)]
-        episodes = self.episodes([self.tasks[t] for t in order])
+        tasks = [self.tasks[t] for t in order]
+        if self.config.name == "harness":  # a user's agent program runs each episode
+            from execrl.rl.episodes.harness import run_harness_episodes
+
+            episodes = run_harness_episodes(tasks, self.engine, self.tokenizer, self.params,
+                                            self.scorer, self.config, chat=self.chat, log=_log,
+                                            segments=self.segments != "mask")  # fmt: skip
+            groups = self.groups(order, episodes, group_size)
+            return lambda times: groups
+        loop = TurnLoop(lambda: make_env(self.config, self.scorer), tasks, self.tokenizer,
+                        chat=self.chat, max_tokens=self.config.max_tokens)  # fmt: skip
+        return self._turn(loop, order, group_size)
+
+    def _turn(self, loop: TurnLoop, order: list[int], group_size: int) -> Grading:
+        completions = self.engine.generate(loop.prompts(), self.params, n=1)
+
+        def grade(times: RolloutTimes) -> list[list[Scored]] | NextTurn:
+            start = time.perf_counter()
+            loop.step(completions)
+            times.execute_s += time.perf_counter() - start
+            if loop.active:
+                return NextTurn(lambda: self._turn(loop, order, group_size))
+            return self.groups(order, loop.episodes(), group_size)
+
+        return grade
+
+    def groups(self, order: list[int], episodes: list[Episode],
+               group_size: int) -> list[list[Scored]]:  # fmt: skip
+        """Episodes, one per entry of `order` (task indices, each repeated for its group), as
+        prompt-major groups of what the trainer learns from."""
         if self.segments != "every":  # the segment holding the final call stands alone
             episodes = [replace(e, segments=()) for e in episodes]
         scored = [
             episode_scored(t, self.tasks[t], e, self.config.turn_discount, self.scorer)
             for t, e in zip(order, episodes, strict=True)
         ]
-        return [scored[g * group_size : (g + 1) * group_size] for g in range(len(task_indices))]
-
-    def episodes(self, tasks: list[Task]) -> list[Episode]:
-        if self.config.name == "harness":  # a user's agent program runs each episode
-            from execrl.rl.episodes.harness import run_harness_episodes
-
-            return run_harness_episodes(tasks, self.engine, self.tokenizer, self.params,
-                                        self.scorer, self.config, chat=self.chat, log=_log,
-                                        segments=self.segments != "mask")  # fmt: skip
-        return run_episodes(
-            lambda: make_env(self.config, self.scorer), tasks, self.engine, self.tokenizer,
-            self.params, chat=self.chat, max_tokens=self.config.max_tokens,
-        )  # fmt: skip
+        return [scored[g : g + group_size] for g in range(0, len(scored), group_size)]
 
 
 def _log(message: str) -> None:
