@@ -126,7 +126,8 @@ def final_reward(args, tasks, model, tokenizer) -> float:
     from execrl.models.sampling import SamplingParams, encode_prompts
     from execrl.rewards.config import RewardConfig
     from execrl.rewards.scorer import RewardScorer
-    from execrl.rl.rollout import Rollouts, RolloutTimes
+    from execrl.rl.episode_sources import OneTurn
+    from execrl.rl.rollouts import Rollouts, RolloutTimes
     from execrl.sandbox import Limits, Sandbox
 
     ids = encode_prompts(tokenizer, [t.prompt for t in tasks], chat=False)
@@ -135,8 +136,8 @@ def final_reward(args, tasks, model, tokenizer) -> float:
     engine = make_engine("loop", model, tokenizer)
     with Sandbox(workers=args.workers) as sandbox:
         scorer = RewardScorer(config, sandbox, limits=Limits(wall_s=args.wall_s))
-        rollouts = Rollouts(engine, tokenizer, tasks, ids, scorer, params, args.seed + 1,
-                            args.prompts)  # fmt: skip
+        source = OneTurn(engine, tokenizer, tasks, ids, scorer, params)
+        rollouts = Rollouts(source, args.seed + 1, args.prompts)
         try:
             chunks = list(enumerate(rollouts.chunks(list(range(len(tasks))))))
             groups = rollouts.run(chunks, args.eval_samples, 0, 0, RolloutTimes())

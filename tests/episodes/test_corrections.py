@@ -11,7 +11,7 @@ import torch
 from execrl.models.tiny import TinyLlamaShape, new_llama
 from execrl.rl.config import ConfigError, load_config
 from execrl.rl.corrections import correction_samples
-from execrl.rl.episode_rollouts import episode_scored
+from execrl.rl.episode_sources import episode_scored
 from execrl.rl.episodes import EnvConfig
 from execrl.rl.learner_settings import LearnerSettings
 from execrl.rl.logprobs import collate, token_stats

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from execrl.rl.config import ConfigError, load_config
-from execrl.rl.episode_rollouts import episode_scored
+from execrl.rl.episode_sources import episode_scored
 from execrl.rl.episodes.harness import run_harness_episodes
 from execrl.rl.groups import GroupSummary
 

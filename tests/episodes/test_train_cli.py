@@ -115,3 +115,14 @@ def test_held_first_attempt_and_verdict_feedback_train_through_the_cli(tiny_mode
         said = text.split("[turn 1: environment]\n")[1].split("\n[turn 2: model]")[0]
         assert said.startswith("Your code failed") and said.endswith(fix)
         assert "Test:" not in said and "Expected" not in said and len(said) < 120 + len(fix)
+
+
+def test_self_correct_episodes_are_gathered_ahead_by_the_rollout_thread(tiny_model_dir, tmp_path):
+    """rl.max_staleness builds its rollouts as the synchronous step does (`rl.rollouts`, from
+    the environment's source): episodes of two turns, one policy version old."""
+    assert _train(tiny_model_dir, tmp_path, "ahead", "env.name='self_correct'",
+                  "env.max_turns=2", "rl.max_staleness=1", "run.steps=2",
+                  "data.heldout=''") == 0  # fmt: skip
+    rows = [json.loads(x) for x in (tmp_path / "ahead" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["async/staleness"] for r in rows] == [0, 1]
+    assert all(r["episode/turns_mean"] == 2.0 for r in rows)

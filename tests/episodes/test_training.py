@@ -13,7 +13,7 @@ import torch
 from execrl.rl import credit
 from execrl.rl.advantages import gae, return_to_go
 from execrl.rl.config import load_config
-from execrl.rl.episode_rollouts import episode_scored
+from execrl.rl.episode_sources import episode_scored
 from execrl.rl.episodes import EnvConfig
 from execrl.rl.episodes.builtin import _feedback_turn
 from execrl.rl.kl import ESTIMATORS

@@ -18,10 +18,10 @@ from execrl.cli import main
 from execrl.models import LoraSpec, load_policy
 from execrl.models.engine import InProcessEngine
 from execrl.rewards.result import RewardResult
-from execrl.rl import async_rollouts
+from execrl.rl import prefetch as rl_prefetch
 from execrl.rl import run as run_module
-from execrl.rl.async_rollouts import Prefetcher, behaviour_version, policy_copy
 from execrl.rl.config import ConfigError, load_config
+from execrl.rl.prefetch import Prefetcher, behaviour_version, policy_copy
 from execrl.rl.run import train
 
 from .conftest import LetterE, tasks, tiny_config
@@ -81,13 +81,13 @@ def test_the_thread_gathers_ahead_without_waiting_for_the_update():
 def test_a_lora_policy_copy_takes_each_version_through_its_adapter_only(tiny_model_dir):
     policy = load_policy(str(tiny_model_dir), lora=LoraSpec(2, 4, 0.0, ("q_proj", "v_proj")))
     model, shadow = policy.model, policy_copy(policy.model)
-    published = async_rollouts._trainable(model)
+    published = rl_prefetch._trainable(model)
     assert published and all("lora_" in name for name in published)  # not the frozen base
     with torch.no_grad():
         for p in model.parameters():
             if p.requires_grad:
                 p.add_(0.5)
-    async_rollouts._load(shadow, async_rollouts._trainable(model))
+    rl_prefetch._load(shadow, rl_prefetch._trainable(model))
     theirs = shadow.state_dict()
     assert all(torch.equal(value, theirs[name]) for name, value in model.state_dict().items())
 
@@ -211,7 +211,7 @@ def test_an_interrupted_asynchronous_run_resumes_bit_for_bit(tiny_model_dir, tmp
 
 def test_a_resume_without_the_prefetched_batches_says_what_is_missing(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"prefetched-3\.pt is missing.*rl\.max_staleness"):
-        async_rollouts.load_prefetched(tmp_path, 3)
+        rl_prefetch.load_prefetched(tmp_path, 3)
 
 
 def test_several_processes_are_refused_before_anything_loads(tmp_path, monkeypatch):
@@ -239,13 +239,13 @@ def test_execrl_train_runs_asynchronously(tiny_model_dir, tmp_path, capsys, monk
         "[sandbox]\nworkers = 1\n"
     )
     threads = set()
-    original = async_rollouts.Prefetcher._run
+    original = rl_prefetch.Prefetcher._run
 
     def spy(self):
         threads.add(threading.current_thread().name)
         original(self)
 
-    monkeypatch.setattr(async_rollouts.Prefetcher, "_run", spy)
+    monkeypatch.setattr(rl_prefetch.Prefetcher, "_run", spy)
     assert main(["train", "--config", str(config), "--set", "rl.max_staleness=1"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert "heldout_pass@1_after" in summary and summary["async/staleness_max"] == 1

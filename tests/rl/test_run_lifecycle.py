@@ -108,7 +108,7 @@ def test_warnings_for_settings_that_cannot_learn():
 def test_flagged_samples_are_summarised_with_their_text():
     from execrl.models.sampling import Completion
     from execrl.rewards.sample import Sample
-    from execrl.rl.rollout import Scored
+    from execrl.rl.scored import Scored
 
     task = tasks(1)[0]
     completion = Completion(0, "import os; os._exit(0)", torch.tensor([1]), torch.tensor([2]),
@@ -157,7 +157,8 @@ def test_training_sends_execution_to_a_local_ray_sandbox(tiny_model_dir, tmp_pat
 
 def test_the_two_held_out_figures_of_a_multi_turn_run_say_what_they_measure():
     summary = {"heldout_pass@1_before": 0.21875, "heldout_pass@1_by_turn_before": [0.2, 0.25]}
-    assert heldout_lines(summary, "before", "single") == ["held-out pass@1 before: 0.219"]
+    one_turn = {"heldout_pass@1_before": 0.21875}
+    assert heldout_lines(one_turn, "before", "single") == ["held-out pass@1 before: 0.219"]
     assert heldout_lines(summary, "before", "harness") == [
         "held-out pass@1 before: 0.219 (one turn: the policy alone on each task's prompt, "
         "without env 'harness')",

@@ -16,8 +16,9 @@ from execrl.rewards import RewardConfig, RewardScorer
 from execrl.rewards.scorer import build_sample
 from execrl.rewards.token_credit import TokenCredit
 from execrl.rl.config import load_config
+from execrl.rl.episode_sources import token_offsets
 from execrl.rl.learner_settings import LearnerSettings
-from execrl.rl.rollout import Scored, token_offsets
+from execrl.rl.scored import Scored
 from execrl.rl.trainer import Learner
 from execrl.sandbox import ExecutionResult, Verdict
 from execrl.sandbox import TestOutcome as Outcome

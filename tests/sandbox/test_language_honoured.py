@@ -13,7 +13,8 @@ from execrl.eval.samples import Sample as EvalSample
 from execrl.eval.validate import validate
 from execrl.models.sampling import Completion, SamplingParams
 from execrl.rewards import RewardConfig, RewardScorer
-from execrl.rl.rollout import Rollouts, RolloutTimes
+from execrl.rl.episode_sources import OneTurn
+from execrl.rl.rollouts import Rollouts, RolloutTimes
 from execrl.sandbox import Sandbox
 from execrl.sandbox.languages import probe_languages
 from execrl.tasks import StdioCase, StdioTests, Task
@@ -66,8 +67,8 @@ class OneCompletion:
 
 def test_training_rollouts_grade_a_c_task_as_c(sandbox):
     scorer = RewardScorer(RewardConfig(tree={"type": "pass"}, analysis_workers=0), sandbox)
-    rollouts = Rollouts(OneCompletion(), None, [c_task()], [[5, 6]], scorer, SamplingParams(),
-                        seed=0, groups_per_generate=1)  # fmt: skip
+    source = OneTurn(OneCompletion(), None, [c_task()], [[5, 6]], scorer, SamplingParams())
+    rollouts = Rollouts(source, seed=0, groups_per_generate=1)
     try:
         groups = rollouts.run([(0, [0])], 2, 0, 0, RolloutTimes())
     finally:

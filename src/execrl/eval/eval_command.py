@@ -36,6 +36,7 @@ from execrl.models.registry import require_fetched
 from execrl.models.sampling import out_of_range
 from execrl.models.threads import Machine, choose_threads, threads_used
 from execrl.progress import progress_bar
+from execrl.rl.episodes.env import ONE_TURN, is_one_turn
 from execrl.rl.eval_spec import SPEC_FILE, HeldoutSpec
 from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
 from execrl.sandbox.languages import require_toolchains
@@ -110,7 +111,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--env",
-        default="single",
+        default=ONE_TURN,
         help="episodes: single (one turn), self_correct, tool, or module:Class (docs/episodes.md)",
     )
     p.add_argument("--turns", type=int, default=2, help="--env: model turns per episode")
@@ -153,7 +154,7 @@ def run_eval(args: argparse.Namespace) -> int:
         return _fail(f"--device {problem}")
     if args.threads < 0:
         return _fail(f"--threads {args.threads}: give 0 (chosen at start) or a positive count")
-    if args.corrections and args.env == "single":
+    if args.corrections and is_one_turn(args.env):
         return _fail("--corrections needs episodes with feedback: add --env self_correct")
     if args.corrections and args.model.startswith(OPENAI_PREFIX):
         return _fail("--corrections needs a local model: a server's token ids are not ours")
@@ -172,7 +173,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def _run_eval(args: argparse.Namespace) -> int:
-    if args.env != "single":  # multi-turn episodes, pass@1 by turn
+    if not is_one_turn(args.env):  # multi-turn episodes, pass@1 by turn
         from execrl.eval.episodes_eval import run_episodes_eval
 
         return run_episodes_eval(args)

@@ -28,7 +28,7 @@ restarts it from the current weights and repeats the call (the same draws); no r
 scored 0 for the engine's failure.
 
 Seeding: the in-process engines draw from torch's global generator, so a caller that seeds it
-(`torch.manual_seed`, as `rl.rollout` does per chunk) gets the same completions as calling
+(`torch.manual_seed`, as `rl.rollouts` does per chunk) gets the same completions as calling
 `models.sampling.sample` directly; an engine with its own sampler derives its per-request seeds
 from the same generator, so seeded runs stay reproducible on one machine.
 """

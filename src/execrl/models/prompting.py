@@ -9,7 +9,7 @@ is. Ending the prompt with the signature makes the model continue the body, Huma
         return x * 80          <- the completion
 
 The program that runs is the prompt followed by the completion (the prompt is code), which
-`rl.rollout.build_sample` already does for code prompts. The `def` line comes from the task's
+`rewards.scorer.build_sample` already does for code prompts. The `def` line comes from the task's
 reference solution and repeats only what the request already says (name and arguments), so it
 leaks nothing of the answer.
 

@@ -15,7 +15,7 @@ log softmax(logits / T) when top_p = 1. With top_p < 1 vLLM renormalises over th
 (the true behaviour policy), so engine and trainer differ by the nucleus's log-mass; the logged
 `engine/logprob_diff` shows it and the truncated importance-sampling correction
 (`rl.tis`) accounts for it. Every request gets its own seed, drawn from torch's generator, so a
-run seeded as `rl.rollout` seeds its chunks repeats its draws.
+run seeded as `rl.rollouts` seeds its chunks repeats its draws.
 """
 
 from __future__ import annotations

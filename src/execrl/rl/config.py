@@ -141,7 +141,7 @@ class RLConfig:
     # (on a copy of the policy; vLLM: in the engine) while the update runs; step t trains on
     # rollouts of the policy after update t - k (exactly min(t, k) versions old), pi_old
     # recomputed with the current weights, the stale behaviour corrected by tis_cap
-    # (`rl.async_rollouts`). 0: synchronous, the same run bit for bit. One process only
+    # (`rl.prefetch`). 0: synchronous, the same run bit for bit. One process only
     max_staleness: int = 0
 
 
@@ -329,7 +329,7 @@ def _check_env(config: TrainConfig, where: str) -> None:
     """[env]: a user's environment must import, and token credit (per completion token) has no
     meaning over an episode's turns."""
     env = config.env
-    if env.name == "single":
+    if env.one_turn:
         return
     if config.reward.token_credit.enabled:
         raise ConfigError(

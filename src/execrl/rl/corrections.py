@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from execrl.rl.rollout import Scored
+from execrl.rl.scored import Scored
 
 
 @dataclass(frozen=True, slots=True)

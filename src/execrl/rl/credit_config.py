@@ -117,7 +117,7 @@ def check_credit(credit: CreditConfig, env: EnvConfig, algorithm: Algorithm, nam
         raise ConfigError(f"{where}: credit.correction_coef = {credit.correction_coef} needs "
                           'env.name = "self_correct" (a failed attempt with feedback), got '
                           f"{env.name!r}")  # fmt: skip
-    if env.name == "single":
+    if env.one_turn:
         return
     if credit.baseline == "reached" and not algorithm.group_relative:
         raise ConfigError(f'{where}: credit.baseline = "reached" changes a group\'s baseline, '

@@ -7,7 +7,7 @@ continues: `models.prompting`), the chat template, the sampling settings and see
 completion becomes a program, and the limits. `execrl train` writes all of it next to the
 model, in `final/execrl_eval.json` (`HeldoutSpec`); `execrl eval --model DIR` reads it and runs
 `run_heldout`, which samples and scores as training's held-out evaluation does: the rollout
-engine, the rollout chunking and seeds (`rl.rollout.Rollouts`, step -1) and the rewards layer's
+engine, the rollout chunking and seeds (`rl.rollouts.Rollouts`, step -1) and the rewards layer's
 one scoring path with the `pass` reward. Without that file a model is evaluated the way the
 benchmark's official harness prompts it (`eval.generation`), right for a model execrl did not
 train.
@@ -24,12 +24,14 @@ from typing import Any
 
 from execrl.models.engine import RolloutEngine
 from execrl.models.prompting import with_named_entry_points, with_signature_prompts
-from execrl.models.sampling import SamplingParams, encode_prompts, uses_chat_template
+from execrl.models.sampling import SamplingParams
 from execrl.rewards.config import RewardConfig
 from execrl.rewards.scorer import RewardScorer
 from execrl.rl.config import TrainConfig
+from execrl.rl.episode_sources import episode_source
 from execrl.rl.episodes.env import EnvConfig
-from execrl.rl.rollout import Rollouts, RolloutTimes, Scored
+from execrl.rl.rollouts import Rollouts, RolloutTimes
+from execrl.rl.scored import Scored
 from execrl.sandbox.limits import Limits
 from execrl.tasks.schema import Task
 
@@ -146,23 +148,16 @@ def run_heldout(
     `env`, each is an episode (`x.turns.passed_by_turn`)."""
     tasks = prompted(tasks, spec.prompt_format)
     chat = {"auto": None, "on": True, "off": False}[spec.chat]
-    prompt_ids = encode_prompts(tokenizer, [t.prompt for t in tasks], chat=chat)
-    one_turn = env is None or env.name == "single"
+    env = env or EnvConfig()  # "single": one turn
     params = SamplingParams(spec.temperature, spec.top_p, spec.max_new_tokens, spec.stop,
-                            code_end=spec.code_end and one_turn,
+                            code_end=spec.code_end and env.one_turn,
                             repeat_ngram=spec.repeat_ngram)  # fmt: skip
     reward = RewardConfig(tree={"type": "pass"}, program=spec.program, analysis_workers=0)
     limits = Limits(wall_s=spec.wall_s, memory_mb=spec.memory_mb)
     scorer = RewardScorer(reward, sandbox=sandbox, limits=limits)
-    rollouts = Rollouts(engine, tokenizer, tasks, prompt_ids, scorer, params,
-                        spec.seed + HELDOUT_SEED_OFFSET, spec.groups_per_generate)  # fmt: skip
-    if env is not None and env.name != "single":
-        from execrl.rl.episode_rollouts import EpisodeGroups
-
-        # graded, not trained: a harness's rewritten history is no reason to mask an episode
-        rollouts.episodes = EpisodeGroups(env, scorer, engine, tokenizer, tasks, params,
-                                          uses_chat_template(tokenizer, chat),
-                                          segments="last")  # fmt: skip
+    # graded, not trained: a harness's rewritten history is no reason to mask an episode
+    source = episode_source(env, engine, tokenizer, tasks, scorer, params, chat, segments="last")
+    rollouts = Rollouts(source, spec.seed + HELDOUT_SEED_OFFSET, spec.groups_per_generate)
     try:
         every = rollouts.chunks(list(range(len(tasks))))
         mine = range(len(every)) if chunks is None else chunks

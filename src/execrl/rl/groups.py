@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from execrl.rewards.result import HACK_FLAGS, Flag
 from execrl.rl import dist
 from execrl.rl.prompts import PromptSampler, informative
-from execrl.rl.rollout import Rollouts, RolloutTimes, Scored, gather_chunks
+from execrl.rl.rollouts import Rollouts, RolloutTimes, gather_chunks
+from execrl.rl.scored import Scored
 
 
 def counts_in_loss(valid: bool, truncated: bool, n_tokens: int, overlong_filter: bool) -> bool:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from execrl.rewards.result import HACK_FLAGS, Flag
-from execrl.rl.episodes.rollout import standing_after
+from execrl.rl.episodes.turn_loop import standing_after
 from execrl.rl.groups import Gathered, GroupSummary
 from execrl.rl.prompts import PromptSampler
 from execrl.rl.trainer import UpdateMetrics

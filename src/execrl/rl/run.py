@@ -3,7 +3,7 @@
 One step reads top to bottom in `train_step`: draw prompts -> sample -> score -> filter groups
 (`groups.gather`, with DAPO's bounded refills) -> advantages -> update -> log. With
 `rl.max_staleness` = k > 0 the first stages run ahead on a rollout thread, from a policy k
-updates old (`rl.async_rollouts`), while the update runs.
+updates old (`rl.prefetch`), while the update runs.
 
 The run directory holds `config.toml` (resolved), `metrics.jsonl` (one line per step),
 `flagged.jsonl` (samples the reward flagged), `checkpoint/state.pt` (everything `--resume`
@@ -23,10 +23,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from execrl.models import SamplingParams, encode_prompts
+from execrl.models import SamplingParams
 from execrl.models.adapter import absolute_base
 from execrl.models.engine import RolloutEngine, make_engine
-from execrl.models.sampling import uses_chat_template
 from execrl.models.threads import (
     Machine,
     choose_threads,
@@ -37,7 +36,14 @@ from execrl.models.threads import (
 from execrl.rewards.config import node_names
 from execrl.rewards.scorer import RewardScorer
 from execrl.rl import dist, setup
-from execrl.rl.async_rollouts import (
+from execrl.rl.checkpoint import load_checkpoint, save_checkpoint
+from execrl.rl.config import ConfigError, TrainConfig, to_toml
+from execrl.rl.episode_sources import episode_source
+from execrl.rl.eval_spec import heldout_spec
+from execrl.rl.groups import Gathered, gather
+from execrl.rl.heldout import heldout_pass_at_1, heldout_pass_at_1_by_turn
+from execrl.rl.metrics import MetricsLog, mix_metrics, source_kl, step_metrics
+from execrl.rl.prefetch import (
     Prefetcher,
     load_prefetched,
     policy_copy,
@@ -45,15 +51,8 @@ from execrl.rl.async_rollouts import (
     save_prefetched,
     staleness_summary,
 )
-from execrl.rl.checkpoint import load_checkpoint, save_checkpoint
-from execrl.rl.config import ConfigError, TrainConfig, to_toml
-from execrl.rl.episode_rollouts import EpisodeGroups
-from execrl.rl.eval_spec import heldout_spec
-from execrl.rl.groups import Gathered, gather
-from execrl.rl.heldout import heldout_pass_at_1, heldout_pass_at_1_by_turn
-from execrl.rl.metrics import MetricsLog, mix_metrics, source_kl, step_metrics
 from execrl.rl.progress import IdleWatch, Progress, StopRequest, setup_warnings
-from execrl.rl.rollout import Rollouts
+from execrl.rl.rollouts import Rollouts
 from execrl.tasks.schema import Task
 
 
@@ -176,18 +175,13 @@ def _train(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | 
         engine = make_engine(c.sampling.engine, built.policy.model, tok)
         params = SamplingParams(c.sampling.temperature, c.sampling.top_p,
                                 c.sampling.max_new_tokens, tuple(c.sampling.stop),
-                                code_end=c.sampling.code_end and c.env.name == "single",
+                                code_end=c.sampling.code_end and c.env.one_turn,
                                 repeat_ngram=c.sampling.repeat_ngram)  # fmt: skip
-        train_ids = encode_prompts(tok, [t.prompt for t in built.tasks], chat=chat)
 
         def rollouts_on(engine: RolloutEngine) -> Rollouts:
-            out = Rollouts(engine, tok, built.tasks, train_ids, scorer, params, c.run.seed,
-                           c.sampling.groups_per_generate)  # fmt: skip
-            if c.env.name != "single":  # a rollout is an episode of several turns
-                out.episodes = EpisodeGroups(c.env, scorer, engine, tok, built.tasks, params,
-                                             uses_chat_template(tok, chat),
-                                             c.segment_training)  # fmt: skip
-            return out
+            source = episode_source(c.env, engine, tok, built.tasks, scorer, params, chat,
+                                    c.segment_training)  # fmt: skip
+            return Rollouts(source, c.run.seed, c.sampling.groups_per_generate)
 
         rollouts = rollouts_on(engine)
         run_dir = setup.run_directory(c)  # set-up succeeded: from here the run has a directory
@@ -258,7 +252,7 @@ def _loop(run: Run, sandbox: Any, log: Callable[[str], None], quiet: bool,
 
 
 def _prefetcher(run: Run, first_step: int) -> Prefetcher:
-    """The rollout thread (`rl.async_rollouts`), on its own copy of the policy; a vLLM engine
+    """The rollout thread (`rl.prefetch`), on its own copy of the policy; a vLLM engine
     holds its own weights, which only the thread pushes to and samples while the steps run."""
     c, policy = run.config, run.built.policy
     shadow = policy_copy(policy.model)
@@ -300,7 +294,7 @@ def _evaluate_heldout(run: Run, sandbox: Any, summary: dict[str, Any], when: str
     """Held-out pass@1 `when` ("before", "after") into the summary, and logged; a multi-turn
     run adds it by turn, through its environment."""
     summary[f"heldout_pass@1_{when}"] = _heldout(run, sandbox)
-    if run.config.env.name != "single":
+    if not run.config.env.one_turn:
         summary[f"heldout_pass@1_by_turn_{when}"] = _heldout_by_turn(run, sandbox)
     for line in heldout_lines(summary, when, run.config.env.name):
         log(line)
@@ -310,9 +304,9 @@ def heldout_lines(summary: dict[str, Any], when: str, env: str) -> list[str]:
     """The held-out figures as logged. A multi-turn run (a harness) has two, each saying what
     it measures: they differ, and a bare "before" twice read as a contradiction."""
     one = f"held-out pass@1 {when}: {summary[f'heldout_pass@1_{when}']:.3f}"
-    if env == "single":
+    by_turn = summary.get(f"heldout_pass@1_by_turn_{when}")
+    if by_turn is None:  # one turn
         return [one]
-    by_turn = summary[f"heldout_pass@1_by_turn_{when}"]
     return [
         f"{one} (one turn: the policy alone on each task's prompt, without env {env!r})",
         f"held-out pass@1 by turn {when}: {by_turn} (through env {env!r}: the answers standing "

@@ -22,7 +22,7 @@ from execrl.rl.groups import GroupSummary, counts_in_loss
 from execrl.rl.learner_settings import LearnerSettings
 from execrl.rl.logprobs import collate, token_stats
 from execrl.rl.losses import Batch, policy_loss
-from execrl.rl.rollout import Scored
+from execrl.rl.scored import Scored
 from execrl.rl.tis import LogprobGap, logprob_gap
 
 

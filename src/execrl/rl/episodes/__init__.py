@@ -9,8 +9,8 @@ from execrl.rl.episodes.env import (
     StepResult,
     make_env,
 )
-from execrl.rl.episodes.rollout import Episode, run_episodes, run_text_episodes
 from execrl.rl.episodes.trajectory import Conversation, NotAppendOnly, Trajectory
+from execrl.rl.episodes.turn_loop import Episode, run_episodes, run_text_episodes
 
 __all__ = [
     "Conversation",

@@ -3,11 +3,13 @@ from the visible tests; `visible.py` says which tests those are, per benchmark f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
-from execrl.rewards.scorer import RewardScorer, build_sample
+from execrl.rewards.scorer import Offsets, RewardScorer, ScoredSample, build_sample
 from execrl.rl.episodes.env import (
     EnvConfig,
+    Grade,
     Observation,
     StepInfo,
     StepResult,
@@ -29,7 +31,10 @@ FIX_REQUEST = "Fix the code. Answer with the whole corrected solution in one cod
 
 
 class Single:
-    """One turn graded by the hidden tests: what execrl did before episodes."""
+    """One turn graded by the hidden tests: the default environment of training and evaluation.
+    Its episodes are rolled out a chunk at a time (`rl.episode_sources.OneTurn`: one batched
+    `generate`, then `grade_many` on the scoring thread while the next chunk generates);
+    `reset`/`step` grade one answer the same way, for a caller that drives episodes itself."""
 
     name = "single"
 
@@ -43,9 +48,19 @@ class Single:
 
     def step(self, model_output: str) -> StepResult:
         assert self.task is not None, "reset(task) before step()"
-        graded = grade(self.scorer, self.task, model_output)
-        info = StepInfo(1, hidden_passed=graded.passed, masked=graded.masked, graded=graded.scored)
+        scored = self.grade_many(self.scorer, [self.task], [model_output])[0]
+        graded = Grade.of(scored)
+        info = StepInfo(1, hidden_passed=graded.passed, masked=graded.masked, graded=scored)
         return StepResult(None, graded.reward, True, info)
+
+    @staticmethod
+    def grade_many(scorer: RewardScorer, tasks: Sequence[Task], answers: Sequence[str],
+                   offsets: Sequence[Offsets] | None = None,
+                   n_tokens: Sequence[int] | None = None) -> list[ScoredSample]:  # fmt: skip
+        """Each answer's one turn graded by its task's hidden tests through the one scoring
+        path; `offsets` (each token's characters, for token credit) and `n_tokens` as
+        `RewardScorer.score_samples` takes them."""
+        return scorer.score_samples(tasks, answers, offsets=offsets, n_tokens=n_tokens)
 
 
 class SelfCorrect:

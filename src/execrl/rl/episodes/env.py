@@ -65,7 +65,7 @@ class EnvConfig:
 
     # "single", "self_correct", "tool", "harness" (a user's agent program, env.harness), or
     # "package.module:Class"
-    name: str = "single"
+    name: str = "single"  # ONE_TURN
     max_turns: int = 2  # self_correct: attempts; tool: model turns (calls + the answer)
     visible_split: int = 0  # tasks with nothing visible: show their first N tests (0: none)
     # self_correct: what a feedback turn says. "full": which visible test failed, its input,
@@ -93,6 +93,13 @@ class EnvConfig:
     harness: str = ""
     harness_timeout_s: float = 300.0  # harness: one episode's wall time; past it, killed, masked
     harness_parallel: int = 8  # harness: episodes (harness processes) running at once
+
+    @property
+    def one_turn(self) -> bool:
+        """Episodes of one turn ("single"): rolled out a chunk at a time and graded on the
+        scoring thread (`rl.episode_sources.OneTurn`), a code block's end may stop sampling
+        (`sampling.code_end`), token credit applies, and there is no pass@1 by turn."""
+        return is_one_turn(self.name)
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -138,17 +145,25 @@ class Environment(Protocol):
         ...
 
 
-BUILTIN = ("single", "self_correct", "tool", "harness")
+ONE_TURN = "single"  # the default environment: one turn, graded by the hidden tests
+BUILTIN = (ONE_TURN, "self_correct", "tool", "harness")
+
+
+def is_one_turn(name: str) -> bool:
+    """Whether the environment named `name` is the one-turn one (`EnvConfig.one_turn`)."""
+    return name == ONE_TURN
+
+
 TURN_REWARDS = ("final", "improvement")
 FEEDBACK = ("full", "verdict")
 
 
 def make_env(config: EnvConfig, scorer: RewardScorer) -> Environment:
     """A fresh environment (one per concurrent episode)."""
-    if config.name in ("single", "self_correct"):
+    if config.name in (ONE_TURN, "self_correct"):
         from execrl.rl.episodes.builtin import SelfCorrect, Single
 
-        return Single(config, scorer) if config.name == "single" else SelfCorrect(config, scorer)
+        return Single(config, scorer) if config.one_turn else SelfCorrect(config, scorer)
     if config.name == "tool":
         from execrl.rl.episodes.tool import ToolUse
 
@@ -187,13 +202,17 @@ class Grade:
     masked: bool  # a sandbox failure: the reward means nothing
     scored: ScoredSample | None = None  # what the scorer returned
 
+    @staticmethod
+    def of(scored: ScoredSample) -> Grade:
+        result = scored.sample.result
+        passed = bool(result and result.passed)
+        return Grade(scored.reward.score, passed, scored.reward.masked, scored)
+
 
 def grade(scorer: RewardScorer, task: Task, answer: str) -> Grade:
     """An answer graded by the hidden tests through the one scoring path
     (`RewardScorer.score_samples`)."""
-    scored = scorer.score_samples([task], [answer])[0]
-    result = scored.sample.result
-    return Grade(scored.reward.score, bool(result and result.passed), scored.reward.masked, scored)
+    return Grade.of(scorer.score_samples([task], [answer])[0])
 
 
 def grade_hidden(scorer: RewardScorer, task: Task, answer: str) -> tuple[float, bool]:

@@ -53,8 +53,8 @@ from execrl.rl.episodes.confine import Confinement, launcher_argv
 from execrl.rl.episodes.env import StepInfo, StepResult
 from execrl.rl.episodes.policy_server import PolicyServer, ServeSettings
 from execrl.rl.episodes.recorder import EpisodeRecording, Recorder
-from execrl.rl.episodes.rollout import Episode
 from execrl.rl.episodes.trajectory import Trajectory
+from execrl.rl.episodes.turn_loop import Episode
 from execrl.sandbox import hidden_paths
 from execrl.tasks.registry import files_read
 from execrl.tasks.schema import Task

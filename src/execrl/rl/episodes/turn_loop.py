@@ -1,8 +1,9 @@
 """Running episodes: each turn, every episode still going gets one completion from the engine
 (one batched `generate` call), the environment steps on it, and its turn is appended as ids.
 
-`run_episodes` drives a token engine (`models.engine.RolloutEngine`: local models, scripted test
-policies) and returns token-exact trajectories; `run_text_episodes` drives a text-only generator
+`TurnLoop` holds a batch of episodes between turns; `run_episodes` drives it with a token
+engine (`models.engine.RolloutEngine`: local models, scripted test policies) and returns
+token-exact trajectories; `run_text_episodes` drives a text-only generator
 (an OpenAI-compatible server) and keeps the texts alone, since a server's tokens are not ours.
 """
 
@@ -66,47 +67,78 @@ def run_episodes(
     max_tokens: int = 0,
     parallel: int = 8,
 ) -> list[Episode]:
-    """One episode per task (repeat a task for a group). `max_tokens` > 0 caps each episode's
-    whole trajectory; an episode past it stops, truncated, with reward 0 for its last turn.
-    The environments of a turn step concurrently, `parallel` at a time (each is its own object;
-    their sandbox runs go to the pool's workers)."""
-    envs = [make() for _ in tasks]
-    convs = [Conversation(tokenizer, chat) for _ in tasks]
-    prompts = [c.start(e.reset(t)) for c, e, t in zip(convs, envs, tasks, strict=True)]
-    outputs: list[list[str]] = [[] for _ in tasks]
-    seen: list[list[str]] = [[] for _ in tasks]
-    steps: list[list[StepResult]] = [[] for _ in tasks]
-    truncated = [False] * len(tasks)
-    finishes: list[list[str]] = [[] for _ in tasks]
-    active = list(range(len(tasks)))
-    while active:
-        completions = engine.generate([prompts[i] for i in active], params, n=1)
-        with ThreadPoolExecutor(max(1, min(parallel, len(active)))) as pool:
+    """One episode per task (repeat a task for a group), every turn generated and stepped
+    (`TurnLoop`) until each episode is done."""
+    loop = TurnLoop(make, tasks, tokenizer, chat=chat, max_tokens=max_tokens, parallel=parallel)
+    while loop.active:
+        loop.step(engine.generate(loop.prompts(), params, n=1))
+    return loop.episodes()
+
+
+class TurnLoop:
+    """Episodes of `tasks` (one each), a turn at a time: `prompts()` are the next prompts of the
+    episodes still going (`active`), `step(completions)` gives them to the environments.
+    `max_tokens` > 0 caps each episode's whole trajectory; an episode past it stops, truncated,
+    with reward 0 for its last turn. The environments of a turn step concurrently, `parallel`
+    at a time (each is its own object; their sandbox runs go to the pool's workers).
+    Generating and stepping are separate calls so that the rollouts of one chunk can step while
+    the engine generates another's (`rl.rollouts`)."""
+
+    def __init__(self, make: Callable[[], Environment], tasks: Sequence[Task], tokenizer: Any,
+                 *, chat: bool, max_tokens: int = 0, parallel: int = 8) -> None:  # fmt: skip
+        self.tasks, self.max_tokens, self.parallel = tasks, max_tokens, parallel
+        self.envs = [make() for _ in tasks]
+        self.convs = [Conversation(tokenizer, chat) for _ in tasks]
+        zipped = zip(self.convs, self.envs, tasks, strict=True)
+        self._prompts = [c.start(e.reset(t)) for c, e, t in zipped]
+        self.outputs: list[list[str]] = [[] for _ in tasks]
+        self.seen: list[list[str]] = [[] for _ in tasks]
+        self.steps: list[list[StepResult]] = [[] for _ in tasks]
+        self.truncated = [False] * len(tasks)
+        self.finishes: list[list[str]] = [[] for _ in tasks]
+        self.active = list(range(len(tasks)))
+
+    def prompts(self) -> list[list[int]]:
+        return [self._prompts[i] for i in self.active]
+
+    def step(self, completions: Sequence[Any]) -> None:
+        """The active episodes' turns (one completion each, in `active` order)."""
+        active, envs = self.active, self.envs
+        with ThreadPoolExecutor(max(1, min(self.parallel, len(active)))) as pool:
             results = list(pool.map(lambda i, d: envs[i].step(d.text), active, completions))
         still = []
         for i, done, result in zip(active, completions, results, strict=True):
-            ids, logprobs = done.token_ids.tolist(), done.logprobs.tolist()
-            convs[i].add_policy(ids, logprobs, done.text)
-            outputs[i].append(done.text)
-            finishes[i].append(done.finish)
-            steps[i].append(result)
-            over = max_tokens > 0 and len(convs[i].ids) >= max_tokens
-            convs[i].add_reward(0.0 if over and not result.done else result.reward)
+            conv = self.convs[i]
+            conv.add_policy(done.token_ids.tolist(), done.logprobs.tolist(), done.text)
+            self.outputs[i].append(done.text)
+            self.finishes[i].append(done.finish)
+            self.steps[i].append(result)
+            over = self.max_tokens > 0 and len(conv.ids) >= self.max_tokens
+            conv.add_reward(0.0 if over and not result.done else result.reward)
             if result.done or result.observation is None:
                 continue
             if over:
-                truncated[i] = True
+                self.truncated[i] = True
                 continue
-            seen[i].append(result.observation.text)
-            prompts[i] = convs[i].add_env(result.observation)
+            self.seen[i].append(result.observation.text)
+            self._prompts[i] = conv.add_env(result.observation)
             still.append(i)
-        active = still
-    return [
-        Episode(t.id, tuple(o), tuple(s), tuple(st), c.trajectory(), tr, tuple(f))
-        for t, o, s, st, c, tr, f in zip(
-            tasks, outputs, seen, steps, convs, truncated, finishes, strict=True
-        )
-    ]
+        self.active = still
+
+    def episodes(self) -> list[Episode]:
+        return [
+            Episode(t.id, tuple(o), tuple(s), tuple(st), c.trajectory(), tr, tuple(f))
+            for t, o, s, st, c, tr, f in zip(
+                self.tasks,
+                self.outputs,
+                self.seen,
+                self.steps,
+                self.convs,
+                self.truncated,
+                self.finishes,
+                strict=True,
+            )  # fmt: skip
+        ]
 
 
 def run_text_episodes(
