@@ -11,7 +11,7 @@ import sys
 COMMAND_MODULES = (
     "execrl.eval.commands",
     "execrl.eval.eval_command",
-    "execrl.sandbox.commands",
+    "execrl.sandbox.service.commands",
     "execrl.train_command",
     "execrl.sft_command",
     "execrl.report.commands",
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
-    from execrl.sandbox.languages import LanguageUnavailable
+    from execrl.sandbox.grading.languages import LanguageUnavailable
 
     try:
         return int(args.handler(args) or 0)

@@ -15,7 +15,7 @@ from execrl.models.sampling import Completion, SamplingParams
 from execrl.rewards import RewardConfig, RewardScorer
 from execrl.rl.rollout import Rollouts, RolloutTimes
 from execrl.sandbox import Sandbox
-from execrl.sandbox.languages import probe_languages
+from execrl.sandbox.grading.languages import probe_languages
 from execrl.tasks import StdioCase, StdioTests, Task
 
 PYTHON_ECHO = "print(input())\n"  # right in Python, not C

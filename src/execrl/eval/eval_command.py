@@ -38,7 +38,7 @@ from execrl.models.threads import Machine, choose_threads, threads_used
 from execrl.progress import progress_bar
 from execrl.rl.eval_spec import SPEC_FILE, HeldoutSpec
 from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
-from execrl.sandbox.languages import require_toolchains
+from execrl.sandbox.grading.languages import require_toolchains
 from execrl.sandbox.reference_runner import sandbox_runner
 from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 from execrl.tasks.registry import load_benchmark

@@ -30,7 +30,7 @@ from execrl.rewards.scorer import RewardScorer
 from execrl.rl.config import TrainConfig
 from execrl.rl.episodes.env import EnvConfig
 from execrl.rl.rollout import Rollouts, RolloutTimes, Scored
-from execrl.sandbox.limits import Limits
+from execrl.sandbox.grading.limits import Limits
 from execrl.tasks.schema import Task
 
 SPEC_FILE = "execrl_eval.json"

@@ -23,7 +23,7 @@ from execrl.models.sampling import Completion, SamplingParams
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
 from execrl.rewards.scorer import RewardScorer
-from execrl.sandbox.verdict import ExecutionResult
+from execrl.sandbox.grading.verdict import ExecutionResult
 from execrl.tasks.schema import Task
 
 

@@ -37,13 +37,13 @@ import os
 import sys
 import types
 
-from execrl.sandbox import audit_hook, guard, leftovers, plain
+from execrl.sandbox.run import audit_hook, guard, leftovers, plain
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the worker 2 MB
 if TYPE_CHECKING:
     from typing import Any
 
-    from execrl.sandbox.prepared import Prepared
+    from execrl.sandbox.run.prepared import Prepared
 
 CANDIDATE_FILE = "<candidate>"
 CHANNEL_REPLACED = 86  # the exit status of a run whose program replaced the harness's channel

@@ -20,7 +20,7 @@ def open_sandbox(config: SandboxConfig, max_queue: int | None = None, **ray_init
     if config.backend == "local":
         return Sandbox(config)
     if config.backend == "ray":
-        from execrl.sandbox.ray_backend import RaySandbox
+        from execrl.sandbox.service.ray_backend import RaySandbox
 
         queue = {} if max_queue is None else {"max_queue": max_queue}
         return RaySandbox(

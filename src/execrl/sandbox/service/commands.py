@@ -9,11 +9,12 @@ import sys
 import time
 from typing import Any, TypeVar
 
-from execrl.sandbox import isolation, languages, memcg, syscalls
-from execrl.sandbox.job import Job, reference_limits
-from execrl.sandbox.limits import Limits
+from execrl.sandbox.confine import isolation, memcg, syscalls
+from execrl.sandbox.grading import languages
+from execrl.sandbox.grading.job import Job, reference_limits
+from execrl.sandbox.grading.limits import Limits
 from execrl.sandbox.pool import Sandbox, SandboxConfig, SandboxUnavailable
-from execrl.sandbox.server_config import ServerConfig
+from execrl.sandbox.service.server_config import ServerConfig
 from execrl.tasks.schema import DEFAULT_WALL_S, Task
 
 T = TypeVar("T")
@@ -107,7 +108,7 @@ def run_serve(args: argparse.Namespace) -> int:
     import os
 
     try:
-        from execrl.sandbox.server import serve
+        from execrl.sandbox.service.server import serve
     except ImportError as exc:
         print(
             f"execrl sandbox serve: error: {exc.name or exc} is not installed; "

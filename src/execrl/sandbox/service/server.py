@@ -39,10 +39,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from execrl.sandbox import languages, server_verifiers
-from execrl.sandbox.dispatch import Backend, Closed, QueueFull
-from execrl.sandbox.job import Job
-from execrl.sandbox.server_jobs import (
+from execrl.sandbox.grading import languages
+from execrl.sandbox.grading.job import Job
+from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
+from execrl.sandbox.service import server_verifiers
+from execrl.sandbox.service.dispatch import Backend, Closed, QueueFull
+from execrl.sandbox.service.server_jobs import (
     Batch,
     GradedRun,
     RunCodeRequest,
@@ -51,8 +53,7 @@ from execrl.sandbox.server_jobs import (
     run_code_job,
     run_code_response,
 )
-from execrl.sandbox.server_tasks import TaskSets
-from execrl.sandbox.verdict import ExecutionResult, Verdict
+from execrl.sandbox.service.server_tasks import TaskSets
 
 # -- metrics -------------------------------------------------------------------------------
 
@@ -373,11 +374,11 @@ def _request_job(build: Any, *args: Any) -> Job:
 def make_backend(config: ServerConfig) -> Backend:
     """The sandbox `config.sandbox` names, as `execrl train` and `execrl eval` open it; Ray
     actors queue the runs themselves, the local pool behind a dispatcher that does."""
-    from execrl.sandbox.backend import open_sandbox
+    from execrl.sandbox.service.backend import open_sandbox
 
     if config.sandbox.backend == "ray":
         return open_sandbox(config.sandbox, max_queue=config.max_queue)
-    from execrl.sandbox.dispatch import Dispatcher
+    from execrl.sandbox.service.dispatch import Dispatcher
 
     return Dispatcher(open_sandbox(config.sandbox), max_queue=config.max_queue)
 

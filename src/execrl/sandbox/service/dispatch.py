@@ -22,9 +22,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from execrl.sandbox import pool, run_outcome
-from execrl.sandbox.job import Job
-from execrl.sandbox.verdict import ExecutionResult, SandboxErrorCause, Verdict
+from execrl.sandbox import pool
+from execrl.sandbox.grading import run_outcome
+from execrl.sandbox.grading.job import Job
+from execrl.sandbox.grading.verdict import ExecutionResult, SandboxErrorCause, Verdict
 
 
 class QueueFull(RuntimeError):

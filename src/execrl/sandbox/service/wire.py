@@ -12,10 +12,10 @@ import dataclasses
 import math
 from typing import Any
 
-from execrl.sandbox import plain
-from execrl.sandbox.job import Job
-from execrl.sandbox.limits import Limits
-from execrl.sandbox.verdict import ExecutionResult, TestOutcome, Verdict
+from execrl.sandbox.grading.job import Job
+from execrl.sandbox.grading.limits import Limits
+from execrl.sandbox.grading.verdict import ExecutionResult, TestOutcome, Verdict
+from execrl.sandbox.run import plain
 from execrl.tasks.schema import AssertTests, CallTests, Compare, StdioCase, StdioTests, Tests
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from execrl.sandbox.grade import grade
-from execrl.sandbox.job import Job
-from execrl.sandbox.verdict import ExecutionResult, SandboxErrorCause, Verdict
+from execrl.sandbox.grading.grade import grade
+from execrl.sandbox.grading.job import Job
+from execrl.sandbox.grading.verdict import ExecutionResult, SandboxErrorCause, Verdict
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

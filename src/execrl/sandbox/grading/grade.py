@@ -11,11 +11,11 @@ import base64
 import signal
 from typing import Any
 
-from execrl.sandbox import plain
-from execrl.sandbox.compare import describe, stdout_matches, values_equal
-from execrl.sandbox.harness import CHANNEL_REPLACED
-from execrl.sandbox.job import Job
-from execrl.sandbox.verdict import ExecutionResult, SandboxErrorCause, TestOutcome, Verdict
+from execrl.sandbox.grading.compare import describe, stdout_matches, values_equal
+from execrl.sandbox.grading.job import Job
+from execrl.sandbox.grading.verdict import ExecutionResult, SandboxErrorCause, TestOutcome, Verdict
+from execrl.sandbox.run import plain
+from execrl.sandbox.run.harness import CHANNEL_REPLACED
 from execrl.tasks.schema import CallTests, StdioTests
 
 # ExecutionResult.extra key: stdin/stdout cases left unrun because an earlier one failed and the

@@ -18,9 +18,9 @@ from typing import Any
 
 import httpx
 
-from execrl.sandbox import wire
-from execrl.sandbox.job import Job
-from execrl.sandbox.verdict import ExecutionResult
+from execrl.sandbox.grading.job import Job
+from execrl.sandbox.grading.verdict import ExecutionResult
+from execrl.sandbox.service import wire
 
 RETRY_STATUS = frozenset({429, 502, 503, 504})
 

@@ -31,7 +31,7 @@ And the rules of three benchmarks' own harnesses, each reproduced from its sourc
   passes if equal as strings or, both numeric, within an absolute 1e-5 (integers too: the
   integer branch there is never reached, every integer also parses as a double).
 
-`program` is not here: a custom checker runs in the sandbox (`execrl.sandbox.custom_checker`);
+`program` is not here: a custom checker runs in the sandbox (`execrl.sandbox.grading.custom_checker`);
 judged by these functions alone it never passes.
 """
 

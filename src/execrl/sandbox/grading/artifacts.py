@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from execrl.sandbox.job import Job
-from execrl.sandbox.limits import Limits
-from execrl.sandbox.verdict import ExecutionResult, Verdict
+from execrl.sandbox.grading.job import Job
+from execrl.sandbox.grading.limits import Limits
+from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
 from execrl.tasks.schema import StdioCase, StdioTests
 
 DEFAULT_ARTIFACT_BYTES = 1 << 20  # an image or a JSON file of a run; larger ones are dropped

@@ -13,7 +13,7 @@ import select
 import signal
 import time
 
-from execrl.sandbox import protocol
+from execrl.sandbox.run import protocol
 
 TYPE_CHECKING = False  # typing stays out of the worker
 if TYPE_CHECKING:

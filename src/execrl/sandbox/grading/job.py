@@ -9,8 +9,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from execrl.sandbox import plain
-from execrl.sandbox.limits import Limits
+from execrl.sandbox.grading.limits import Limits
+from execrl.sandbox.run import plain
 from execrl.tasks.schema import AssertTests, CallTests, StdioTests, Task, Tests, job_limits
 
 REFERENCE_MEMORY_MB = 4096  # what a reference run gets where its task names no memory limit
@@ -72,7 +72,7 @@ class Job:
         # A verifier chooses the language of each run it makes (sandbox/verifiers); the task's
         # language ("sql", "verilog") says what the candidate is, and is not checked here.
         if self.language != "python" and self.tests.kind != "verifier":
-            from execrl.sandbox import languages
+            from execrl.sandbox.grading import languages
 
             try:
                 canonical = languages.canonical(self.language)
@@ -131,7 +131,7 @@ class Job:
             return [dict(base, kind="call", inputs=inputs, clocked=clocked)]
         if isinstance(t, StdioTests):
             if self.language != "python":
-                from execrl.sandbox import languages
+                from execrl.sandbox.grading import languages
 
                 base.update(languages.commands(self.language))
                 base["source_name"] = base.pop("source")

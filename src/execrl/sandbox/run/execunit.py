@@ -15,7 +15,7 @@ import hashlib
 import os
 import stat
 
-from execrl.sandbox import protocol
+from execrl.sandbox.run import protocol
 
 TYPE_CHECKING = False  # typing stays out of the worker
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def make_cache(directory: str, private_mounts: bool, own_uid: bool) -> dict[str,
     if not own_uid:
         return {"dir": None, "memory": {}, "bytes": 0}
     if private_mounts:
-        from execrl.sandbox import syscalls
+        from execrl.sandbox.confine import syscalls
 
         syscalls.mount(directory, directory, None, syscalls.MS_BIND, None)
         syscalls.set_readonly(directory, False, recursive=False)

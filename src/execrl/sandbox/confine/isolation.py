@@ -105,8 +105,8 @@ import os
 import signal
 import sys
 
-from execrl.sandbox import syscalls
-from execrl.sandbox.hidden_paths import inside, outermost
+from execrl.sandbox.confine import syscalls
+from execrl.sandbox.confine.hidden_paths import inside, outermost
 
 # Pool-side helpers import fcntl, tempfile and shutil lazily: the worker must stay small.
 

@@ -15,8 +15,8 @@ import sys
 import time
 import types
 
-from execrl.sandbox import audit_hook, guard, harness, leftovers, plain
-from execrl.sandbox.harness import CODE_CACHE_SIZE, TESTS_FILE
+from execrl.sandbox.run import audit_hook, guard, harness, leftovers, plain
+from execrl.sandbox.run.harness import CODE_CACHE_SIZE, TESTS_FILE
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the worker 2 MB
 if TYPE_CHECKING:

@@ -26,8 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from fastapi import HTTPException
 
-from execrl.sandbox.hidden_paths import inside
-from execrl.sandbox.server_config import ServerConfig
+from execrl.sandbox.confine.hidden_paths import inside
+from execrl.sandbox.service.server_config import ServerConfig
 from execrl.tasks.schema import Task
 
 MAX_NAME = 1024  # characters of a benchmark name

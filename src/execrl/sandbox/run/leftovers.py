@@ -4,7 +4,7 @@ checks after each call these are). Run, like `guard`, on private copies of its g
 
 from __future__ import annotations
 
-from execrl.sandbox import guard
+from execrl.sandbox.run import guard
 
 TYPE_CHECKING = False  # typing stays out of the worker
 if TYPE_CHECKING:

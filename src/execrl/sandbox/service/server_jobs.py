@@ -11,11 +11,12 @@ from typing import Any, Literal
 from fastapi import HTTPException
 from pydantic import BaseModel, ConfigDict
 
-from execrl.sandbox import languages, wire
-from execrl.sandbox.job import Job
-from execrl.sandbox.limits import Limits
-from execrl.sandbox.server_config import ServerConfig
-from execrl.sandbox.verdict import ExecutionResult, Verdict
+from execrl.sandbox.grading import languages
+from execrl.sandbox.grading.job import Job
+from execrl.sandbox.grading.limits import Limits
+from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
+from execrl.sandbox.service import wire
+from execrl.sandbox.service.server_config import ServerConfig
 from execrl.tasks.schema import Compare, StdioCase, StdioTests
 
 # -- request models ------------------------------------------------------------------------

@@ -26,11 +26,17 @@ from typing import Any
 from fastapi import HTTPException
 from pydantic import BaseModel, ConfigDict
 
-from execrl.sandbox import wire
-from execrl.sandbox.job import Job
-from execrl.sandbox.server_config import ServerConfig
-from execrl.sandbox.server_jobs import TaskRef, _check_limits, _check_size, _find_task, check_text
-from execrl.sandbox.verdict import ExecutionResult
+from execrl.sandbox.grading.job import Job
+from execrl.sandbox.grading.verdict import ExecutionResult
+from execrl.sandbox.service import wire
+from execrl.sandbox.service.server_config import ServerConfig
+from execrl.sandbox.service.server_jobs import (
+    TaskRef,
+    _check_limits,
+    _check_size,
+    _find_task,
+    check_text,
+)
 from execrl.sandbox.verifiers import BUILTIN, Verifier, VerifyRequest, load_verifier
 from execrl.sandbox.verifiers.base import VerifierSpecError, verification_of
 from execrl.sandbox.verifiers.run import verified_result

@@ -32,7 +32,8 @@ import os
 import resource
 import sys
 
-from execrl.sandbox import protocol, syscalls
+from execrl.sandbox.confine import syscalls
+from execrl.sandbox.run import protocol
 
 TYPE_CHECKING = False  # typing stays out of the worker
 if TYPE_CHECKING:

@@ -87,7 +87,7 @@ import sys
 import types
 from operator import is_  # bound here: the candidate may patch `operator`
 
-from execrl.sandbox import dict_version, leftovers, plain
+from execrl.sandbox.run import dict_version, leftovers, plain
 
 TYPE_CHECKING = False  # typing stays out of the worker
 if TYPE_CHECKING:

@@ -25,9 +25,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from execrl.sandbox.job import Job
-from execrl.sandbox.limits import Limits
-from execrl.sandbox.verdict import ExecutionResult, SandboxErrorCause, TestOutcome, Verdict
+from execrl.sandbox.grading.job import Job
+from execrl.sandbox.grading.limits import Limits
+from execrl.sandbox.grading.verdict import ExecutionResult, SandboxErrorCause, TestOutcome, Verdict
 from execrl.tasks.schema import Compare, StdioCase, StdioTests
 
 ARGV = ("checker", "input.txt", "output.txt", "answer.txt")

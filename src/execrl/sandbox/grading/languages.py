@@ -19,7 +19,7 @@ import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from execrl.sandbox import isolation
+from execrl.sandbox.confine import isolation
 
 PYTHON = "python"
 BINARY = "{bin}"  # in a run command: the cached output of the compile step

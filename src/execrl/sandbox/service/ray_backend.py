@@ -19,9 +19,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from execrl.sandbox.dispatch import Closed, QueueFull
-from execrl.sandbox.job import Job
-from execrl.sandbox.verdict import ExecutionResult, SandboxErrorCause, Verdict
+from execrl.sandbox.grading.job import Job
+from execrl.sandbox.grading.verdict import ExecutionResult, SandboxErrorCause, Verdict
+from execrl.sandbox.service.dispatch import Closed, QueueFull
 
 
 def _import_ray() -> Any:

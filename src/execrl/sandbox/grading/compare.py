@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from execrl.sandbox import checkers
+from execrl.sandbox.grading import checkers
 from execrl.tasks.schema import Compare
 
 
@@ -52,7 +52,7 @@ def _outline(value: Any, depth: int) -> str:
 
 
 def _values_equal(got: Any, expected: Any, cmp: Compare) -> bool:
-    if cmp.checker:  # a benchmark's own rule (sandbox/checkers.py)
+    if cmp.checker:  # a benchmark's own rule (sandbox/grading/checkers.py)
         return checkers.value_check(got, expected, cmp)
     if cmp.oracle:
         return evalplus_equal(got, expected, cmp.oracle, cmp.atol)
@@ -177,7 +177,7 @@ def stdout_matches(got: str, expected: str, cmp: Compare) -> bool:
 
 
 def _stdout_matches(got: str, expected: str, cmp: Compare) -> bool:
-    if cmp.checker:  # a built-in checker or a benchmark's own rule (sandbox/checkers.py)
+    if cmp.checker:  # a built-in checker or a benchmark's own rule (sandbox/grading/checkers.py)
         return checkers.stdout_check(got, expected, cmp)
     if not cmp.tokens:
         return got.rstrip("\n") == expected.rstrip("\n")

@@ -3,7 +3,7 @@
 It reads run requests on stdin, forks one child per unit (a program and its tests), confines
 the child, lets the harness run it, watches it from outside (wall clock, output caps, exit), and
 writes the raw observations back on stdout. It never decides a verdict; `grade` does, in the
-trusted parent. Run as `python -m execrl.sandbox.worker`.
+trusted parent. Run as `python -m execrl.sandbox.run.worker`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ import signal
 import sys
 import time
 
-from execrl.sandbox import cases, execunit, isolation, memcg, protocol, syscalls
-from execrl.sandbox.prepared import Prepared
-from execrl.sandbox.scratch import SCRATCH, make_scratch, remove_scratch
-from execrl.sandbox.watch import channel, drain, watch_run
+from execrl.sandbox.confine import isolation, memcg, syscalls
+from execrl.sandbox.run import cases, execunit, protocol
+from execrl.sandbox.run.prepared import Prepared
+from execrl.sandbox.run.scratch import SCRATCH, make_scratch, remove_scratch
+from execrl.sandbox.run.watch import channel, drain, watch_run
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the worker 2 MB
 if TYPE_CHECKING:
