@@ -95,7 +95,7 @@ def test_a_run_is_the_oom_killer_s_ordinary_choice_whatever_its_worker_s_score()
 def test_doctor_names_how_the_runs_memory_is_bound(capsys):
     import argparse
 
-    from execrl.sandbox.service.commands import run_doctor
+    from execrl.cli.sandbox_command import run_doctor
 
     run_doctor(argparse.Namespace(json=False))
     out = capsys.readouterr().out

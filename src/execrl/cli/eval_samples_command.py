@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
+from execrl.cli.progress_bar import progress_bar
 from execrl.eval.evaluate import (
     evaluate,
     match_samples,
+    print_summary,
     result_record,
     runs_needed,
     summarize,
     write_jsonl_atomic,
 )
 from execrl.eval.samples import FORMATS, read_samples
-from execrl.progress import progress_bar
 from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
 from execrl.sandbox.reference_runner import sandbox_runner
 from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
@@ -98,17 +98,3 @@ def run_eval_samples(args: argparse.Namespace) -> int:
         write_jsonl_atomic(args.output, [result_record(r) for r in results])
     print_summary(summary, args.json)
     return 0
-
-
-def print_summary(summary: dict, as_json: bool, shown: list[str] | None = None) -> None:
-    """A few lines for people, then (with as_json) the summary as one JSON line, last."""
-    if shown is None:
-        ks = [k for k in summary if k.startswith("pass@")]
-        shown = [k for k in ks if k in ("pass@1", "pass@10", "pass@100")] or ks[:1]
-    shown = shown + [f"base_{k}" for k in shown if f"base_{k}" in summary]
-    print(f"{summary['benchmark']}: {summary['n_samples']} samples over {summary['n_tasks']} tasks")
-    print("  " + "  ".join(f"{k}={summary[k]:.4f}" for k in shown if k in summary))
-    nonzero = {v: n for v, n in summary["verdicts"].items() if n}
-    print("  verdicts: " + ", ".join(f"{v}={n}" for v, n in nonzero.items()))
-    if as_json:
-        print(json.dumps(summary, separators=(",", ":")))

@@ -1,4 +1,5 @@
-"""Command-line entry point. Thin: each area registers its own subcommands."""
+"""Command-line entry point (`execrl`, `python -m execrl.cli`). Thin: each command module in
+this package registers its own subcommands."""
 
 from __future__ import annotations
 
@@ -9,15 +10,15 @@ import sys
 # Each module defines `register(subparsers)`; its handlers receive the parsed args and return an
 # exit code. Add a module here when a new area grows commands.
 COMMAND_MODULES = (
-    "execrl.eval.commands",
-    "execrl.eval.eval_command",
-    "execrl.sandbox.service.commands",
-    "execrl.train_command",
-    "execrl.sft_command",
-    "execrl.report.commands",
-    "execrl.eval.tasks_command",
-    "execrl.serve_policy_command",
-    "execrl.models_command",
+    "execrl.cli.eval_samples_command",
+    "execrl.cli.eval_command",
+    "execrl.cli.sandbox_command",
+    "execrl.cli.train_command",
+    "execrl.cli.sft_command",
+    "execrl.cli.report_command",
+    "execrl.cli.tasks_command",
+    "execrl.cli.serve_policy_command",
+    "execrl.cli.models_command",
 )
 
 
@@ -44,7 +45,3 @@ def main(argv: list[str] | None = None) -> int:
     except LanguageUnavailable as e:  # a toolchain missing here: any command that runs programs
         print(f"execrl {args.command}: error: {e}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "sft",
         help="supervised fine-tuning on prompt/completion pairs or chat messages",
         description="Fine-tune a model on JSONL examples, loss on the completion tokens only; "
-        "its final/ directory is a model.path for `execrl train`. Fields: execrl/sft_config.py.",
+        "its final/ directory is a model.path for `execrl train`. Fields: execrl/cli/sft_config.py.",
     )
     p.add_argument("--config", help="TOML file with [model], [data], [optim], [run] sections")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
@@ -39,10 +39,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _sft(args: argparse.Namespace) -> int:
+    from execrl.cli.sft_config import load_sft_config, resume_sft_config
     from execrl.models.registry import require_fetched
     from execrl.report.trackers import TrackerUnavailable, tracker_names
     from execrl.rl.config import ConfigError
-    from execrl.sft_config import load_sft_config, resume_sft_config
     from execrl.tasks.errors import TaskDataError
 
     try:
@@ -84,11 +84,11 @@ def run_sft(config: Any, resume: Path | None = None) -> dict[str, Any]:
 def _run_sft(config: Any, resume: Path | None) -> dict[str, Any]:
     import torch
 
+    from execrl.cli.sft_config import to_toml
+    from execrl.cli.sft_data import read_pairs, tokenize
     from execrl.models.loading import LoraSpec, load_policy
     from execrl.models.sft import collate_sft, train_steps
     from execrl.rl.setup import lr_schedule
-    from execrl.sft_config import to_toml
-    from execrl.sft_data import read_pairs, tokenize
 
     m = config.model
     device = m.device if m.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")

@@ -19,10 +19,11 @@ import re
 import sys
 from pathlib import Path
 
+from execrl.cli.progress_bar import progress_bar
 from execrl.eval.as_trained import benchmark_for, evaluate_as_trained, spec_for
-from execrl.eval.commands import print_summary
 from execrl.eval.evaluate import (
     evaluate,
+    print_summary,
     result_record,
     runs_needed,
     summarize,
@@ -35,7 +36,6 @@ from execrl.models.prompting import with_named_entry_points
 from execrl.models.registry import require_fetched
 from execrl.models.sampling import out_of_range
 from execrl.models.threads import Machine, choose_threads, threads_used
-from execrl.progress import progress_bar
 from execrl.rl.eval_spec import SPEC_FILE, HeldoutSpec
 from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
 from execrl.sandbox.grading.languages import require_toolchains
