@@ -27,7 +27,7 @@ import time
 import httpx
 
 from execrl.sandbox import Job, Limits, Sandbox, Verdict
-from execrl.sandbox.client import AsyncSandboxClient
+from execrl.sandbox.service.client import AsyncSandboxClient
 from execrl.tasks.schema import AssertTests
 
 TESTS = AssertTests(

@@ -148,7 +148,7 @@ def bench_floor(repeat: int, workers: int, n_tasks: int) -> Measured:
 # of execrl's worker (which holds the same modules).
 FORK_SERVER = r"""
 import gc, importlib, json, os, sys
-from execrl.sandbox.worker import PREIMPORT
+from execrl.sandbox.run.worker import PREIMPORT
 for name in PREIMPORT:
     importlib.import_module(name)
 programs = json.loads(sys.stdin.buffer.read())

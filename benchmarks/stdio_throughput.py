@@ -6,7 +6,7 @@ round grades S samples (the right program, and a wrong one that fails the first 
 sample in every `--right-every` K, default 2) through
 (1) execrl as it is: `Job.stop_at_first_failure` (what a pass/fail reward asks for: no case
 after the first failing one, `sandbox/first_failure.py`) and each sample's cases forked by its
-case server (`sandbox/cases.py`), (2) execrl's code path before both (every case of every
+case server (`sandbox/run/cases.py`), (2) execrl's code path before both (every case of every
 sample, each forked by the worker: `SandboxConfig(case_server=False)`; `--no-today` leaves it
 out), and (3) a plain `subprocess.run([python, -c, program])` per case with the output compared
 in the parent, with `--workers` threads as execrl has workers. Both execrl pools start every

@@ -117,7 +117,7 @@ def test_an_unreachable_hub_is_offline_without_retries(monkeypatch):
      ["train", "--set", "data.train='verilog'", "--set", "data.heldout='verilog'"]],
 )  # fmt: skip
 def test_a_missing_toolchain_is_one_line_naming_the_install(capsys, monkeypatch, argv):
-    from execrl.sandbox import languages
+    from execrl.sandbox.grading import languages
 
     monkeypatch.setattr(languages, "missing_tools", lambda name: ["iverilog", "vvp"])
     err = _one_line_error(capsys, *argv)

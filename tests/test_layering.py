@@ -1,8 +1,11 @@
 """The layers import one way: tasks -> models -> sandbox -> rewards -> rl -> eval -> report.
 
 Every `import execrl.X` and `from execrl.X import ...` in a layer's modules, at module level or
-inside a function, names the same layer or a lower one. Modules outside the layers (cli.py,
-train_command.py, progress.py) sit on top."""
+inside a function, names the same layer or a lower one. Modules outside the layers (the `cli`
+package) sit on top.
+
+Inside a layer split into wings (sub-packages), the wings import one way too, in the order
+`WINGS` gives; the modules directly in the layer's package (`ROOT`) are a wing of their own."""
 
 from __future__ import annotations
 
@@ -10,6 +13,10 @@ import ast
 from pathlib import Path
 
 LAYERS = ["tasks", "models", "sandbox", "rewards", "rl", "eval", "report"]
+ROOT = "(root)"
+# sandbox: by where the code runs (docs/ARCHITECTURE.md): confinement, the worker and its runs,
+# the trusted parent's grading, domain verifiers, the pool (package root), the service.
+WINGS = {"sandbox": ["confine", "run", "grading", "verifiers", ROOT, "service"]}
 SRC = Path(__file__).resolve().parents[1] / "src" / "execrl"
 
 
@@ -23,20 +30,56 @@ def _imports(path: Path) -> list[tuple[int, str]]:
     return [(line, name) for line, name in found if name.startswith("execrl.")]
 
 
-def test_no_layer_imports_a_higher_one():
+def _wing(layer: str, parts: list[str]) -> str:
+    """The wing of `execrl.<layer>.<parts...>` (a module path or a file's path in the layer)."""
+    return parts[0] if len(parts) > 1 and parts[0] in WINGS[layer] else ROOT
+
+
+def upward_imports(src: Path = SRC) -> list[str]:
     upward = []
-    for path in sorted(SRC.rglob("*.py")):
-        layer = path.relative_to(SRC).parts[0]
+    for path in sorted(src.rglob("*.py")):
+        parts = list(path.relative_to(src).with_suffix("").parts)
+        layer = parts[0]
         if layer not in LAYERS:
             continue
         for line, name in _imports(path):
-            target = name.split(".")[1]
-            if target in LAYERS and LAYERS.index(target) > LAYERS.index(layer):
-                upward.append(f"{path.relative_to(SRC)}:{line}: {layer} imports {name}")
-    assert upward == []
+            where = f"{path.relative_to(src)}:{line}:"
+            target = name.split(".")[1:]
+            if target[0] in LAYERS and LAYERS.index(target[0]) > LAYERS.index(layer):
+                upward.append(f"{where} {layer} imports {name}")
+            elif target[0] == layer and layer in WINGS:
+                order = WINGS[layer]
+                source_wing, target_wing = _wing(layer, parts[1:]), _wing(layer, target[1:] + [""])
+                if order.index(target_wing) > order.index(source_wing):
+                    upward.append(f"{where} {layer}/{source_wing} imports {name}")
+    return upward
+
+
+def test_no_layer_imports_a_higher_one():
+    assert upward_imports() == []
+
+
+def test_every_wing_is_named_in_the_order():
+    for layer, order in WINGS.items():
+        wings = {p.name for p in (SRC / layer).iterdir() if (p / "__init__.py").exists()}
+        assert wings == set(order) - {ROOT}
 
 
 def test_the_check_sees_an_upward_import(tmp_path):
     bad = tmp_path / "m.py"
     bad.write_text("def f():\n    from execrl.report.page import build\n")
     assert _imports(bad) == [(2, "execrl.report.page")]
+
+
+def test_the_check_sees_a_wing_importing_a_higher_one(tmp_path):
+    (tmp_path / "sandbox" / "run").mkdir(parents=True)
+    (tmp_path / "sandbox" / "run" / "worker.py").write_text(
+        "from execrl.sandbox.confine import isolation\nfrom execrl.sandbox import pool\n"
+    )
+    (tmp_path / "sandbox" / "pool.py").write_text(
+        "from execrl.sandbox.grading.job import Job\nfrom execrl.sandbox.service import wire\n"
+    )
+    assert upward_imports(tmp_path) == [
+        "sandbox/pool.py:2: sandbox/(root) imports execrl.sandbox.service",
+        "sandbox/run/worker.py:2: sandbox/run imports execrl.sandbox",
+    ]

@@ -122,8 +122,8 @@ def test_loss_is_on_completion_tokens_only():
 def test_prompt_ids_are_the_context_verbatim(default_model, tmp_path):
     """A pair's `prompt_ids` are its context, not an encoding of its text: a conversation built
     turn by turn (`eval --corrections`) encodes differently than its text in one piece."""
+    from execrl.cli.sft_data import read_pairs, tokenize
     from execrl.models.loading import load_tokenizer
-    from execrl.sft_data import read_pairs, tokenize
     from execrl.tasks.errors import TaskDataError
 
     tokenizer = load_tokenizer(str(default_model))

@@ -192,7 +192,7 @@ class BrokenSandbox:
     """Every run is an infrastructure failure (a worker that died on every retry)."""
 
     def run(self, job):
-        from execrl.sandbox.verdict import ExecutionResult, Verdict
+        from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
 
         return ExecutionResult(Verdict.SANDBOX_ERROR, n_tests=len(job.tests), message="died")
 

@@ -20,7 +20,7 @@ import pytest
 from execrl.rl.episodes import confine
 from execrl.rl.episodes.confine import Confinement, launcher_argv
 from execrl.rl.episodes.harness import HarnessConfig, run_harness_episodes
-from execrl.sandbox import hidden_paths
+from execrl.sandbox.confine import hidden_paths
 from execrl.tasks import load_benchmark
 from execrl.tasks.jsonl import write_tasks
 
@@ -90,7 +90,7 @@ def test_a_harness_without_root_is_confined_the_same():
     """The launcher as a user without root (a user namespace): only its folder, no data, only
     its own processes, and no mount it can undo."""
     src = str(Path(confine.__file__).resolve().parents[3])
-    check = (f"import sys; sys.path.insert(0, {src!r}); import execrl.sandbox.syscalls; "
+    check = (f"import sys; sys.path.insert(0, {src!r}); import execrl.sandbox.confine.syscalls; "
              "print(sys.version_info >= (3, 10))")  # fmt: skip
     usable = subprocess.run([*NOBODY, "/usr/bin/python3", "-I", "-c", check],
                             capture_output=True, text=True).stdout  # fmt: skip

@@ -160,7 +160,7 @@ def test_missing_data_names_a_flag_execrl_train_accepts(tmp_path, capsys, monkey
 
 
 def test_allow_weaker_sandbox_reaches_the_sandbox_config(monkeypatch):
-    import execrl.train_command as tc
+    import execrl.cli.train_command as tc
 
     seen = []
     monkeypatch.setattr(tc, "train_with_telemetry", lambda config: seen.append(config) or {})

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from execrl.cli import main
-from execrl.sandbox.commands import _bench_limits
-from execrl.sandbox.job import reference_limits
+from execrl.cli.sandbox_command import _bench_limits
+from execrl.sandbox.grading.job import reference_limits
 from execrl.tasks.jsonl import write_tasks
 from execrl.tasks.schema import AssertTests, Task, TimeLimit
 

@@ -1,4 +1,4 @@
-"""The case server (`sandbox/cases.py`): a stdin/stdout sample's cases forked from a process
+"""The case server (`sandbox/run/cases.py`): a stdin/stdout sample's cases forked from a process
 that prepared the program once, each still a fresh run, with the verdicts of the cases forked
 by the worker (`SandboxConfig.case_server=False`, the code before it)."""
 
@@ -12,7 +12,8 @@ import time
 import pytest
 from tests.sandbox.test_stdio_scale import echo_unless
 
-from execrl.sandbox import Job, Limits, Sandbox, Verdict, cases
+from execrl.sandbox import Job, Limits, Sandbox, Verdict
+from execrl.sandbox.run import cases
 from execrl.tasks.schema import StdioCase, StdioTests
 
 N = 12

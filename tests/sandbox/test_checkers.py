@@ -1,11 +1,11 @@
-"""Built-in checkers (sandbox/checkers.py), one test per kind, each case worked out by hand from
+"""Built-in checkers (sandbox/grading/checkers.py), one test per kind, each case worked out by hand from
 the rule (or the upstream harness's source) it reproduces."""
 
 from __future__ import annotations
 
 import pytest
 
-from execrl.sandbox.compare import stdout_matches, values_equal
+from execrl.sandbox.grading.compare import stdout_matches, values_equal
 from execrl.tasks.schema import Compare
 
 

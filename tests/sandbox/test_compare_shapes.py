@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from execrl.sandbox import Job, Limits, Verdict
-from execrl.sandbox.compare import describe, evalplus_equal, values_equal
+from execrl.sandbox.grading.compare import describe, evalplus_equal, values_equal
 from execrl.tasks import CallTests, Compare
 
 HUGE = 10**5000  # repr(HUGE) raises ValueError; float(HUGE) raises OverflowError

@@ -1,4 +1,4 @@
-"""Custom checker programs (sandbox/custom_checker.py), Python and C++: a problem with several
+"""Custom checker programs (sandbox/grading/custom_checker.py), Python and C++: a problem with several
 right answers ("print a divisor of n greater than 1"), where the expected answer is only one of
 them. A checker's own failure is SANDBOX_ERROR; the program's wrong output is WRONG_ANSWER."""
 
@@ -9,7 +9,8 @@ import json
 import pytest
 
 from execrl.cli import main
-from execrl.sandbox import Job, Limits, SandboxErrorCause, Verdict, languages
+from execrl.sandbox import Job, Limits, SandboxErrorCause, Verdict
+from execrl.sandbox.grading import languages
 from execrl.tasks.schema import Compare, StdioCase, StdioTests
 
 CASES = (StdioCase("12\n", "2\n"), StdioCase("35\n", "5\n"))
@@ -135,7 +136,7 @@ def test_a_compile_that_failed_for_its_jobs_limits_is_never_cached_for_another_j
     later job with that source was SYNTAX_ERROR, and a checker's source sent as a program made
     every later right answer a masked SANDBOX_ERROR. Only definite results are cached, under
     the limits they were reached with, and a checker compiles under its own trusted limits."""
-    from execrl.sandbox.custom_checker import checker_program
+    from execrl.sandbox.grading.custom_checker import checker_program
 
     if languages.missing_tools("cpp"):
         pytest.skip("g++ not installed")

@@ -173,7 +173,8 @@ def test_results_keep_the_order_of_jobs(sandbox):
 def test_missing_layers_are_an_error_unless_opted_out(monkeypatch):
     import pytest
 
-    from execrl.sandbox import SandboxUnavailable, isolation
+    from execrl.sandbox import SandboxUnavailable
+    from execrl.sandbox.confine import isolation
 
     real = isolation.probe_layers
 
@@ -207,6 +208,7 @@ def test_large_returns_and_long_chatty_runs_are_read_in_time(sandbox):
 
 
 def test_the_cap_on_returned_values_is_named_as_the_worker_sets_it():
-    from execrl.sandbox import grade, watch
+    from execrl.sandbox.grading import grade
+    from execrl.sandbox.run import watch
 
     assert grade.CHANNEL_CAP_MB << 20 == watch.CHANNEL_CAP

@@ -13,7 +13,8 @@ import types
 
 import pytest
 
-from execrl.sandbox import Sandbox, Verdict, harness, plain
+from execrl.sandbox import Sandbox, Verdict
+from execrl.sandbox.run import harness, plain
 from sandbox_helpers import (
     ALWAYS_EQUAL,
     HONEST,
@@ -95,7 +96,7 @@ def test_tampered_not_plain_data_class(sandbox, tamper):
     """A non-plain return must fail even when the candidate bent the class that reports it and
     the test code swallows every exception around the call."""
     program = (
-        "import sys\nNotPlainData = sys.modules['execrl.sandbox.plain'].NotPlainData\n"
+        "import sys\nNotPlainData = sys.modules['execrl.sandbox.run.plain'].NotPlainData\n"
         f"{tamper}\n{ALWAYS_EQUAL}"
     )
     r = run_attack(sandbox, assert_job(program, "check(candidate)", SWALLOWING_TESTS))
@@ -257,7 +258,7 @@ def test_pool_is_not_dumpable_while_runs_share_its_uid():
     holds the user's API keys) and trace it; a non-dumpable process's entries are root's.
     (As root, where these tests run, the runs could read them anyway: that is why the uid
     layer is on by default.)"""
-    from execrl.sandbox import syscalls
+    from execrl.sandbox.confine import syscalls
 
     assert syscalls.prctl_get(syscalls.PR_GET_DUMPABLE) == 1
     with Sandbox(workers=1, layers=("rlimits", "audit")) as sb:
@@ -271,7 +272,7 @@ def test_pool_is_not_dumpable_while_runs_share_its_uid():
 SILENCE_THE_AUDIT_HOOK = """
 import sys
 
-hook = sys.modules["execrl.sandbox.audit_hook"]
+hook = sys.modules["execrl.sandbox.run.audit_hook"]
 hook.MAX_DENIALS_REPORTED = -1  # the public module: the hook reads a private copy
 hook._DENIED_EVENTS = frozenset()
 try:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from execrl.sandbox import Job, Limits, Sandbox, Verdict, hidden_paths
+from execrl.sandbox import Job, Limits, Sandbox, Verdict
+from execrl.sandbox.confine import hidden_paths
 from execrl.tasks import StdioCase, StdioTests
 from sandbox_helpers import assert_job, run_attack
 

@@ -8,7 +8,8 @@ import os
 import sys
 import uuid
 
-from execrl.sandbox import Sandbox, Verdict, hidden_paths
+from execrl.sandbox import Sandbox, Verdict
+from execrl.sandbox.confine import hidden_paths
 from sandbox_helpers import call_job
 
 

@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 import execrl
-from execrl.sandbox import Job, Limits, Sandbox, isolation, languages
+from execrl.sandbox import Job, Limits, Sandbox
+from execrl.sandbox.confine import isolation
+from execrl.sandbox.grading import languages
 from execrl.tasks import StdioCase, StdioTests
 
 # Prints what each call returned: -1 for every object the kernel refused, then whether the run

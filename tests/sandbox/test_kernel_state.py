@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from execrl.sandbox import Job, Sandbox, Verdict, languages
+from execrl.sandbox import Job, Sandbox, Verdict
+from execrl.sandbox.grading import languages
 from execrl.tasks.schema import StdioCase, StdioTests
 from sandbox.test_userns import _run, nobody  # noqa: F401 - nobody is a fixture used here
 

@@ -16,7 +16,7 @@ from execrl.rewards import RewardConfig, RewardScorer
 from execrl.rl.episode_sources import OneTurn
 from execrl.rl.rollouts import Rollouts, RolloutTimes
 from execrl.sandbox import Sandbox
-from execrl.sandbox.languages import probe_languages
+from execrl.sandbox.grading.languages import probe_languages
 from execrl.tasks import StdioCase, StdioTests, Task
 
 PYTHON_ECHO = "print(input())\n"  # right in Python, not C

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from execrl.sandbox import Job, Limits, Verdict, languages
+from execrl.sandbox import Job, Limits, Verdict
+from execrl.sandbox.grading import languages
 from execrl.tasks.schema import AssertTests, StdioCase, StdioTests
 
 ADD = StdioTests((StdioCase("3 4\n", "7\n"), StdioCase("1 1\n", "2\n")))

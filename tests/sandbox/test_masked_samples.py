@@ -9,8 +9,9 @@ import subprocess
 import threading
 import time
 
-from execrl.sandbox import Job, Sandbox, Verdict, plain, scratch
-from execrl.sandbox.grade import grade
+from execrl.sandbox import Job, Sandbox, Verdict
+from execrl.sandbox.grading.grade import grade
+from execrl.sandbox.run import plain, scratch
 from execrl.tasks import StdioCase, StdioTests
 from sandbox_helpers import HONEST, call_job
 
@@ -132,7 +133,7 @@ def test_scratch_cleanup_never_raises_and_removes_any_tree(tmp_path):
 
 def test_the_cause_and_the_hack_flag_cross_the_server_wire():
     from execrl.sandbox import ExecutionResult
-    from execrl.sandbox.wire import result_from_json, result_to_json
+    from execrl.sandbox.service.wire import result_from_json, result_to_json
 
     for r in (
         ExecutionResult(Verdict.SANDBOX_ERROR, n_tests=1, sandbox_error_cause="worker_died"),
@@ -149,7 +150,7 @@ def test_a_worker_that_fails_a_run_retires_and_no_queued_result_shifts():
     """The worker raised while preparing a run (a file under a path the job also gives as a
     file): it reports a setup failure and retires; the requests pipelined behind it go to its
     fresh replacement, each to its own job, through both the batch pool and the dispatcher."""
-    from execrl.sandbox.dispatch import Dispatcher
+    from execrl.sandbox.service.dispatch import Dispatcher
 
     bad = Job("print(1)", StdioTests((StdioCase("", "1"),)), files=(("a", b"x"), ("a/b", b"y")))
     honest = [call_job(HONEST, [(k,)], [k + 1]) for k in range(3)]

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from execrl.sandbox import plain
-from execrl.sandbox.compare import stdout_matches, values_equal
+from execrl.sandbox.grading.compare import stdout_matches, values_equal
+from execrl.sandbox.run import plain
 from execrl.tasks import Compare
 
 
@@ -85,7 +85,7 @@ def test_stdout_matches_tokens():
 def test_dict_subclasses_travel_as_what_they_really_store():
     from collections import Counter, OrderedDict, defaultdict
 
-    from execrl.sandbox import plain
+    from execrl.sandbox.run import plain
 
     assert plain.decode(plain.encode(Counter("aab"))) == {"a": 2, "b": 1}
     assert type(plain.decode(plain.encode(OrderedDict(x=1)))) is dict

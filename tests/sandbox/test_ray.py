@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("ray")
 
 from execrl.sandbox import Job, Limits, Verdict  # noqa: E402
-from execrl.sandbox.ray_backend import RaySandbox  # noqa: E402
+from execrl.sandbox.service.ray_backend import RaySandbox  # noqa: E402
 from execrl.tasks.schema import AssertTests, StdioCase, StdioTests  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from execrl.sandbox import Job, Verdict, dict_version
+from execrl.sandbox import Job, Verdict
+from execrl.sandbox.run import dict_version
 from execrl.tasks.schema import AssertTests
 
 HIDE_THE_CHANGE = """

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from execrl.sandbox import Job, Limits, Sandbox, Verdict, languages, memcg
+from execrl.sandbox import Job, Limits, Sandbox, Verdict
+from execrl.sandbox.confine import memcg
+from execrl.sandbox.grading import languages
 from execrl.tasks.schema import StdioCase, StdioTests
 
 # Four children, each touching 80 MiB and holding it until all four exist: 320 MiB at once,
@@ -93,7 +95,7 @@ def test_a_run_is_the_oom_killer_s_ordinary_choice_whatever_its_worker_s_score()
 def test_doctor_names_how_the_runs_memory_is_bound(capsys):
     import argparse
 
-    from execrl.sandbox.commands import run_doctor
+    from execrl.cli.sandbox_command import run_doctor
 
     run_doctor(argparse.Namespace(json=False))
     out = capsys.readouterr().out
@@ -111,7 +113,7 @@ def test_without_a_writable_memory_cgroup_the_rlimit_fallback_is_named():
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv to run as nobody")
     src = str(Path(memcg.__file__).resolve().parents[2])
-    code = "from execrl.sandbox import memcg; print(memcg.probe()[0])"
+    code = "from execrl.sandbox.confine import memcg; print(memcg.probe()[0])"
     out = subprocess.run(
         ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", code],
         env={"PYTHONPATH": src, "PATH": os.environ.get("PATH", "")},

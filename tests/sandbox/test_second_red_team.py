@@ -7,8 +7,10 @@ import time
 
 import pytest
 
-from execrl.sandbox import Job, Limits, Sandbox, Verdict, protocol, run_outcome
-from execrl.sandbox.grade import grade
+from execrl.sandbox import Job, Limits, Sandbox, Verdict
+from execrl.sandbox.grading import run_outcome
+from execrl.sandbox.grading.grade import grade
+from execrl.sandbox.run import protocol
 from execrl.tasks import AssertTests
 from sandbox_helpers import HONEST, assert_job, call_job, run_attack
 

@@ -18,7 +18,7 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 
 from execrl.sandbox import Job, Limits, Verdict  # noqa: E402
-from execrl.sandbox.client import AsyncSandboxClient, SandboxClient, SandboxServerError  # noqa: E402
+from execrl.sandbox.service.client import AsyncSandboxClient, SandboxClient, SandboxServerError  # noqa: E402
 from execrl.tasks.schema import AssertTests, CallTests, StdioCase, StdioTests  # noqa: E402
 
 

@@ -8,9 +8,9 @@ import pytest
 pytest.importorskip("fastapi")
 
 from execrl.cli import main  # noqa: E402
-from execrl.sandbox import server  # noqa: E402
 from execrl.sandbox.pool import SandboxConfig  # noqa: E402
-from execrl.sandbox.server_config import ServerConfig  # noqa: E402
+from execrl.sandbox.service import server  # noqa: E402
+from execrl.sandbox.service.server_config import ServerConfig  # noqa: E402
 
 
 @pytest.fixture

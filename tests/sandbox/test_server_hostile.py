@@ -13,7 +13,7 @@ pytest.importorskip("fastapi")
 
 from tests.sandbox.test_server import Server  # noqa: E402
 
-from execrl.sandbox import wire  # noqa: E402
+from execrl.sandbox.service import wire  # noqa: E402
 
 TOKEN = "hostile-s3cret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -19,8 +19,8 @@ pytest.importorskip("fastapi")
 from fastapi import HTTPException  # noqa: E402
 from tests.sandbox.test_server import Server  # noqa: E402
 
-from execrl.sandbox.server_config import ServerConfig  # noqa: E402
-from execrl.sandbox.server_tasks import PATH_REFUSED, TaskSets  # noqa: E402
+from execrl.sandbox.service.server_config import ServerConfig  # noqa: E402
+from execrl.sandbox.service.server_tasks import PATH_REFUSED, TaskSets  # noqa: E402
 from execrl.tasks.schema import AssertTests, Task  # noqa: E402
 
 TOKEN = "task-sets-s3cret"

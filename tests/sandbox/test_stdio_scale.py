@@ -14,10 +14,11 @@ import pytest
 
 from execrl.rewards.scorer import RewardScorer
 from execrl.rl.config import ConfigError, load_config
-from execrl.sandbox import Job, Limits, Sandbox, Verdict, languages
-from execrl.sandbox.dispatch import Dispatcher
+from execrl.sandbox import Job, Limits, Sandbox, Verdict
 from execrl.sandbox.first_failure import FIRST_WINDOW, GROWTH
-from execrl.sandbox.grade import SKIPPED
+from execrl.sandbox.grading import languages
+from execrl.sandbox.grading.grade import SKIPPED
+from execrl.sandbox.service.dispatch import Dispatcher
 from execrl.tasks.schema import CallTests, StdioCase, StdioTests, Task
 
 N = 40

@@ -48,7 +48,7 @@ def nobody():
     probe = (
         "import subprocess, sys; sys.path.insert(0, 'src'); assert sys.version_info >= (3, 11); "
         "subprocess.run([sys.executable, '-c', 'pass'], check=True); "
-        "from execrl.sandbox import isolation; print(isolation.userns_available())"
+        "from execrl.sandbox.confine import isolation; print(isolation.userns_available())"
     )
     python = None
     for candidate in (sys.executable, "/usr/bin/python3.11", "/usr/bin/python3"):
@@ -79,7 +79,7 @@ def _run(nobody, body: str, layers: tuple[str, ...] = NAMESPACED) -> dict:
         import json, os, socket, subprocess, sys
         sys.path.insert(0, "src")
         from execrl.sandbox import Job, Limits, Sandbox
-        from execrl.sandbox.isolation import probe_layers
+        from execrl.sandbox.confine.isolation import probe_layers
         from execrl.tasks import AssertTests, StdioCase, StdioTests
         SECRET = sys.argv[1]
         T = AssertTests("", ("assert f() == 1",))
@@ -114,7 +114,7 @@ def test_doctor_without_root_reports_the_namespace_layers(nobody):
         nobody["python"],
         [
             "-c",
-            "import sys; sys.path.insert(0, 'src'); from execrl.sandbox import isolation; "
+            "import sys; sys.path.insert(0, 'src'); from execrl.sandbox.confine import isolation; "
             "print({s.name: s.available for s in isolation.probe_layers()})",
         ],
         nobody["base"],

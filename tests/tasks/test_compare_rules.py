@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from execrl.sandbox.compare import stdout_matches, values_equal
+from execrl.sandbox.grading.compare import stdout_matches, values_equal
 from execrl.tasks.schema import Compare
 
 EP = Compare(oracle="evalplus")

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from execrl.sandbox import plain
+from execrl.sandbox.run import plain
 from execrl.tasks import values
 from execrl.tasks.errors import TaskDataError
 from execrl.tasks.jsonl import read_tasks, task_to_dict, write_tasks
@@ -82,7 +82,7 @@ def test_round_trip_keeps_every_field(tmp_path):
 
 
 def test_tagged_values_match_the_sandbox_encoding():
-    # tasks/values.py is a copy of sandbox/plain.py's tags (the tasks layer may not import the
+    # tasks/values.py is a copy of sandbox/run/plain.py's tags (the tasks layer may not import the
     # sandbox); this pins the two together.
     for v in ODD_VALUES:
         assert json.loads(plain.encode(v)) == values.to_json(v)

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from execrl.eval.tasks_command import register
+from execrl.cli.tasks_command import register
 from execrl.eval.validate import validate
 from execrl.sandbox.reference_runner import sandbox_runner
 from execrl.tasks import load_benchmark

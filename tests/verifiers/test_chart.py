@@ -100,7 +100,7 @@ def test_non_finite_series_never_match_a_finite_reference(sandbox):
     (r1, v1), (r2, v2) = verify(sandbox, CHART, nan_bars + labels, inf_bars + labels, wall_s=30)
     assert not r1.passed and v1.components["series"] == 0.0, v1
     assert not r2.passed and v2.components["series"] == 0.0, v2
-    from execrl.sandbox.compare import same_number
+    from execrl.sandbox.grading.compare import same_number
 
     assert not same_number(math.nan, 1.0, 1e-6) and not same_number(1.0, math.nan, 1e-6)
     assert not same_number(math.inf, 1e308, 1e300) and not same_number(-math.inf, math.inf, 1.0)

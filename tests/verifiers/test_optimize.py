@@ -7,7 +7,7 @@ import re
 import pytest
 
 from execrl.sandbox import Job, Limits, Verdict
-from execrl.sandbox.verdict import SandboxErrorCause
+from execrl.sandbox.grading.verdict import SandboxErrorCause
 from execrl.sandbox.verifiers import VerifierSpecError, verification_of
 from execrl.tasks.schema import VerifierTests
 from verifiers.verifier_helpers import verify

@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("ray")
 
 from execrl.sandbox import Job, Limits, Verdict  # noqa: E402
-from execrl.sandbox.ray_backend import RaySandbox  # noqa: E402
+from execrl.sandbox.service.ray_backend import RaySandbox  # noqa: E402
 from execrl.sandbox.verifiers import verification_of  # noqa: E402
 from execrl.tasks.registry import load_benchmark  # noqa: E402
 

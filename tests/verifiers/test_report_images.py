@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 from execrl.report.build import build_report
 from execrl.report.examples import ExampleLog, pick, read
-from execrl.sandbox.artifacts import Artifact
-from execrl.sandbox.verdict import ExecutionResult, Verdict
+from execrl.sandbox.grading.artifacts import Artifact
+from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
 from execrl.sandbox.verifiers import Verification
 
 

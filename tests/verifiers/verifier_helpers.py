@@ -7,7 +7,7 @@ import os
 import pytest
 
 from execrl.sandbox import Job, Limits
-from execrl.sandbox.languages import missing_tools
+from execrl.sandbox.grading.languages import missing_tools
 from execrl.sandbox.verifiers import Verification, verification_of
 from execrl.tasks.schema import VerifierTests
 

@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from execrl.eval.as_trained import benchmark_for
-from execrl.eval.commands import print_summary
-from execrl.eval.evaluate import write_jsonl_atomic
+from execrl.eval.evaluate import print_summary, write_jsonl_atomic
 from execrl.eval.generation import stops_for
 from execrl.models.backends import ServerError
 from execrl.rewards.config import RewardConfig

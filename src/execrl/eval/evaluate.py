@@ -203,3 +203,17 @@ def write_jsonl_atomic(path: Path, records: Sequence[dict[str, Any]]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def print_summary(summary: dict, as_json: bool, shown: list[str] | None = None) -> None:
+    """A few lines for people, then (with as_json) the summary as one JSON line, last."""
+    if shown is None:
+        ks = [k for k in summary if k.startswith("pass@")]
+        shown = [k for k in ks if k in ("pass@1", "pass@10", "pass@100")] or ks[:1]
+    shown = shown + [f"base_{k}" for k in shown if f"base_{k}" in summary]
+    print(f"{summary['benchmark']}: {summary['n_samples']} samples over {summary['n_tasks']} tasks")
+    print("  " + "  ".join(f"{k}={summary[k]:.4f}" for k in shown if k in summary))
+    nonzero = {v: n for v, n in summary["verdicts"].items() if n}
+    print("  verdicts: " + ", ".join(f"{v}={n}" for v, n in nonzero.items()))
+    if as_json:
+        print(json.dumps(summary, separators=(",", ":")))

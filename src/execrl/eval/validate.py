@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from execrl.sandbox import Job, Sandbox
-from execrl.sandbox.job import reference_limits
+from execrl.sandbox.grading.job import reference_limits
 from execrl.tasks.schema import Task
 
 

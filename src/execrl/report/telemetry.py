@@ -1,5 +1,5 @@
 """The training run's telemetry beyond metrics.jsonl: the observer `execrl train` hands to
-`rl.run.train` (which, a lower layer, never imports this one; see `execrl.train_command`).
+`rl.run.train` (which, a lower layer, never imports this one; see `execrl.cli.train_command`).
 
     telemetry = Telemetry(run_dir, config, tasks, first_step, enabled=rank == 0)  # at start
     telemetry.step(row, collected)   # each step: trackers, example completions

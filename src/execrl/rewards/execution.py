@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from execrl.rewards.base import HIDDEN, leaf, masked_if_infra
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
-from execrl.sandbox.verdict import Verdict
+from execrl.sandbox.grading.verdict import Verdict
 
 _TESTS = ("hidden", "visible")
 

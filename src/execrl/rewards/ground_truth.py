@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from execrl.sandbox import plain
+from execrl.sandbox.run import plain
 from execrl.tasks.schema import AssertTests, CallTests, Compare, StdioCase, StdioTests, Task, Tests
 
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field, replace
 from execrl.rewards.hardcode import hardcodes_visible
 from execrl.rewards.result import HACK_FLAGS, Flag, RewardResult
 from execrl.rewards.sample import Sample
-from execrl.sandbox.grade import SKIPPED
-from execrl.sandbox.verdict import ExecutionResult, Verdict
+from execrl.sandbox.grading.grade import SKIPPED
+from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
 from execrl.tasks.schema import StdioTests
 
 _LIMITS = {
@@ -22,7 +22,7 @@ _LIMITS = {
     Verdict.MEMORY_LIMIT,
     Verdict.OUTPUT_LIMIT,
 }
-# How the sandbox words these events (sandbox/grade.py, sandbox/plain.py).
+# How the sandbox words these events (sandbox/grading/grade.py, sandbox/run/plain.py).
 _EXIT_MESSAGES = ("ended the run before the tests finished", "the program raised SystemExit")
 _NOT_PLAIN = ("which is not plain data", "value too deep or too large to compare")
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from execrl.sandbox.verdict import ExecutionResult
+from execrl.sandbox.grading.verdict import ExecutionResult
 from execrl.tasks.schema import Task
 
 if TYPE_CHECKING:

@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass
 
 from execrl.rewards.sample import Sample
-from execrl.sandbox.verdict import ExecutionResult, Verdict
+from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
 
-_SYNTAX_LINE = re.compile(r"^line (\d+):")  # how sandbox/grade.py words a syntax error
+_SYNTAX_LINE = re.compile(r"^line (\d+):")  # how sandbox/grading/grade.py words a syntax error
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from execrl.rl.episode_sources import episode_source
 from execrl.rl.episodes.env import EnvConfig
 from execrl.rl.rollouts import Rollouts, RolloutTimes
 from execrl.rl.scored import Scored
-from execrl.sandbox.limits import Limits
+from execrl.sandbox.grading.limits import Limits
 from execrl.tasks.schema import Task
 
 SPEC_FILE = "execrl_eval.json"

@@ -25,7 +25,7 @@ from execrl.rl.curriculum import Curriculum, TaskMix
 from execrl.rl.learner_settings import LearnerSettings
 from execrl.rl.prompts import PromptSampler
 from execrl.rl.trainer import Learner
-from execrl.sandbox.languages import require_toolchains
+from execrl.sandbox.grading.languages import require_toolchains
 from execrl.sandbox.pool import SandboxConfig
 from execrl.tasks.difficulty import difficulty_level
 from execrl.tasks.schema import Task

@@ -1,6 +1,6 @@
 """The execution sandbox: fork-server workers, isolation layers, trusted grading, verdicts.
 
-Names are loaded on first use, so that the worker process (`python -m execrl.sandbox.worker`)
+Names are loaded on first use, so that the worker process (`python -m execrl.sandbox.run.worker`)
 imports only what it needs: every megabyte it holds is copied into page tables at each fork.
 """
 
@@ -10,12 +10,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "ExecutionResult": "execrl.sandbox.verdict",
-    "SandboxErrorCause": "execrl.sandbox.verdict",
-    "TestOutcome": "execrl.sandbox.verdict",
-    "Verdict": "execrl.sandbox.verdict",
-    "Job": "execrl.sandbox.job",
-    "Limits": "execrl.sandbox.limits",
+    "ExecutionResult": "execrl.sandbox.grading.verdict",
+    "SandboxErrorCause": "execrl.sandbox.grading.verdict",
+    "TestOutcome": "execrl.sandbox.grading.verdict",
+    "Verdict": "execrl.sandbox.grading.verdict",
+    "Job": "execrl.sandbox.grading.job",
+    "Limits": "execrl.sandbox.grading.limits",
     "Sandbox": "execrl.sandbox.pool",
     "SandboxConfig": "execrl.sandbox.pool",
     "SandboxUnavailable": "execrl.sandbox.pool",
@@ -35,15 +35,15 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from execrl.sandbox.job import Job
-    from execrl.sandbox.limits import Limits
-    from execrl.sandbox.pool import Sandbox, SandboxConfig, SandboxUnavailable, run_jobs
-    from execrl.sandbox.verdict import (
+    from execrl.sandbox.grading.job import Job
+    from execrl.sandbox.grading.limits import Limits
+    from execrl.sandbox.grading.verdict import (
         ExecutionResult,
         SandboxErrorCause,
         TestOutcome,
         Verdict,
     )
+    from execrl.sandbox.pool import Sandbox, SandboxConfig, SandboxUnavailable, run_jobs
 
 
 def __getattr__(name: str) -> Any:

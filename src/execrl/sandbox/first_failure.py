@@ -22,9 +22,9 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from execrl.sandbox.grade import SKIPPED, _breaks_grading, _first_failure
-from execrl.sandbox.job import Job
-from execrl.sandbox.verdict import ExecutionResult, TestOutcome, Verdict
+from execrl.sandbox.grading.grade import SKIPPED, _breaks_grading, _first_failure
+from execrl.sandbox.grading.job import Job
+from execrl.sandbox.grading.verdict import ExecutionResult, TestOutcome, Verdict
 from execrl.tasks.schema import StdioTests
 
 if TYPE_CHECKING:

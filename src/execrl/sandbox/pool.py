@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from execrl.sandbox import hidden_paths, isolation, memcg, protocol
-from execrl.sandbox.custom_checker import needs_checker, run_checked
+from execrl.sandbox.confine import hidden_paths, isolation, memcg
 from execrl.sandbox.first_failure import run_stopping, stops_early
-from execrl.sandbox.job import Job
-from execrl.sandbox.run_outcome import grade_safely, infra_error, killed_every_worker
-from execrl.sandbox.verdict import ExecutionResult, Verdict
+from execrl.sandbox.grading.custom_checker import needs_checker, run_checked
+from execrl.sandbox.grading.job import Job
+from execrl.sandbox.grading.run_outcome import grade_safely, infra_error, killed_every_worker
+from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
+from execrl.sandbox.run import protocol
 from execrl.tasks.schema import StdioTests
 
 
@@ -150,7 +151,7 @@ class Sandbox:
         sock, theirs = socket.socketpair()
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-S", "-m", "execrl.sandbox.worker"],
+                [sys.executable, "-S", "-m", "execrl.sandbox.run.worker"],
                 stdin=theirs,
                 stdout=theirs,
                 env=env,
@@ -371,7 +372,7 @@ class _Shield:
         self._before = 1
 
     def enter(self) -> None:
-        from execrl.sandbox import syscalls
+        from execrl.sandbox.confine import syscalls
 
         with self._lock:
             if self._open == 0:
@@ -380,7 +381,7 @@ class _Shield:
             self._open += 1
 
     def leave(self) -> None:
-        from execrl.sandbox import syscalls
+        from execrl.sandbox.confine import syscalls
 
         with self._lock:
             self._open -= 1

@@ -16,10 +16,10 @@ import threading
 from collections import deque
 from collections.abc import Sequence
 
-from execrl.sandbox.job import Job
-from execrl.sandbox.limits import Limits
+from execrl.sandbox.grading.job import Job
+from execrl.sandbox.grading.limits import Limits
+from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
 from execrl.sandbox.pool import Sandbox
-from execrl.sandbox.verdict import ExecutionResult, Verdict
 from execrl.tasks.reference_runs import (
     DRIVER,
     OUTPUT_CAP,

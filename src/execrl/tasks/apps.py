@@ -7,7 +7,7 @@ Each record: `question`, `solutions` (a JSON string: a list of Python programs),
 records carry no id, so a TACO task's id is its row number in the file (0-based, the index of
 the record in the Hugging Face split).
 
-Graded as APPS' eval/testing_util.py does (checker `apps`, `sandbox/checkers.py`), which TACO's
+Graded as APPS' eval/testing_util.py does (checker `apps`, `sandbox/grading/checkers.py`), which TACO's
 harness copies: standard-input problems through APPS' cascade of comparisons, call-based ones
 by `==`, or `==` the expected output's first element (APPS wraps outputs once). A list-valued
 input or output of a stdin test is joined with newlines, as there. Call-based problems whose

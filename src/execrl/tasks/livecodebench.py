@@ -7,7 +7,7 @@ base64(zlib(pickle(that JSON string)))) and `metadata` (a JSON string; `func_nam
 functional problems).
 
 Tests are the public cases then the private ones, graded as lcb_runner does (checker
-`livecodebench`, `sandbox/checkers.py`):
+`livecodebench`, `sandbox/grading/checkers.py`):
 - `stdin` problems: a whole program reading stdin; output compared line by line, each line
   stripped, a differing line passing if it is equal as a list of Decimals.
 - `functional` problems (LeetCode): the program defines `class Solution`; one instance per run

@@ -34,7 +34,7 @@ SOFT_SECONDS = 10.0  # or once it has run this long
 # A run's stdout cap: the sandbox's cap on what a candidate's run may return (its channel,
 # 256 MiB), so an output too large to come back here could not come back from a candidate.
 OUTPUT_CAP = 256 << 20
-MAX_NODES = 2_000_000  # execrl.sandbox.plain.MAX_NODES: the largest value a run can return
+MAX_NODES = 2_000_000  # execrl.sandbox.run.plain.MAX_NODES: the largest value a run can return
 TOO_BIG = "OutputTooLarge"
 # The run verdicts that mean the reference needs more than the sandbox gives any program: the
 # input is left out (a candidate could not be graded on it either), never an error.

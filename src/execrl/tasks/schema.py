@@ -29,7 +29,7 @@ SCHEMA_VERSION = 1
 
 # Names `Compare.oracle` accepts. "" is plain equality (with the tolerances above it); the
 # "evalplus*" rules reproduce evalplus/eval/__init__.py's per-input check (v0.3.x), see
-# sandbox/compare.py for each.
+# sandbox/grading/compare.py for each.
 ORACLES = (
     "",
     "evalplus",  # == first, else np.allclose(atol or 1e-6 for floats, rtol=1e-7) with type check
@@ -40,7 +40,7 @@ ORACLES = (
     "evalplus_or_equal",  # expected is (reference output, alternative); got == alt also passes
 )
 
-# Names `Compare.checker` accepts; `execrl.sandbox.checkers` defines each ("" is the rules of
+# Names `Compare.checker` accepts; `execrl.sandbox.grading.checkers` defines each ("" is the rules of
 # the other Compare fields).
 CHECKERS = (
     "",
@@ -68,7 +68,7 @@ class Compare:
     # atol/rtol (problemtools' float_tolerance), rather than within atol + rtol*|expected|.
     either_tolerance: bool = False
     oracle: str = ""  # call only: a named rule from ORACLES instead of plain equality
-    # A built-in checker from CHECKERS instead of the rules above (`sandbox/checkers.py`), or
+    # A built-in checker from CHECKERS instead of the rules above (`sandbox/grading/checkers.py`), or
     # "program": `checker_source` in `checker_language` run in the sandbox, testlib-style.
     checker: str = ""
     checker_source: str = ""  # the custom checker's source (checker = "program")

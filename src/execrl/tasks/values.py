@@ -1,6 +1,6 @@
 """Plain data (tuples, sets, bytes, complex, non-finite floats) as tagged JSON, for task files.
 
-The same tags as `execrl.sandbox.plain` (a test pins the two together): a value written into a
+The same tags as `execrl.sandbox.run.plain` (a test pins the two together): a value written into a
 task file reads back as exactly the value the sandbox would compare. Kept here because the
 tasks layer may not import the sandbox.
 """

@@ -68,7 +68,7 @@ def main() -> None:
     if pid:  # outside the pid namespace: wait for its pid 1 and exit as it did
         _, status = os.waitpid(pid, 0)
         _exit_as(status)
-    from execrl.sandbox import syscalls
+    from execrl.sandbox.confine import syscalls
 
     syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
     try:
@@ -87,7 +87,7 @@ def main() -> None:
 
 
 def _enter_namespaces() -> None:
-    from execrl.sandbox import syscalls
+    from execrl.sandbox.confine import syscalls
 
     uid, gid = os.getuid(), os.getgid()
     flags = syscalls.CLONE_NEWNS | syscalls.CLONE_NEWPID
@@ -102,8 +102,8 @@ def _enter_namespaces() -> None:
 
 
 def _confine(spec: Confinement) -> None:
-    from execrl.sandbox import syscalls
-    from execrl.sandbox.hidden_paths import outermost
+    from execrl.sandbox.confine import syscalls
+    from execrl.sandbox.confine.hidden_paths import outermost
 
     syscalls.mount(None, "/", None, syscalls.MS_REC | syscalls.MS_PRIVATE, None)
     cover = syscalls.MS_NOSUID | syscalls.MS_NODEV

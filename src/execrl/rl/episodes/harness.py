@@ -55,7 +55,7 @@ from execrl.rl.episodes.policy_server import PolicyServer, ServeSettings
 from execrl.rl.episodes.recorder import EpisodeRecording, Recorder
 from execrl.rl.episodes.trajectory import Trajectory
 from execrl.rl.episodes.turn_loop import Episode
-from execrl.sandbox import hidden_paths
+from execrl.sandbox.confine import hidden_paths
 from execrl.tasks.registry import files_read
 from execrl.tasks.schema import Task
 

@@ -22,9 +22,9 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from execrl.sandbox.compare import describe
-from execrl.sandbox.job import Job
-from execrl.sandbox.verdict import ExecutionResult, TestOutcome, Verdict
+from execrl.sandbox.grading.compare import describe
+from execrl.sandbox.grading.job import Job
+from execrl.sandbox.grading.verdict import ExecutionResult, TestOutcome, Verdict
 from execrl.tasks.schema import AssertTests, CallTests, StdioTests, Task, Tests
 
 SHOWN_CHARS = 500  # each value shown in feedback is cut to this many characters

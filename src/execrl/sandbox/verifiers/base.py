@@ -19,10 +19,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from execrl.sandbox.artifacts import Artifact
-from execrl.sandbox.job import Job
-from execrl.sandbox.limits import Limits
-from execrl.sandbox.verdict import ExecutionResult, Verdict
+from execrl.sandbox.grading.artifacts import Artifact
+from execrl.sandbox.grading.job import Job
+from execrl.sandbox.grading.limits import Limits
+from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
 from execrl.tasks.errors import TaskDataError
 from execrl.tasks.schema import VerifierTests
 

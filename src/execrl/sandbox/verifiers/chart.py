@@ -54,11 +54,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from execrl.sandbox import audit_hook, protocol
-from execrl.sandbox.artifacts import Artifact, ArtifactSpec, program_job, program_run
-from execrl.sandbox.compare import same_number
-from execrl.sandbox.job import Job
-from execrl.sandbox.verdict import ExecutionResult, Verdict
+from execrl.sandbox.grading.artifacts import Artifact, ArtifactSpec, program_job, program_run
+from execrl.sandbox.grading.compare import same_number
+from execrl.sandbox.grading.job import Job
+from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
+from execrl.sandbox.run import audit_hook, protocol
 from execrl.sandbox.verifiers.base import (
     Verification,
     VerifierSpecError,

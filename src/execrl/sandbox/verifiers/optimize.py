@@ -27,10 +27,10 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from execrl.sandbox.artifacts import program_job, program_run
-from execrl.sandbox.compare import same_number
-from execrl.sandbox.job import Job
-from execrl.sandbox.verdict import ExecutionResult, Verdict
+from execrl.sandbox.grading.artifacts import program_job, program_run
+from execrl.sandbox.grading.compare import same_number
+from execrl.sandbox.grading.job import Job
+from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
 from execrl.sandbox.verifiers.base import (
     Verification,
     VerifierSpecError,

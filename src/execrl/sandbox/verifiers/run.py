@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from execrl.sandbox.job import Job
-from execrl.sandbox.verdict import ExecutionResult, SandboxErrorCause, TestOutcome, Verdict
+from execrl.sandbox.grading.job import Job
+from execrl.sandbox.grading.verdict import ExecutionResult, SandboxErrorCause, TestOutcome, Verdict
 from execrl.sandbox.verifiers import load_verifier
 from execrl.sandbox.verifiers.base import Verification, Verifier, VerifierSpecError, VerifyRequest
 from execrl.tasks.schema import VerifierTests

@@ -20,9 +20,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from execrl.sandbox.artifacts import program_job, program_run
-from execrl.sandbox.job import Job
-from execrl.sandbox.verdict import ExecutionResult, Verdict
+from execrl.sandbox.grading.artifacts import program_job, program_run
+from execrl.sandbox.grading.job import Job
+from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
 from execrl.sandbox.verifiers.base import Verification, VerifyRequest, failed, strip_fence
 
 FLOAT_DIGITS = 6

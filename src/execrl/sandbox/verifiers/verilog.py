@@ -28,9 +28,9 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from execrl.sandbox.artifacts import ArtifactSpec, program_job, program_run
-from execrl.sandbox.job import Job
-from execrl.sandbox.verdict import ExecutionResult, Verdict
+from execrl.sandbox.grading.artifacts import ArtifactSpec, program_job, program_run
+from execrl.sandbox.grading.job import Job
+from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
 from execrl.sandbox.verifiers.base import (
     Verification,
     VerifierSpecError,
