@@ -36,7 +36,6 @@ from execrl.models.prompting import with_named_entry_points
 from execrl.models.registry import require_fetched
 from execrl.models.sampling import out_of_range
 from execrl.models.threads import Machine, choose_threads, threads_used
-from execrl.cli.progress_bar import progress_bar
 from execrl.rl.episodes.env import ONE_TURN, is_one_turn
 from execrl.rl.eval_spec import SPEC_FILE, HeldoutSpec
 from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
