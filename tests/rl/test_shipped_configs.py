@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,11 @@ def test_shipped_config_loads(path, monkeypatch):
     # model.device = "cuda" is the one-line error tests/test_cli_errors.py covers).
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    # A vLLM recipe likewise, as where vLLM is installed (its own environment on a CPU); without
+    # it, its one-line install hint is tests/models/test_vllm_engine.py's
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: object() if name == "vllm" else find_spec(name, *a))  # fmt: skip
     config = load_config(path)
     assert config.model.path and config.run.steps > 0
 
