@@ -211,7 +211,7 @@ def plot(rows: dict[str, dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4))
     names = list(rows)
     left.bar(names, [100 * rows[n]["pass@1"] for n in names], color="#4c72b0")
     left.set_ylabel("MBPP test pass@1 (%), greedy, 500 tasks")
@@ -223,7 +223,7 @@ def plot(rows: dict[str, dict], path: Path) -> None:
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     right.set_ylabel("held-out answers")
     right.set_title("what each answer got wrong")
-    right.legend(fontsize=7, loc="lower right")
+    right.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     for axis in (left, right):
         axis.tick_params(axis="x", labelrotation=30)
     fig.tight_layout()
