@@ -176,7 +176,8 @@ def test_a_records_fields_decide_what_the_config_allows(user_module):
         GROUPED = Algorithm("grouped", RLOO.advantage, group_relative=True)
     """))  # fmt: skip
     credit = ["reward.token_credit.enabled=true", "reward.tree.type='pass'"]
-    assert load_config(None, [f"rl.algorithm='{name}:PER_TOKEN'", "rl.group_size=1", *credit])
+    one = ["rl.group_size=1", "rl.dynamic_sampling=false"]
+    assert load_config(None, [f"rl.algorithm='{name}:PER_TOKEN'", *one, *credit])
     with pytest.raises(ConfigError, match="per-token rewards \\(reinforce_pp or ppo\\)"):
         load_config(None, [f"rl.algorithm='{name}:GROUPED'", *credit])
     with pytest.raises(ConfigError, match="group_size must be at least 2"):

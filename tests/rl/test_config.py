@@ -47,3 +47,11 @@ def test_dynamic_sampling_filter():
     assert not informative([1.0, 1.0], [True, True])
     assert informative([1.0, 0.0], [True, True])
     assert not informative([1.0, 0.0], [True, False])  # the masked sample does not count
+
+
+def test_a_group_of_one_with_dynamic_sampling_is_refused_before_it_trains_nothing():
+    # DAPO's filter keeps a group only when its rewards differ: a group of one never does, so
+    # PPO or REINFORCE++ at rl.group_size = 1 would drop every group and never update
+    with pytest.raises(ConfigError, match="dynamic_sampling"):
+        load_config(None, ["rl.algorithm='ppo'", "rl.group_size=1"])
+    assert load_config(None, ["rl.algorithm='ppo'", "rl.group_size=1", "rl.dynamic_sampling=false"])

@@ -390,8 +390,10 @@ def validate(config: TrainConfig, where: str = "config") -> None:
         algorithm = config.algorithm
     except ValueError as e:
         raise ConfigError(f"{where}: rl.algorithm = {config.rl.algorithm!r}: {e}") from None
-    if algorithm.group_relative and config.rl.group_size < 2:
-        raise ConfigError(f"{where}: rl.group_size must be at least 2 for {config.rl.algorithm}")
+    if config.rl.group_size < 2 and (algorithm.group_relative or config.rl.dynamic_sampling):
+        why = (f"for {config.rl.algorithm}" if algorithm.group_relative else "with rl.dynamic_"
+               "sampling (a group of one is never kept: nothing would train; set it false)")  # fmt: skip
+        raise ConfigError(f"{where}: rl.group_size must be at least 2 {why}")
     if not 0 <= config.rl.pass_rate_target <= 1:
         raise ConfigError(f"{where}: rl.pass_rate_target must be in [0, 1]")
     if config.rl.tis_cap < 1:
