@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from execrl.rewards.syntax import parses
+from execrl.sandbox.grading.languages import ALIASES
 
 # What a fenced block is, as one regex: `fences` finds exactly its matches, in linear time (this
 # regex's lazy body rescans to the end from every unclosed opening line: 10,000 lines of
@@ -110,8 +111,8 @@ def blank_reasoning(text: str, tags: tuple[str, ...] = ("think",)) -> str:
 
 def fence_tags(language: str) -> frozenset[str]:
     """The tags (lower case) of a block in `language`, the empty tag included."""
-    name = language.lower()
-    return FENCE_TAGS.get(name, next((t for t in FENCE_TAGS.values() if name in t), {name})) | {""}
+    name = ALIASES.get(language.lower(), language.lower())  # the sandbox's names: c++ is cpp
+    return FENCE_TAGS.get(name, frozenset({name})) | {""}
 
 
 def extract_code(
