@@ -96,3 +96,18 @@ def test_a_spec_saved_before_sandbox_limits_loads_its_limits(tmp_path):
     loaded.save(tmp_path)  # saved again: one `limits` object
     assert HeldoutSpec.load(tmp_path) == loaded
     assert "wall_s" not in json.loads((tmp_path / "execrl_eval.json").read_text())
+
+
+def test_execrl_train_takes_both_names_and_refuses_a_bad_limit(monkeypatch, capsys):
+    import execrl.cli.train_command as tc
+    from execrl.cli import main
+
+    seen = []
+    monkeypatch.setattr(tc, "train_with_telemetry", lambda config: seen.append(config) or {})
+    assert main(["train", "--set", "sandbox.wall_s=3", "--set", "sandbox.limits.cpu_s=2"]) == 0
+    assert seen[0].sandbox.limits == Limits(wall_s=3.0, cpu_s=2.0)
+    assert "sandbox.wall_s is deprecated" in capsys.readouterr().err
+    assert main(["train", "--set", "sandbox.limits.wall_s=0"]) == 2
+    err = capsys.readouterr().err
+    assert "sandbox.limits.wall_s must be above 0" in err and "Traceback" not in err
+    assert len(seen) == 1  # refused before anything ran
