@@ -60,8 +60,8 @@ class JobRunner:
     (closes). `workers`: the runs the transport takes at once (a window of cases is split
     among them)."""
 
-    def __init__(self, transport: Any, workers: int) -> None:
-        self.transport = transport
+    def __init__(self, transport: Transport, workers: int) -> None:
+        self.transport: Any = transport  # its run_many may take `progress` (the pool's does)
         self.workers = workers
 
     def run(self, job: Job) -> ExecutionResult:
