@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 
 from execrl.rewards import RewardConfig, RewardScorer
-from execrl.sandbox import Job, Limits, Sandbox
+from execrl.sandbox import Job, Sandbox, SandboxConfig
 from execrl.tasks import Task
 from execrl.tasks.registry import load_benchmark
 
@@ -130,8 +130,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     tasks, texts = completions(args.n, args.distinct)
-    box = RewardConfig().sandbox  # the limits the scorer gives each run, for the bare runs too
-    limits = Limits(wall_s=box.wall_s, memory_mb=box.memory_mb)
+    limits = SandboxConfig().limits  # the limits the scorer gives each run, for the bare runs too
     jobs = [
         Job(t.prompt + c, t.tests, t.entry_point, limits=limits, id=t.id)
         for t, c in zip(tasks, texts, strict=True)

@@ -69,10 +69,11 @@ class PassFractionForTRL:
     def __init__(self, tasks, sandbox, limits) -> None:
         from execrl.rewards.config import RewardConfig
         from execrl.rewards.scorer import RewardScorer
+        from execrl.sandbox import SandboxConfig
 
         self.tasks = tasks
         config = RewardConfig(tree={"type": "pass_fraction"}, analysis_workers=0)
-        self.scorer = RewardScorer(config, sandbox, limits=limits)
+        self.scorer = RewardScorer(config, sandbox, sandbox_config=SandboxConfig(limits=limits))
 
     def __call__(self, prompts, completions, completion_ids=None, task_index=None, **_):
         ids = completion_ids or [[]] * len(completions)
@@ -100,7 +101,7 @@ def run_execrl(args, model_dir: Path, tasks, out: Path) -> dict:
         f"sampling.max_new_tokens={args.max_new_tokens}", f"sampling.groups_per_generate={args.prompts}",
         "sampling.temperature=1.0", "sampling.top_p=1.0",
         f"optim.lr={args.lr}", "optim.beta2=0.99", "optim.grad_clip=1.0", "optim.schedule='constant'",
-        f"sandbox.workers={args.workers}", f"sandbox.wall_s={args.wall_s}",
+        f"sandbox.workers={args.workers}", f"sandbox.limits.wall_s={args.wall_s}",
     ])  # fmt: skip
     train(config, tasks=tasks, heldout=[], reward=PassFraction(), quiet=True)
     rows = [json.loads(x) for x in (out / "execrl" / "metrics.jsonl").read_text().splitlines()]
@@ -128,14 +129,15 @@ def final_reward(args, tasks, model, tokenizer) -> float:
     from execrl.rewards.scorer import RewardScorer
     from execrl.rl.episode_sources import OneTurn
     from execrl.rl.rollouts import Rollouts, RolloutTimes
-    from execrl.sandbox import Limits, Sandbox
+    from execrl.sandbox import Limits, Sandbox, SandboxConfig
 
     ids = encode_prompts(tokenizer, [t.prompt for t in tasks], chat=False)
     params = SamplingParams(1.0, 1.0, args.max_new_tokens)
     config = RewardConfig(tree={"type": "pass_fraction"}, analysis_workers=0)
     engine = make_engine("loop", model, tokenizer)
-    with Sandbox(workers=args.workers) as sandbox:
-        scorer = RewardScorer(config, sandbox, limits=Limits(wall_s=args.wall_s))
+    box = SandboxConfig(workers=args.workers, limits=Limits(wall_s=args.wall_s))
+    with Sandbox(box) as sandbox:
+        scorer = RewardScorer(config, sandbox, sandbox_config=box)
         source = OneTurn(engine, tokenizer, tasks, ids, scorer, params)
         rollouts = Rollouts(source, args.seed + 1, args.prompts)
         try:

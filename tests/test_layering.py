@@ -18,6 +18,13 @@ ROOT = "(root)"
 # the trusted parent's grading, domain verifiers, the pool (package root), the service.
 WINGS = {"sandbox": ["confine", "run", "grading", "verifiers", ROOT, "service"]}
 SRC = Path(__file__).resolve().parents[1] / "src" / "execrl"
+# The pool and the service's transport run each job as it is; the runner above them
+# (`sandbox/runner.py`) routes each job to a checker, a verifier or first-failure windows, which
+# run their jobs on the transport again. A transport importing one of them is the old circle.
+TRANSPORT = ["sandbox/pool.py", "sandbox/service/dispatch.py", "sandbox/service/ray_backend.py",
+             "sandbox/service/client.py", "sandbox/service/wire.py"]  # fmt: skip
+STRATEGIES = ("execrl.sandbox.first_failure", "execrl.sandbox.grading.custom_checker",
+              "execrl.sandbox.verifiers", "execrl.sandbox.runner")  # fmt: skip
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
@@ -55,6 +62,33 @@ def upward_imports(src: Path = SRC) -> list[str]:
     return upward
 
 
+def transport_imports(src: Path = SRC) -> list[str]:
+    """Each import of a strategy (or the runner) by a transport module: `from execrl.sandbox
+    import runner` names it as much as `import execrl.sandbox.runner` does."""
+    found = []
+    for name in TRANSPORT:
+        path = src / name
+        if not path.exists():
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = (
+                    [node.module]
+                    if _strategy(node.module)
+                    else [f"{node.module}.{a.name}" for a in node.names]
+                )
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            found.extend(f"{name}:{node.lineno}: {n}" for n in names if _strategy(n))
+    return found
+
+
+def _strategy(module: str) -> bool:
+    return any(module == s or module.startswith(s + ".") for s in STRATEGIES)
+
+
 def test_no_layer_imports_a_higher_one():
     assert upward_imports() == []
 
@@ -82,4 +116,24 @@ def test_the_check_sees_a_wing_importing_a_higher_one(tmp_path):
     assert upward_imports(tmp_path) == [
         "sandbox/pool.py:2: sandbox/(root) imports execrl.sandbox.service",
         "sandbox/run/worker.py:2: sandbox/run imports execrl.sandbox",
+    ]
+
+
+def test_the_transport_imports_no_strategy():
+    assert transport_imports() == []
+
+
+def test_the_check_sees_a_transport_importing_a_strategy(tmp_path):
+    (tmp_path / "sandbox" / "service").mkdir(parents=True)
+    (tmp_path / "sandbox" / "pool.py").write_text(
+        "from execrl.sandbox.first_failure import run_stopping\n"
+        "def f():\n    from execrl.sandbox.verifiers.run import run_verified\n"
+    )
+    (tmp_path / "sandbox" / "service" / "dispatch.py").write_text(
+        "from execrl.sandbox.grading import custom_checker\nfrom execrl.sandbox import pool\n"
+    )
+    assert transport_imports(tmp_path) == [
+        "sandbox/pool.py:1: execrl.sandbox.first_failure",
+        "sandbox/pool.py:3: execrl.sandbox.verifiers.run",
+        "sandbox/service/dispatch.py:1: execrl.sandbox.grading.custom_checker",
     ]

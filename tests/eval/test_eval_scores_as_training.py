@@ -70,10 +70,10 @@ def test_eval_and_training_give_a_completion_the_same_verdict_and_reward(
     completions = _completions(task)
     records = _eval_records(benchmark, task, completions, tmp_path, data_dir)
     capsys.readouterr()
-    # The limits are each caller's own: training's [sandbox] wall_s, generous here so that a
+    # The limits are each caller's own: training's [sandbox.limits] wall_s, generous here so that a
     # loaded machine cannot decide a verdict (eval uses the benchmark's, e.g. EvalPlus's 61 s).
-    config = from_dict({"rl": {"reward": reward}, "sandbox": {"wall_s": 60.0}})
-    with RewardScorer(config.reward, sandbox) as scorer:
+    config = from_dict({"rl": {"reward": reward}, "sandbox": {"limits": {"wall_s": 60.0}}})
+    with RewardScorer(config.reward, sandbox, sandbox_config=config.sandbox) as scorer:
         trained = scorer.score_samples([task] * len(completions), list(completions.values()))
 
     verdicts = {name: r["verdict"] for name, r in zip(completions, records, strict=True)}

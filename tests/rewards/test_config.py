@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from execrl.rewards import RewardConfig, RewardConfigError, RewardScorer, build_reward
+from execrl.rewards.config import sandbox_config_of
 from execrl.rewards.result import Flag
 
 from .conftest import TASK
 
 TOML = """
-[sandbox]
+[sandbox.limits]
 wall_s = 2.0
 
 [reward]
@@ -71,7 +72,8 @@ def test_toml_tree_builds_with_unique_names(tmp_path):
     reward = config.reward()
     assert reward.bounds == pytest.approx((-1.1, 1.0))
     assert reward.needs == {"hidden", "visible"}
-    assert config.sandbox.wall_s == 2.0  # the file's [sandbox]: one home for sandbox settings
+    # the file's [sandbox] is the sandbox's (one home for sandbox settings), not the reward's
+    assert sandbox_config_of(path).limits.wall_s == 2.0 and not hasattr(config, "sandbox")
 
 
 def test_toml_scores_equal_hand_computed(tmp_path, sandbox):

@@ -17,6 +17,7 @@ import pytest
 from execrl.cli import main
 from execrl.rewards.result import Flag
 from execrl.rl.config import ConfigError, load_config
+from execrl.sandbox import Limits
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "rewards.md"
 NODES = ["total", "hierarchy", "syntax", "runs", "pass_visible", "pass_fraction", "gate", "pass",
@@ -99,6 +100,10 @@ def test_an_unknown_leaf_exits_2_at_once_naming_the_field_and_leaves_no_run_dire
          r"reward\.tree\.terms\[0\]\.weight: expected a number"),
         (["reward.noise.rate=2.0"], r"noise\.rate must be in \[0, 1\]"),
         (["reward.wall_s=3.0"], r"wall_s belong to the \[sandbox\] table"),
+        (["sandbox.limits.wall=3.0"], r"unknown key sandbox\.limits\.wall; known: wall_s"),
+        (["sandbox.limits.wall_s='3'"], r"sandbox\.limits\.wall_s must be float, got '3'"),
+        (["sandbox.limits.memory_mb=0"], r"sandbox\.limits\.memory_mb must be above 0, got 0"),
+        (["sandbox.limits=3"], r"sandbox\.limits must be a table"),
         (["rl.reward='pass'", "reward.tree.type='style'"], "both name the reward"),
         (["reward.token_credit.enabled=true"], "token_credit.enabled needs an algorithm"),
         (["lr=1e-5"], r"did you mean optim\.lr\?"),
@@ -115,10 +120,12 @@ def test_reward_and_config_errors_name_the_field(overrides, message):
 def test_set_reaches_the_reward_fields():
     c = load_config(None, ["rl.reward='pass'", "reward.noise.kind='symmetric'",
                            "reward.noise.rate=0.2", "reward.hacks.gap=0.25",
-                           "reward.program='extract'", "sandbox.wall_s=3.0"])  # fmt: skip
+                           "reward.program='extract'", "sandbox.limits.wall_s=3"])  # fmt: skip
     assert c.reward.tree == {"type": "pass"} and c.rl.reward == ""  # the short form resolved
     assert c.reward.noise.rate == 0.2 and c.reward.hacks.gap == 0.25
-    assert c.reward.program == "extract" and c.reward.sandbox.wall_s == 3.0  # one SandboxConfig
+    assert c.reward.program == "extract"
+    assert c.sandbox.limits == Limits(wall_s=3.0)  # the other limits the defaults'
+    assert not hasattr(c.reward, "sandbox")  # one SandboxConfig: [sandbox], given to the scorer
 
 
 def test_a_missing_analyser_package_is_found_at_config_load(monkeypatch):
@@ -165,5 +172,4 @@ def test_allow_weaker_sandbox_reaches_the_sandbox_config(monkeypatch):
     seen = []
     monkeypatch.setattr(tc, "train_with_telemetry", lambda config: seen.append(config) or {})
     assert main(["train", "--allow-weaker-sandbox"]) == 0
-    assert seen[0].sandbox.allow_missing_layers is True
-    assert seen[0].reward.sandbox is seen[0].sandbox  # the reward's runs use the same settings
+    assert seen[0].sandbox.allow_missing_layers is True  # the one [sandbox]: the scorer's too

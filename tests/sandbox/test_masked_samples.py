@@ -9,7 +9,7 @@ import subprocess
 import threading
 import time
 
-from execrl.sandbox import Job, Sandbox, Verdict
+from execrl.sandbox import Job, Sandbox, Verdict, WorkerPool
 from execrl.sandbox.grading.grade import grade
 from execrl.sandbox.run import plain, scratch
 from execrl.tasks import StdioCase, StdioTests
@@ -168,7 +168,7 @@ def test_a_worker_that_fails_a_run_retires_and_no_queued_result_shifts():
         assert sb.stats.worker_restarts == 2 and sb.stats.sandbox_error_causes == {
             "setup_failed": 1
         }
-    dispatcher = Dispatcher(Sandbox(workers=1, max_retries=0))
+    dispatcher = Dispatcher(WorkerPool(workers=1, max_retries=0))
     try:
         futures = dispatcher.submit_many([bad, wrong, honest[2]])
         verdicts = [f.result(timeout=60).verdict for f in futures]

@@ -19,7 +19,7 @@ pytest.importorskip("fastapi")
 
 from execrl.sandbox import Job, Limits, Verdict  # noqa: E402
 from execrl.sandbox.service.client import AsyncSandboxClient, SandboxClient, SandboxServerError  # noqa: E402
-from execrl.tasks.schema import AssertTests, CallTests, StdioCase, StdioTests  # noqa: E402
+from execrl.tasks.schema import AssertTests, CallTests, Compare, StdioCase, StdioTests  # noqa: E402
 
 
 class Server:
@@ -114,6 +114,21 @@ def test_graded_runs_with_per_test_detail(client):
     assert got == [Verdict.PASSED, Verdict.WRONG_ANSWER, Verdict.SYNTAX_ERROR]
     c = '#include <stdio.h>\nint main(){int n;scanf("%d",&n);printf("%d\\n",2*n);}'
     assert client.run(Job(c, stdio, language="c")).passed
+
+
+def test_a_served_task_with_a_checker_program_is_judged_by_its_checker(client):
+    """A problem with several right answers: the checker accepts 12's largest divisor, which
+    is not the expected answer (the server ran it without its checker: WRONG_ANSWER)."""
+    checker = ("import sys\nn = int(open(sys.argv[1]).read())\n"
+               "d = int(open(sys.argv[2]).read())\nsys.exit(0 if 1 < d <= n and n % d == 0 else 1)\n")  # fmt: skip
+    cmp = Compare(checker="program", checker_source=checker)
+    tests = StdioTests((StdioCase("12\n", "2\n"), StdioCase("35\n", "5\n")), cmp)
+    largest, one = "n = int(input())\nprint(n)\n", "input()\nprint(1)\n"
+    plain = Job("print(int(input())*2)", StdioTests((StdioCase("2\n", "4\n"),)))
+    right, wrong, other = client.run_many([Job(largest, tests), Job(one, tests), plain])
+    assert right.passed and right.n_passed == 2, right.message
+    assert wrong.verdict is Verdict.WRONG_ANSWER and "checker rejected" in wrong.message
+    assert other.passed  # the batch's other jobs as before, in order
 
 
 def test_async_client(server):

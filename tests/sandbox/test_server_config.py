@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("fastapi")
 
 from execrl.cli import main  # noqa: E402
-from execrl.sandbox.pool import SandboxConfig  # noqa: E402
+from execrl.sandbox.config import SandboxConfig  # noqa: E402
 from execrl.sandbox.service import server  # noqa: E402
 from execrl.sandbox.service.server_config import ServerConfig  # noqa: E402
 

@@ -14,7 +14,7 @@ import pytest
 
 from execrl.rewards.scorer import RewardScorer
 from execrl.rl.config import ConfigError, load_config
-from execrl.sandbox import Job, Limits, Sandbox, Verdict
+from execrl.sandbox import Job, Limits, SandboxConfig, Verdict, WorkerPool
 from execrl.sandbox.first_failure import FIRST_WINDOW, GROWTH
 from execrl.sandbox.grading import languages
 from execrl.sandbox.grading.grade import SKIPPED
@@ -131,7 +131,7 @@ def test_a_server_backend_stops_where_the_worker_sees_the_failure():
     # The Dispatcher (the HTTP server's backend) sends each job whole: the worker's own stop
     # applies there, the parent's windows do not.
     job = Job(PYTHON["crash"], ECHO, limits=LIMITS, stop_at_first_failure=True)
-    backend = Dispatcher(Sandbox(workers=1))
+    backend = Dispatcher(WorkerPool(workers=1))
     try:
         fast = backend.submit(job).result(timeout=60)
     finally:
@@ -219,7 +219,8 @@ def test_a_pass_fail_training_config_stops_at_the_first_failure(sandbox, tmp_pat
     assert config.stop_at_first_failure
     task = Task("echo", "Echo the number.", ECHO)
     right, wrong = (f"```python\n{PYTHON[name]}\n```" for name in ("right", "wrong_first"))
-    with RewardScorer(config, sandbox=sandbox, limits=LIMITS) as scorer:
+    box = SandboxConfig(limits=LIMITS)
+    with RewardScorer(config, sandbox=sandbox, sandbox_config=box) as scorer:
         scored = scorer.score_samples([task, task], [right, wrong])
     assert [s.reward.score for s in scored] == [1.0, 0.0]
     stopped = scored[1].sample.result

@@ -232,7 +232,7 @@ def test_without_root_a_run_cannot_replace_compiled_binaries(nobody, layers):
         f"""
         out["hello"] = run_c({C_HELLO!r}, "hello\\n")
         out["bye"] = run_c({C_BYE!r}, "hello\\n")
-        poison = {POISON!r} % (sb._bin_dir,)
+        poison = {POISON!r} % (sb.pool._bin_dir,)
         out["poison"] = run(poison, allow_threads=True)
         out["bye_again"] = run_c({C_BYE!r}, "hello\\n")
         out["hello_again"] = run_c({C_HELLO!r}, "hello\\n")

@@ -19,7 +19,7 @@ import time
 import pytest
 
 import execrl.sandbox.reference_runner as runner_mod
-from execrl.sandbox.pool import Sandbox
+from execrl.sandbox.pool import WorkerPool
 from execrl.sandbox.reference_runner import sandbox_runner
 from execrl.tasks import reference_runs
 from execrl.tasks.errors import TaskDataError
@@ -170,7 +170,7 @@ def computed(monkeypatch):
     """(run key, input) -> how many runs computed it, read from every run's whole stdout."""
     counts: collections.Counter[tuple[str, int]] = collections.Counter()
 
-    class Counting(Sandbox):
+    class Counting(WorkerPool):
         def run_many(self, jobs, progress=None):
             results = super().run_many(jobs, progress)
             for job, r in zip(jobs, results, strict=True):
@@ -179,7 +179,7 @@ def computed(monkeypatch):
                         counts[(job.id, int(line[len(MARK) :].split("\t", 1)[0]))] += 1
             return results
 
-    monkeypatch.setattr(runner_mod, "Sandbox", Counting)
+    monkeypatch.setattr(runner_mod, "WorkerPool", Counting)
     return counts
 
 

@@ -1,5 +1,6 @@
-"""Verifier tasks on the Ray backend: each job goes to an actor whose local sandbox expands and
-scores it, and the verification comes back with the result. Starting Ray is slow."""
+"""Verifier tasks on the Ray backend: the runner in this process expands each job into its
+verifier's runs, the actors run them, and the verifier scores what came back. Starting Ray is
+slow."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import pytest
 
 pytest.importorskip("ray")
 
-from execrl.sandbox import Job, Limits, Verdict  # noqa: E402
-from execrl.sandbox.service.ray_backend import RaySandbox  # noqa: E402
+from execrl.sandbox import Job, Limits, SandboxConfig, Verdict  # noqa: E402
+from execrl.sandbox.service.backend import open_sandbox  # noqa: E402
 from execrl.sandbox.verifiers import verification_of  # noqa: E402
 from execrl.tasks.registry import load_benchmark  # noqa: E402
 
@@ -21,8 +22,8 @@ def test_verifier_jobs_run_on_ray_actors():
         Job(program, task.tests, limits=Limits(wall_s=10), id=task.id)
         for program in (task.reference, task.tests.wrong)
     ]
-    init = {"num_cpus": 2, "object_store_memory": 80 << 20}
-    with RaySandbox("local", actors=2, workers_per_actor=1, init_kwargs=init) as rs:
-        right, wrong = rs.run_many(jobs)
+    ray = SandboxConfig(workers=1, backend="ray", ray_actors=2)
+    with open_sandbox(ray, num_cpus=2, object_store_memory=80 << 20) as sandbox:
+        right, wrong = sandbox.run_many(jobs)
     assert right.verdict is Verdict.PASSED and wrong.verdict is Verdict.WRONG_ANSWER
     assert verification_of(right).score == 1.0 and verification_of(wrong).score == 0.0

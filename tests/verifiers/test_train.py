@@ -82,7 +82,7 @@ def test_train_on_the_chart_suite_shows_the_rendered_charts_in_the_report(tmp_pa
         f"[data]\ntrain = {CHART!r}\nheldout = ''\nn_train = 1\n"
         "[rl]\ngroup_size = 2\ngroups_per_step = 1\n"
         f"[run]\nsteps = 1\nout_dir = {str(tmp_path)!r}\nname = 'chart'\n"
-        "[sandbox]\nworkers = 1\nwall_s = 60.0\n"  # matplotlib's import, on a loaded machine
+        "[sandbox]\nworkers = 1\n[sandbox.limits]\nwall_s = 60.0\n"  # matplotlib's import, on a loaded machine
         "[reward.tree]\ntype = 'verifier'\n"
     )
     code = main(["train", "--config", str(config), "--set", "sampling.max_new_tokens=80"])

@@ -39,6 +39,7 @@ from execrl.models.threads import Machine, choose_threads, threads_used
 from execrl.rl.episodes.env import ONE_TURN, is_one_turn
 from execrl.rl.eval_spec import SPEC_FILE, HeldoutSpec
 from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
+from execrl.sandbox.config import SandboxConfigError
 from execrl.sandbox.grading.languages import require_toolchains
 from execrl.sandbox.reference_runner import sandbox_runner
 from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
@@ -245,7 +246,7 @@ def _run_eval(args: argparse.Namespace) -> int:
         with Sandbox(workers=args.workers, allow_missing_layers=args.allow_weaker_sandbox) as sb:
             with progress_bar(runs_needed(samples, tasks), "evaluate") as advance:
                 results = evaluate(samples, tasks, "solution", sb, limits, progress=advance)
-    except (SandboxUnavailable, TaskDataError) as exc:
+    except (SandboxUnavailable, SandboxConfigError, TaskDataError) as exc:
         return _fail(str(exc))
     summary = {
         **summarize(args.benchmark, results),
@@ -288,7 +289,7 @@ def _run_as_trained(args: argparse.Namespace, saved: HeldoutSpec, ks: list[int])
     try:
         with Sandbox(workers=args.workers, allow_missing_layers=args.allow_weaker_sandbox) as sb:
             summary = evaluate_as_trained(args, spec, tasks, sb, benchmark, out_dir)
-    except (SandboxUnavailable, TaskDataError, OSError) as exc:
+    except (SandboxUnavailable, SandboxConfigError, TaskDataError, OSError) as exc:
         return _fail(str(exc))
     print_summary(summary, args.json, shown=[f"pass@{k}" for k in ks])
     return 0

@@ -18,6 +18,7 @@ from execrl.eval.evaluate import (
 )
 from execrl.eval.samples import FORMATS, read_samples
 from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
+from execrl.sandbox.config import SandboxConfigError
 from execrl.sandbox.reference_runner import sandbox_runner
 from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 from execrl.tasks.registry import load_benchmark
@@ -90,7 +91,7 @@ def run_eval_samples(args: argparse.Namespace) -> int:
         ) as sandbox:
             with progress_bar(runs_needed(samples, tasks), "eval-samples") as advance:
                 results = evaluate(samples, tasks, fmt, sandbox, limits, progress=advance)
-    except (SandboxUnavailable, TaskDataError) as exc:
+    except (SandboxUnavailable, SandboxConfigError, TaskDataError) as exc:
         print(f"execrl eval-samples: error: {exc}", file=sys.stderr)
         return 2
     summary = summarize(args.benchmark, results, unknown)

@@ -9,11 +9,13 @@ import sys
 import time
 from typing import Any, TypeVar
 
+from execrl.sandbox.config import SandboxConfig
 from execrl.sandbox.confine import isolation, memcg, syscalls
 from execrl.sandbox.grading import languages
 from execrl.sandbox.grading.job import Job, reference_limits
 from execrl.sandbox.grading.limits import Limits
-from execrl.sandbox.pool import Sandbox, SandboxConfig, SandboxUnavailable
+from execrl.sandbox.pool import SandboxUnavailable
+from execrl.sandbox.runner import Sandbox
 from execrl.sandbox.service.server_config import ServerConfig
 from execrl.tasks.schema import DEFAULT_WALL_S, Task
 

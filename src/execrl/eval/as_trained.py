@@ -37,9 +37,10 @@ def spec_for(args: argparse.Namespace, spec: HeldoutSpec) -> HeldoutSpec:
         "max_new_tokens": args.max_new_tokens,
         "seed": args.seed,
         "chat": args.chat,
-        "wall_s": args.timeout,
         "repeat_ngram": args.repeat_ngram,
     }
+    if args.timeout is not None:  # --timeout: the wall clock of each run, as `execrl eval`'s
+        given["limits"] = dataclasses.replace(spec.limits, wall_s=args.timeout)
     return dataclasses.replace(spec, **{k: v for k, v in given.items() if v is not None})
 
 

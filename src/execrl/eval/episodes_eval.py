@@ -35,7 +35,7 @@ from execrl.rewards.scorer import RewardScorer
 from execrl.rl.episodes import EnvConfig, Episode, make_env, run_episodes, run_text_episodes
 from execrl.rl.episodes.visible import visible_tests
 from execrl.rl.eval_spec import HeldoutSpec, prompted
-from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
+from execrl.sandbox import Limits, Sandbox, SandboxConfig, SandboxUnavailable
 from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 from execrl.tasks.registry import load_benchmark
 from execrl.tasks.schema import Task
@@ -79,8 +79,10 @@ def run_episodes_eval(args: argparse.Namespace) -> int:
     out_dir = args.out_dir or Path("evals") / _slug(f"{benchmark}__{args.model}__{args.env}")
     limits = Limits(wall_s=args.timeout) if args.timeout is not None else episode_limits(tasks)
     try:
-        with Sandbox(workers=args.workers, allow_missing_layers=args.allow_weaker_sandbox) as sb:
-            with RewardScorer(RewardConfig(), sandbox=sb, limits=limits) as scorer:
+        box = SandboxConfig(args.workers, allow_missing_layers=args.allow_weaker_sandbox,
+                            limits=limits)  # fmt: skip
+        with Sandbox(box) as sb:
+            with RewardScorer(RewardConfig(), sb, sandbox_config=box) as scorer:
                 episodes = _episodes(
                     args, config, scorer, [t for t in tasks for _ in range(n)], temperature
                 )

@@ -22,7 +22,7 @@ from execrl.rewards.grading import groups_of
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample as ProgramSample
 from execrl.rewards.scorer import RewardScorer
-from execrl.sandbox import ExecutionResult, Limits, Sandbox, Verdict
+from execrl.sandbox import ExecutionResult, Limits, Sandbox, SandboxConfig, Verdict
 from execrl.sandbox.verifiers import verification_of
 from execrl.tasks.errors import TaskDataError
 from execrl.tasks.schema import Task
@@ -90,7 +90,8 @@ def evaluate(
         if program is None and progress is not None:
             progress(len(groups_of(task)))  # the runs `runs_needed` counted
         programs.append(ProgramSample(task, s.code, program))
-    scorer = RewardScorer(EVAL_REWARD, sandbox=sandbox, limits=limits, task_limits=limits is None)
+    box = SandboxConfig(limits=limits) if limits is not None else None  # None: the task's own
+    scorer = RewardScorer(EVAL_REWARD, sandbox, sandbox_config=box, task_limits=box is None)
     with scorer:
         scored = scorer.score_programs(programs, progress)
     out, seen = [], Counter[str]()

@@ -16,8 +16,9 @@ See docs/rewards.md.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,8 @@ from execrl.rewards.style import Style
 from execrl.rewards.syntax import SyntaxValid
 from execrl.rewards.token_credit import TokenCredit
 from execrl.rewards.verifier import VerifierScore
-from execrl.sandbox.pool import SandboxConfig
+from execrl.sandbox.config import SandboxConfig, SandboxConfigError, moved_to_limits
+from execrl.sandbox.grading.limits import Limits
 
 LEAVES: dict[str, type] = {
     "pass": PassAll,
@@ -298,9 +300,6 @@ class RewardConfig:
     # "auto": the prompt continued when it is code and the completion does not define the entry
     # point itself, else code extracted from the completion; "extract"; "continue": prompt + it
     program: str = "auto"
-    # the runs' limits and, when the scorer starts its own sandbox, its workers: the pool's one
-    # config, the [sandbox] table of the same file (`execrl train` passes its own [sandbox])
-    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     chunk_size: int = 256  # samples executed at once; bounds memory, overlaps execution and scoring
     analysis_workers: int = 1  # processes for static/style/security analyses; 0: in-process
     run_visible: bool = False  # run visible tests even when the tree needs none (gap detection)
@@ -338,17 +337,13 @@ class RewardConfig:
                 built[key] = _make(sub, dict(table.pop(key)), f"{path}.{key}")
         if "tree" in table:
             built["tree"] = dict(table.pop("tree"))
-        moved = sorted({"workers", "wall_s", "memory_mb"} & set(table))
+        moved = sorted({"workers", "wall_s", "memory_mb", "sandbox"} & set(table))
         if moved:
             raise RewardConfigError(
                 f"{path}: {', '.join(moved)} belong to the [sandbox] table (one home for sandbox "
-                f"settings): move them there, e.g. [sandbox] wall_s = 3.0"
+                f"settings, the runs' limits in [sandbox.limits]): move them there, e.g. "
+                "[sandbox.limits] wall_s = 3.0"
             )
-        sandbox = table.pop("sandbox", None)
-        if isinstance(sandbox, Mapping):
-            sandbox = _make(SandboxConfig, dict(sandbox), "sandbox")
-        if sandbox is not None:
-            built["sandbox"] = sandbox
         fields_ = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(set(table) - set(fields_))
         if unknown:
@@ -365,10 +360,38 @@ class RewardConfig:
             data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise RewardConfigError(f"{path}: not valid TOML: {exc}") from exc
-        section = dict(data.get(table, data))
-        if table in data and "sandbox" in data:
-            section["sandbox"] = data["sandbox"]
+        # the whole file: its [sandbox] is the sandbox's (`sandbox_config_of`), not the reward's
+        section = (
+            dict(data[table])
+            if table in data
+            else {k: v for k, v in data.items() if k != "sandbox"}
+        )
         try:
             return cls.from_dict(section, table)
         except RewardConfigError as exc:
             raise RewardConfigError(f"{path}: {exc}") from exc
+
+
+def sandbox_config_of(path: str | Path, say: Callable[[str], None] | None = None) -> SandboxConfig:
+    """The `[sandbox]` table of a reward file (the verl adapter's `reward_config`), read as
+    `execrl train` reads its own: the pool's settings, the runs' limits in `[sandbox.limits]`;
+    the defaults where the file has none. `say` gets each deprecation message (stderr)."""
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise RewardConfigError(f"{path}: not valid TOML: {exc}") from exc
+    table = data.get("sandbox", {})
+    if not isinstance(table, Mapping):
+        raise RewardConfigError(f"{path}: [sandbox] must be a table")
+    try:
+        table = moved_to_limits(table, str(path), say or (lambda m: print(m, file=sys.stderr)))
+    except SandboxConfigError as exc:
+        raise RewardConfigError(str(exc)) from None
+    default = SandboxConfig()
+    limits = table.pop("limits", {})
+    if not isinstance(limits, Mapping):
+        raise RewardConfigError(f"{path}: sandbox.limits must be a table, e.g. [sandbox.limits]")
+    limits = _make(
+        Limits, {**dataclasses.asdict(default.limits), **limits}, f"{path}: sandbox.limits"
+    )
+    return _make(SandboxConfig, {**table, "limits": limits}, f"{path}: sandbox")

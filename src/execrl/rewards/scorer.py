@@ -5,7 +5,7 @@ the TRL and verl adapters all score completions through `RewardScorer.score_samp
 which adds the monitor's per-step counts; or `score_programs` for programs the caller built, as
 a benchmark's official harness builds them):
 
-    with RewardScorer(RewardConfig.load("run.toml")) as scorer:
+    with RewardScorer(RewardConfig.load("run.toml"), sandbox_config=SandboxConfig()) as scorer:
         results = scorer.score(tasks, completions, offsets=offsets, step=step)
         log(scorer.last_metrics)             # reward/flag/<flag> counts, masked, pass rates
     scorer.monitor.summary().write("flagged.json")
@@ -13,8 +13,9 @@ a benchmark's official harness builds them):
 Here, and only here: no code in a completion is a SYNTAX_ERROR run flagged `no_code`; a
 SANDBOX_ERROR (infrastructure, never the program's fault) masks the sample whatever the tree.
 Every program is graded on its task's test groups as the official harness grades it
-(`grading.py`: EvalPlus's base and plus as two runs), with one limit for every run or, with
-`task_limits=True`, each task's own.
+(`grading.py`: EvalPlus's base and plus as two runs), with the sandbox settings' limits for
+every run or, with `task_limits=True`, each task's own. The sandbox settings are the caller's
+(`execrl train`'s [sandbox], an eval command's flags, an adapter's arguments), given as they are.
 
 Samples are executed `chunk_size` at a time, two chunks in flight, the next running in the
 sandbox while the current one is scored: memory stays bounded and scoring hides behind execution.
@@ -42,8 +43,8 @@ from execrl.rewards.noise import FlakinessReport, NoiseInjector, measure_flakine
 from execrl.rewards.result import Flag, RewardResult, masked_result
 from execrl.rewards.sample import Sample
 from execrl.rewards.token_credit import token_credit
+from execrl.sandbox.config import SandboxConfig
 from execrl.sandbox.grading.job import Job
-from execrl.sandbox.grading.limits import Limits
 from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
 from execrl.tasks.schema import Task
 
@@ -94,13 +95,14 @@ class RewardScorer:
         sandbox: Any = None,
         reward: Reward | None = None,
         monitor: RewardMonitor | None = None,
-        limits: Limits | None = None,
+        sandbox_config: SandboxConfig | None = None,
         task_limits: bool = False,
     ) -> None:
         """`reward` overrides `config.tree` with a Python object; `sandbox` (a Sandbox) is used
-        as is and not closed; without one the scorer starts its own on first use. `limits`
-        (each run's) default to the config's; `task_limits` grades the hidden tests with each
-        task's own limits instead (`grading.task_limits`: what its benchmark's harness gives)."""
+        as is and not closed; without one the scorer opens the one `sandbox_config` names on
+        first use. Each run has `sandbox_config.limits` (the defaults' without one);
+        `task_limits` grades the hidden tests with each task's own limits instead
+        (`grading.task_limits`: what its benchmark's harness gives)."""
         self.config = config or RewardConfig()
         self.reward = reward if reward is not None else self.config.reward()
         check_names(self.reward)
@@ -114,8 +116,8 @@ class RewardScorer:
         self.needs = self.reward.needs
         self.monitor = monitor or RewardMonitor()
         self.last_metrics: dict[str, float] = {}
-        box = self.config.sandbox
-        self.limits = limits or Limits(wall_s=box.wall_s, memory_mb=box.memory_mb)
+        self.sandbox_config = sandbox_config or SandboxConfig()
+        self.limits = self.sandbox_config.limits
         self.task_limits = task_limits
         self._noise = NoiseInjector(self.config.noise)
         self._sandbox = sandbox
@@ -131,7 +133,7 @@ class RewardScorer:
         if self._sandbox is None:
             from execrl.sandbox.service.backend import open_sandbox
 
-            self._sandbox = open_sandbox(self.config.sandbox)
+            self._sandbox = open_sandbox(self.sandbox_config)
         return self._sandbox
 
     def close(self) -> None:

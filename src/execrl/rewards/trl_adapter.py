@@ -1,6 +1,7 @@
 """A TRL `GRPOTrainer` reward function backed by execrl's sandbox.
 
     reward = TRLReward(tasks={t.id: t for t in tasks})        # dataset has a "task_id" column
+    reward = TRLReward(tasks, sandbox=SandboxConfig(workers=8, limits=Limits(wall_s=5)))
     trainer = GRPOTrainer(model=..., reward_funcs=[reward], train_dataset=dataset, ...)
 
 Or, without a task table, a "ground_truth" column holding `ground_truth.task_to_json(task)`.
@@ -18,6 +19,7 @@ from execrl.rewards.config import RewardConfig
 from execrl.rewards.ground_truth import task_from_json
 from execrl.rewards.result import RewardResult
 from execrl.rewards.scorer import RewardScorer
+from execrl.sandbox.config import SandboxConfig
 from execrl.tasks.schema import Task
 
 
@@ -43,9 +45,12 @@ class TRLReward:
         scorer: RewardScorer | None = None,
         task_column: str = "task_id",
         ground_truth_column: str = "ground_truth",
+        sandbox: SandboxConfig | None = None,
     ) -> None:
+        """`sandbox`: the pool the scorer opens and each run's limits (the defaults' without
+        one); a `scorer` given brings its own."""
         self.tasks = dict(tasks or {})
-        self.scorer = scorer or RewardScorer(config)
+        self.scorer = scorer or RewardScorer(config, sandbox_config=sandbox)
         self.task_column = task_column
         self.ground_truth_column = ground_truth_column
         self.last_results: list[RewardResult] = []

@@ -5,7 +5,9 @@ In a verl config:
     custom_reward_function:
       path: <site-packages>/execrl/rewards/verl_adapter.py
       name: compute_score
-      reward_kwargs: {reward_config: run.toml}     # optional: a TOML file with a [reward] table
+      reward_kwargs: {reward_config: run.toml}     # optional: a TOML file with a [reward] table,
+                                                   # and [sandbox] (its runs' limits in
+                                                   # [sandbox.limits]) as `execrl train` reads it
 
 Each row's `ground_truth` is `execrl.rewards.ground_truth.task_to_json(task)`. verl's per-sample
 reward managers call `compute_score(data_source, solution_str, ground_truth, extra_info)`; its
@@ -18,10 +20,11 @@ import atexit
 import threading
 from typing import Any
 
-from execrl.rewards.config import RewardConfig
+from execrl.rewards.config import RewardConfig, sandbox_config_of
 from execrl.rewards.ground_truth import task_from_json
 from execrl.rewards.result import RewardResult
 from execrl.rewards.scorer import RewardScorer
+from execrl.sandbox.config import SandboxConfig
 
 _scorers: dict[str | None, RewardScorer] = {}
 _lock = threading.Lock()
@@ -30,8 +33,11 @@ _lock = threading.Lock()
 def _scorer(reward_config: str | None) -> RewardScorer:
     with _lock:
         if reward_config not in _scorers:
-            config = RewardConfig.load(reward_config) if reward_config else RewardConfig()
-            _scorers[reward_config] = RewardScorer(config)
+            if reward_config:
+                config, box = RewardConfig.load(reward_config), sandbox_config_of(reward_config)
+            else:
+                config, box = RewardConfig(), SandboxConfig()
+            _scorers[reward_config] = RewardScorer(config, sandbox_config=box)
         return _scorers[reward_config]
 
 

@@ -26,7 +26,7 @@ from execrl.rl.credit_config import CreditConfig, check_credit, moved_to_credit
 from execrl.rl.curriculum import CURRICULA
 from execrl.rl.episodes.env import EnvConfig
 from execrl.rl.toml_config import ConfigError, read_toml, with_overrides
-from execrl.sandbox.pool import SandboxConfig  # [sandbox]: the pool's own config, one home
+from execrl.sandbox.config import SandboxConfig, SandboxConfigError, moved_to_limits
 
 
 @dataclass
@@ -297,7 +297,13 @@ def from_dict(data: dict[str, Any], where: str = "config",
     """The config of `data`'s tables, checked; `say` gets each deprecation message (stderr when
     None: a person wrote them)."""
     config = TrainConfig()
-    data = moved_to_credit(data, where, say or (lambda message: print(message, file=sys.stderr)))
+    say = say or (lambda message: print(message, file=sys.stderr))
+    data = moved_to_credit(data, where, say)
+    if isinstance(data.get("sandbox"), dict):  # [sandbox] wall_s, memory_mb: [sandbox.limits]
+        try:
+            data = {**data, "sandbox": moved_to_limits(data["sandbox"], where, say)}
+        except SandboxConfigError as e:
+            raise ConfigError(str(e)) from None
     sections = {f.name: f for f in dataclasses.fields(TrainConfig)}
     for section, values in data.items():
         if section not in sections:
@@ -365,7 +371,6 @@ def _reward(config: TrainConfig, table: dict[str, Any], where: str) -> RewardCon
         raise ConfigError(
             f"{where}: [reward.sandbox]: the reward's runs use [sandbox]; set it there"
         )
-    table["sandbox"] = config.sandbox
     try:
         return RewardConfig.from_dict(table, "reward")
     except (RewardConfigError, ImportError, ValueError, TypeError) as e:
@@ -491,9 +496,7 @@ def _check_source(key: str, source: str, where: str) -> None:
 
 
 def to_dict(config: TrainConfig) -> dict[str, Any]:
-    out = dataclasses.asdict(config)
-    out["reward"].pop("sandbox")  # it is [sandbox]
-    return out
+    return dataclasses.asdict(config)
 
 
 def to_toml(config: TrainConfig) -> str:

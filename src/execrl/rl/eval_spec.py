@@ -32,6 +32,7 @@ from execrl.rl.episode_sources import episode_source
 from execrl.rl.episodes.env import EnvConfig
 from execrl.rl.rollouts import Rollouts, RolloutTimes
 from execrl.rl.scored import Scored
+from execrl.sandbox.config import SandboxConfig
 from execrl.sandbox.grading.limits import Limits
 from execrl.tasks.schema import Task
 
@@ -56,8 +57,7 @@ class HeldoutSpec:
     seed: int  # the run's seed; each chunk's sampling seed derives from it
     groups_per_generate: int  # tasks per generate call: the unit of seeding
     program: str  # how a completion becomes a program (`[reward] program`: auto | extract | ...)
-    wall_s: float  # per-program limits
-    memory_mb: int
+    limits: Limits  # each program's run: the run's [sandbox.limits]
     dtype: str  # the dtype the model was trained in
     engine: str = "loop"  # the rollout engine (`sampling.engine`): loop and hf draw differently
     # the stop rules (`sampling.code_end`, `sampling.repeat_ngram`); off in a spec saved before
@@ -87,12 +87,21 @@ class HeldoutSpec:
         try:
             data = json.loads(path.read_text())
             data["stop"] = tuple(data["stop"])
+            data["limits"] = _saved_limits(data)
             return cls(**data)
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(
                 f"{path}: not a held-out evaluation spec ({exc}); delete it to evaluate the "
                 "model as the benchmark's harness prompts it"
             ) from None
+
+
+def _saved_limits(data: dict[str, Any]) -> Limits:
+    """A spec's limits: its `limits` object, or in a spec saved before [sandbox.limits], the
+    `wall_s` and `memory_mb` it kept (the other limits were the defaults then)."""
+    if "limits" in data:
+        return Limits(**data["limits"])
+    return Limits(wall_s=data.pop("wall_s"), memory_mb=data.pop("memory_mb"))
 
 
 def heldout_spec(c: TrainConfig) -> HeldoutSpec:
@@ -117,8 +126,7 @@ def heldout_spec(c: TrainConfig) -> HeldoutSpec:
         seed=c.run.seed,
         groups_per_generate=c.sampling.groups_per_generate,
         program=c.reward.program,
-        wall_s=c.sandbox.wall_s,
-        memory_mb=c.sandbox.memory_mb,
+        limits=c.sandbox.limits,
         dtype=c.model.dtype,
         engine=c.sampling.engine,
         code_end=c.sampling.code_end,
@@ -153,8 +161,7 @@ def run_heldout(
                             code_end=spec.code_end and env.one_turn,
                             repeat_ngram=spec.repeat_ngram)  # fmt: skip
     reward = RewardConfig(tree={"type": "pass"}, program=spec.program, analysis_workers=0)
-    limits = Limits(wall_s=spec.wall_s, memory_mb=spec.memory_mb)
-    scorer = RewardScorer(reward, sandbox=sandbox, limits=limits)
+    scorer = RewardScorer(reward, sandbox=sandbox, sandbox_config=SandboxConfig(limits=spec.limits))
     # graded, not trained: a harness's rewritten history is no reason to mask an episode
     source = episode_source(env, engine, tokenizer, tasks, scorer, params, chat, segments="last")
     rollouts = Rollouts(source, spec.seed + HELDOUT_SEED_OFFSET, spec.groups_per_generate)

@@ -168,7 +168,7 @@ def _train(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | 
     c = built.config
     with (
         open_sandbox(c.sandbox) as sandbox,
-        RewardScorer(c.reward, sandbox, reward) as scorer,
+        RewardScorer(c.reward, sandbox, reward, sandbox_config=c.sandbox) as scorer,
     ):
         tok = built.policy.tokenizer
         chat = {"auto": None, "on": True, "off": False}[c.model.chat]

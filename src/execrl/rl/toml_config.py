@@ -34,21 +34,25 @@ def _example(name: str) -> str:
     return ", e.g. optim.lr=1e-5"
 
 
+NESTED = ("reward", "sandbox")  # the sections with tables of their own
+
+
 def with_overrides(
     data: dict[str, Any],
     overrides: list[str] | tuple[str, ...],
     suggest: Callable[[str], str] = _example,
 ) -> dict[str, Any]:
     """`data` with each `section.field=value` set (the value parsed as TOML, else a plain
-    string); [reward] takes dotted paths into its tables (`reward.noise.rate=0.2`,
-    `reward.tree.type='pass'`). `suggest(name)` ends the error for a key with no section."""
+    string); [reward] and [sandbox] take dotted paths into their tables (`reward.noise.rate=0.2`,
+    `reward.tree.type='pass'`, `sandbox.limits.wall_s=5`). `suggest(name)` ends the error for a
+    key with no section."""
     for item in overrides:
         key, sep, raw = item.partition("=")
         key = key.strip()
         if not sep or "." not in key:
             raise ConfigError(f"--set {item!r}: expected section.field=value{suggest(key)}")
         section, *inner, name = key.split(".")
-        if inner and section != "reward":
+        if inner and section not in NESTED:
             raise ConfigError(f"--set {item!r}: [{section}] has no nested tables")
         table = data.setdefault(section, {})
         for part in inner:
@@ -77,6 +81,15 @@ def checked_table(
             hint = suggest(name) if suggest else ""
             hint = hint if "did you mean" in hint else ""
             raise ConfigError(f"{where}: unknown key {section}.{name}; known: {known}{hint}")
+        inner = getattr(target, name)
+        if dataclasses.is_dataclass(inner) and not isinstance(inner, type):
+            # a table of its own ([sandbox.limits]): its keys over the target's own values
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}: {section}.{name} must be a table, e.g. "
+                                  f"[{section}.{name}]")  # fmt: skip
+            table = checked_table(inner, f"{section}.{name}", value, where)
+            checked[name] = dataclasses.replace(inner, **table)
+            continue
         checked[name] = check_type(f"{section}.{name}", value, hints[name], where)
     return checked
 

@@ -16,14 +16,17 @@ _EXPORTS = {
     "Verdict": "execrl.sandbox.grading.verdict",
     "Job": "execrl.sandbox.grading.job",
     "Limits": "execrl.sandbox.grading.limits",
-    "Sandbox": "execrl.sandbox.pool",
-    "SandboxConfig": "execrl.sandbox.pool",
+    "JobRunner": "execrl.sandbox.runner",
+    "Sandbox": "execrl.sandbox.runner",
+    "SandboxConfig": "execrl.sandbox.config",
     "SandboxUnavailable": "execrl.sandbox.pool",
-    "run_jobs": "execrl.sandbox.pool",
+    "WorkerPool": "execrl.sandbox.pool",
+    "run_jobs": "execrl.sandbox.runner",
 }
 __all__ = [
     "ExecutionResult",
     "Job",
+    "JobRunner",
     "Limits",
     "Sandbox",
     "SandboxConfig",
@@ -31,10 +34,12 @@ __all__ = [
     "SandboxUnavailable",
     "TestOutcome",
     "Verdict",
+    "WorkerPool",
     "run_jobs",
 ]
 
 if TYPE_CHECKING:
+    from execrl.sandbox.config import SandboxConfig
     from execrl.sandbox.grading.job import Job
     from execrl.sandbox.grading.limits import Limits
     from execrl.sandbox.grading.verdict import (
@@ -43,7 +48,8 @@ if TYPE_CHECKING:
         TestOutcome,
         Verdict,
     )
-    from execrl.sandbox.pool import Sandbox, SandboxConfig, SandboxUnavailable, run_jobs
+    from execrl.sandbox.pool import SandboxUnavailable, WorkerPool
+    from execrl.sandbox.runner import JobRunner, Sandbox, run_jobs
 
 
 def __getattr__(name: str) -> Any:

@@ -20,15 +20,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from execrl.sandbox.grading.grade import SKIPPED, _breaks_grading, _first_failure
 from execrl.sandbox.grading.job import Job
 from execrl.sandbox.grading.verdict import ExecutionResult, TestOutcome, Verdict
 from execrl.tasks.schema import StdioTests
-
-if TYPE_CHECKING:
-    from execrl.sandbox.pool import Sandbox
 
 FIRST_WINDOW = 1  # most wrong programs fail the first case; a right one pays one extra request
 GROWTH = 4  # a failure at case k costs at most about GROWTH * k cases
@@ -52,28 +48,18 @@ class _Progress:
 
 
 def run_stopping(
-    sandbox: Sandbox,
-    jobs: Sequence[Job],
     run: Callable[[Sequence[Job]], list[ExecutionResult]],
+    jobs: Sequence[Job],
+    workers: int,
     progress: Callable[[int], None] | None = None,
 ) -> list[ExecutionResult]:
-    """Results of `jobs` in order; `run` runs plain jobs (the pool's own loop)."""
+    """Results of `jobs` (each `stops_early`) in order; `run` runs plain jobs (the pool below,
+    whose `workers` a window is split among)."""
     states = [_Progress(job) for job in jobs]
-    # The other jobs run whole, beside the first round's windows.
-    plain = [i for i, job in enumerate(jobs) if not stops_early(job)]
-    while True:
-        live = [s for s in states if s.result is None and stops_early(s.job)]
-        if not live and not plain:
-            break
-        pieces = _round(live, sandbox.config.workers)
-        results = run([jobs[i] for i in plain] + [piece for _, piece, _ in pieces])
-        for i, result in zip(plain, results, strict=False):
-            states[i].result = result
-            if progress is not None:
-                progress(1)
-        results, plain = results[len(plain) :], []
+    while live := [s for s in states if s.result is None]:
+        pieces = _round(live, workers)
         by_state: dict[int, list[tuple[int, ExecutionResult]]] = {}
-        for (state, _, start), result in zip(pieces, results, strict=True):
+        for (state, _, start), result in zip(pieces, run([p for _, p, _ in pieces]), strict=True):
             by_state.setdefault(id(state), []).append((start, result))
         for state in live:
             _absorb(state, sorted(by_state[id(state)], key=lambda p: p[0]))

@@ -1,4 +1,7 @@
-"""The sandbox pool: N pre-warmed fork-server workers, a thread each, retries for infra failures."""
+"""The sandbox pool, transport only: N pre-warmed fork-server workers, a thread each, retries for
+infra failures. Each job's units run on one worker and come back graded as the job's own tests
+grade them (`grade.py`); which runs a job needs (a checker program's, a verifier's, windows of
+cases) is decided above, by the runner (`runner.py`), never here."""
 
 from __future__ import annotations
 
@@ -11,14 +14,13 @@ import sys
 import tempfile
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from execrl.sandbox.config import SandboxConfig
 from execrl.sandbox.confine import hidden_paths, isolation, memcg
-from execrl.sandbox.first_failure import run_stopping, stops_early
-from execrl.sandbox.grading.custom_checker import needs_checker, run_checked
 from execrl.sandbox.grading.job import Job
 from execrl.sandbox.grading.run_outcome import grade_safely, infra_error, killed_every_worker
 from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
@@ -28,32 +30,6 @@ from execrl.tasks.schema import StdioTests
 
 class SandboxUnavailable(RuntimeError):
     """The sandbox cannot start with the isolation that was asked for."""
-
-
-@dataclass(frozen=True, slots=True)
-class SandboxConfig:
-    workers: int = 2  # fork-server processes; runs in parallel
-    layers: tuple[str, ...] = isolation.LAYERS  # isolation layers required
-    allow_missing_layers: bool = False  # start anyway, weaker, when a required layer is missing
-    max_retries: int = 2  # extra attempts for a run that ended in SANDBOX_ERROR
-    scratch_mb: int = 64  # tmpfs size of each worker's scratch
-    hide: tuple[str, ...] | None = None  # directories hidden from programs; None: homes and cwd
-    start_timeout_s: float = 60.0
-    # How long past a job's own time limits (wall clock per unit, compile) its worker may take
-    # to answer before it is killed as hung (`deadline_s`): never a pool that waits forever.
-    hang_s: float = 60.0
-    # The cases of a stdin/stdout sample forked by a case server that prepared the program once
-    # (`cases`), not each by the worker; False: every case forked by the worker, as before.
-    case_server: bool = True
-    # The one home of every sandbox setting the layers above share (`execrl train`'s [sandbox],
-    # the reward scorer's, `execrl eval`): the limits of each run of a job they build, and
-    # where runs go: "local" (this pool) or "ray" (`ray_backend.RaySandbox`, `ray_actors`
-    # actors of `workers` workers each, on the cluster at `ray_address`; "local" starts one).
-    wall_s: float = 2.0  # wall-clock limit of one run (all its tests)
-    memory_mb: int = 2048  # memory limit of one run
-    backend: str = "local"  # local | ray
-    ray_address: str = "local"
-    ray_actors: int = 2
 
 
 @dataclass(slots=True)
@@ -86,8 +62,9 @@ class SandboxStats:
     possible_hacks: int = 0  # runs flagged `ExecutionResult.possible_hack`
 
 
-class Sandbox:
-    """Runs untrusted Python programs against tests. Use as a context manager."""
+class WorkerPool:
+    """Runs jobs on confined workers, each job as it is (its tests as the harness runs them).
+    Use as a context manager; `runner.Sandbox` is the pool with the runner above it."""
 
     def __init__(self, config: SandboxConfig | None = None, **overrides: Any) -> None:
         base = config or SandboxConfig()
@@ -208,28 +185,10 @@ class Sandbox:
         jobs: Sequence[Job],
         progress: Callable[[int], None] | None = None,
     ) -> list[ExecutionResult]:
-        """Run every job, `workers` at a time; results in the order of `jobs`."""
+        """Each job in one request to one worker, `workers` at a time; results in the order of
+        `jobs`. Safe to call from several threads at once: they share the workers."""
         if self._closed:
             raise RuntimeError("the sandbox is closed")
-        if any(j.tests.kind == "verifier" for j in jobs):
-            # Domain verifiers (docs/verifiers.md) expand into runs of their own, then score.
-            from execrl.sandbox.verifiers.run import run_verified
-
-            return run_verified(self, jobs, progress)
-        if any(needs_checker(j) for j in jobs):
-            # Checker programs (custom_checker.py) judge these jobs' outputs in runs of their own.
-            return run_checked(self, jobs, progress)
-        if any(stops_early(j) for j in jobs):
-            # Pass/fail rewards: a sample's cases in growing windows, none after a failure.
-            return run_stopping(self, jobs, self._run_jobs, progress)
-        return self._run_jobs(jobs, progress)
-
-    def _run_jobs(
-        self,
-        jobs: Sequence[Job],
-        progress: Callable[[int], None] | None = None,
-    ) -> list[ExecutionResult]:
-        """Each job in one request to one worker, `workers` at a time."""
         results: list[ExecutionResult | None] = [None] * len(jobs)
         # (job, attempt, workers that died running it)
         todo: deque[tuple[int, int, int]] = deque((i, 1, 0) for i in range(len(jobs)))
@@ -349,7 +308,7 @@ class Sandbox:
         if getattr(self, "_shielded", False):
             _shield.leave()
 
-    def __enter__(self) -> Sandbox:
+    def __enter__(self) -> WorkerPool:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -465,9 +424,3 @@ def read_reply(worker: _Worker, timeout_s: float | None = None) -> list[dict[str
         return None
     worker.retiring = str(reply.get("retire") or "")
     return reply["units"]
-
-
-def run_jobs(jobs: Iterable[Job], workers: int = 2, **config: Any) -> list[ExecutionResult]:
-    """One-shot convenience: start a pool, run, close."""
-    with Sandbox(workers=workers, **config) as sb:
-        return sb.run_many(list(jobs))

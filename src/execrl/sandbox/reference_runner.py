@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from execrl.sandbox.grading.job import Job
 from execrl.sandbox.grading.limits import Limits
 from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
-from execrl.sandbox.pool import Sandbox
+from execrl.sandbox.pool import WorkerPool
 from execrl.tasks.reference_runs import (
     DRIVER,
     OUTPUT_CAP,
@@ -89,7 +89,7 @@ def sandbox_runner(workers: int = 2, progress: bool = True) -> ReferenceRunner:
                 busy[0] += 1
                 return work.popleft()
 
-        def loop(sb: Sandbox) -> None:
+        def loop(sb: WorkerPool) -> None:
             while (item := take()) is not None:
                 p, items = item
                 try:
@@ -111,7 +111,7 @@ def sandbox_runner(workers: int = 2, progress: bool = True) -> ReferenceRunner:
                         busy[0] -= 1
                         cond.notify_all()
 
-        with Sandbox(workers=workers) as sb:
+        with WorkerPool(workers=workers) as sb:
             threads = [threading.Thread(target=loop, args=(sb,)) for _ in range(workers)]
             for t in threads:
                 t.start()

@@ -1,7 +1,8 @@
 """Custom checker programs: problems that accept several answers are judged by a program of the
 problem's own (`Compare(checker="program", checker_source=..., checker_language=...)`).
 
-How a job with such tests runs (`Sandbox.run_many` hands it here):
+How a job with such tests runs (the runner, `sandbox/runner.py`, hands it here with the pool's
+plain runs below it):
 1. The program runs on each case alone (one job per case, so each case's whole stdout comes
    back; the expected answer does not go with it). A case that fails on its own (crash,
    timeout, limits, a syntax error, tampering) keeps its verdict.
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
 
 from execrl.sandbox.grading.job import Job
 from execrl.sandbox.grading.limits import Limits
@@ -59,34 +59,29 @@ def checker_program(compare: Compare) -> str:
 
 
 def run_checked(
-    sandbox: Any, jobs: Sequence[Job], progress: Callable[[int], None] | None = None
+    run: Callable[[Sequence[Job]], list[ExecutionResult]],
+    jobs: Sequence[Job],
+    progress: Callable[[int], None] | None = None,
 ) -> list[ExecutionResult]:
-    """`sandbox.run_many(jobs)` where some jobs' tests are judged by a checker program."""
+    """The results of `jobs`, each judged by its checker program; `run` runs plain jobs (the
+    pool below)."""
+    spans: list[tuple[int, int]] = []  # per job: its case runs in `expanded`
     expanded: list[Job] = []
-    spans: list[tuple[int, int]] = []  # per job: its runs in `expanded` (one, or one per case)
     for job in jobs:
-        start = len(expanded)
-        if needs_checker(job):
-            assert isinstance(job.tests, StdioTests)
-            expanded += [_case_job(job, c) for c in job.tests.cases]
-        else:
-            expanded.append(job)
-        spans.append((start, len(expanded)))
-    ran = sandbox.run_many(expanded)
+        assert isinstance(job.tests, StdioTests)
+        spans.append((len(expanded), len(expanded) + len(job.tests.cases)))
+        expanded += [_case_job(job, c) for c in job.tests.cases]
+    ran = run(expanded) if expanded else []
     checks: dict[tuple[int, int], int] = {}  # (job, case) -> its checker run in check_jobs
     check_jobs: list[Job] = []
     for j, (job, (start, end)) in enumerate(zip(jobs, spans, strict=True)):
-        if needs_checker(job):
-            for case, result in enumerate(ran[start:end]):
-                if _ran_cleanly(result):
-                    checks[(j, case)] = len(check_jobs)
-                    check_jobs.append(_checker_job(job, case, _full_stdout(result)))
-    verdicts = _check(sandbox, check_jobs)
+        for case, result in enumerate(ran[start:end]):
+            if _ran_cleanly(result):
+                checks[(j, case)] = len(check_jobs)
+                check_jobs.append(_checker_job(job, case, _full_stdout(result)))
+    verdicts = _check(run, check_jobs)
     out: list[ExecutionResult] = []
     for j, (job, (start, end)) in enumerate(zip(jobs, spans, strict=True)):
-        if not needs_checker(job):
-            out.append(ran[start])
-            continue
         judged = [
             verdicts[checks[(j, c)]] if (j, c) in checks else None for c in range(end - start)
         ]
@@ -147,13 +142,15 @@ def _status(result: ExecutionResult) -> int | None:
     return code if isinstance(code, int) and code >= 0 else None
 
 
-def _check(sandbox: Any, check_jobs: list[Job]) -> list[TestOutcome]:
+def _check(
+    run: Callable[[Sequence[Job]], list[ExecutionResult]], check_jobs: list[Job]
+) -> list[TestOutcome]:
     """Each checker run's verdict (index = case placeholder 0), with the answer-as-output rerun
     for the checkers that failed."""
-    results = sandbox.run_many(check_jobs) if check_jobs else []
+    results = run(check_jobs) if check_jobs else []
     failed = [i for i, r in enumerate(results) if _status(r) not in (_ACCEPTED, *_REJECTED)]
     reruns = [_answer_rerun(check_jobs[i]) for i in failed]
-    again = dict(zip(failed, sandbox.run_many(reruns) if reruns else [], strict=True))
+    again = dict(zip(failed, run(reruns) if reruns else [], strict=True))
     outcomes = []
     for i, r in enumerate(results):
         status = _status(r)

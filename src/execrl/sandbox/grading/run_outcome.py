@@ -1,6 +1,6 @@
 """The verdict a job ends with when its run did not end normally: grading that failed on what
 the program produced, a worker that died or hung, one that died on every attempt. Shared by the
-pool's own loop (`pool.Sandbox`) and the asynchronous dispatcher (`dispatch`).
+pool's own loop (`pool.WorkerPool`) and the asynchronous dispatcher (`dispatch`).
 
 Two rules hold here. A program's own doing never ends in SANDBOX_ERROR (training masks it, so a
 wrong program able to cause one would escape its penalty): a grading failure is WRONG_ANSWER, a

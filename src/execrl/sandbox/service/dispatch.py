@@ -1,8 +1,8 @@
 """Streaming execution for a service: jobs arrive one at a time and each gets a Future.
 
-`Sandbox.run_many` takes a whole batch and returns when all of it is done, which suits training
-loops. A server receives runs one request at a time, so `Dispatcher` keeps one thread per
-worker of a `Sandbox`, each holding its worker for the dispatcher's life and feeding it from one
+`WorkerPool.run_many` takes a whole batch and returns when all of it is done, which suits
+training loops. A server receives runs one request at a time, so `Dispatcher` keeps one thread
+per worker of a `WorkerPool`, each holding its worker for the dispatcher's life and feeding it from one
 bounded queue, two requests deep like `run_many` (so the worker never waits for the parent to
 grade). The queue is bounded: `submit` raises `QueueFull` instead of building a backlog, and the
 caller (the server) answers 503 with Retry-After. A worker that dies mid-run gives that run
@@ -55,9 +55,9 @@ class _Item:
 
 
 class Dispatcher:
-    """A `Sandbox`'s workers fed from one bounded queue. Owns the sandbox: closes it."""
+    """A `WorkerPool`'s workers fed from one bounded queue. Owns the pool: closes it."""
 
-    def __init__(self, sandbox: pool.Sandbox, max_queue: int = 256) -> None:
+    def __init__(self, sandbox: pool.WorkerPool, max_queue: int = 256) -> None:
         self.sandbox = sandbox
         self.max_queue = max_queue
         self._queue: deque[_Item] = deque()

@@ -1,12 +1,14 @@
 """The sandbox pool as Ray actors across a Ray cluster (`pip install 'execrl[ray]'`).
 
-Each actor holds a `Sandbox` of its own (its own fork-server workers, confined as on one
+Each actor holds a `WorkerPool` of its own (its own fork-server workers, confined as on one
 machine; the node must run the actor as root for every isolation layer, and have execrl
 installed). Work goes to the actor with the fewest runs outstanding per worker. A run whose
 actor is lost (its process or node died) is sent to another actor, a fresh one replacing the
 lost; after `max_actor_retries` such losses it is reported as SANDBOX_ERROR, never as the
-program's failure. `RaySandbox` has `Sandbox`'s `run` and `run_many`, and the server's
-`Backend` interface (`execrl sandbox serve --ray ADDRESS`).
+program's failure. `RaySandbox` is transport, as the pool is: `run` and `run_many` run each job
+as it is, and `backend.open_sandbox` puts the runner (`runner.JobRunner`: checkers, verifiers,
+first-failure windows) above it, in this process; it also has the server's `Backend` interface
+(`execrl sandbox serve --ray ADDRESS`).
 """
 
 from __future__ import annotations
@@ -33,12 +35,12 @@ def _import_ray() -> Any:
 
 
 class SandboxActor:
-    """Runs inside a Ray actor process: one local Sandbox."""
+    """Runs inside a Ray actor process: one local pool."""
 
     def __init__(self, workers: int, allow_missing_layers: bool, max_retries: int) -> None:
-        from execrl.sandbox.pool import Sandbox
+        from execrl.sandbox.pool import WorkerPool
 
-        self.sandbox = Sandbox(
+        self.sandbox = WorkerPool(
             workers=workers, allow_missing_layers=allow_missing_layers, max_retries=max_retries
         )
 

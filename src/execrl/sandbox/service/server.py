@@ -372,15 +372,15 @@ def _request_job(build: Any, *args: Any) -> Job:
 
 
 def make_backend(config: ServerConfig) -> Backend:
-    """The sandbox `config.sandbox` names, as `execrl train` and `execrl eval` open it; Ray
+    """The transport `config.sandbox` names, as `execrl train` and `execrl eval` open it; Ray
     actors queue the runs themselves, the local pool behind a dispatcher that does."""
-    from execrl.sandbox.service.backend import open_sandbox
+    from execrl.sandbox.service.backend import open_transport
 
     if config.sandbox.backend == "ray":
-        return open_sandbox(config.sandbox, max_queue=config.max_queue)
+        return open_transport(config.sandbox, max_queue=config.max_queue)
     from execrl.sandbox.service.dispatch import Dispatcher
 
-    return Dispatcher(open_sandbox(config.sandbox), max_queue=config.max_queue)
+    return Dispatcher(open_transport(config.sandbox), max_queue=config.max_queue)
 
 
 def serve(config: ServerConfig) -> int:

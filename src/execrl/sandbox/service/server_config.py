@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from execrl.sandbox.pool import SandboxConfig
+from execrl.sandbox.config import SandboxConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,8 +16,8 @@ class ServerConfig:
     port: int = 8080  # 0: any free port (printed on stderr)
     # Where the runs go, as everywhere in execrl (the pool's one config, one default per field):
     # workers (per Ray actor), max_retries, allow_missing_layers, backend "local" | "ray" with
-    # ray_address and ray_actors. Its wall_s and memory_mb are unused: each request gives its
-    # run's limits, bounded by max_timeout_s and max_memory_mb below.
+    # ray_address and ray_actors. Its `limits` are unused: each request gives its run's
+    # limits, bounded by max_timeout_s and max_memory_mb below.
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     max_queue: int = 256  # runs waiting for a worker; beyond it 503 + Retry-After
     max_batch: int = 256  # runs in one /v1/run_batch request

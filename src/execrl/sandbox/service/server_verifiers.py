@@ -26,6 +26,7 @@ from typing import Any
 from fastapi import HTTPException
 from pydantic import BaseModel, ConfigDict
 
+from execrl.sandbox.grading.custom_checker import needs_checker, run_checked
 from execrl.sandbox.grading.job import Job
 from execrl.sandbox.grading.verdict import ExecutionResult
 from execrl.sandbox.service import wire
@@ -122,9 +123,38 @@ async def run_planned(planned: Planned, execute: Execute) -> ExecutionResult:
 
 
 async def run_graded(jobs: Sequence[Job], execute: Execute) -> list[ExecutionResult]:
-    """`execute(jobs)` for /v1/run and /v1/run_batch, where a job whose task is graded by a
-    verifier is replaced by the runs its verifier asks for (one submission for all) and judged
-    here; order preserved."""
+    """`execute(jobs)` for /v1/run and /v1/run_batch, each job routed as the runner routes it
+    (`runner.py`): a job whose task is graded by a verifier is replaced by the runs its verifier
+    asks for (one submission for all) and judged here; one whose outputs a checker program
+    judges goes to `custom_checker.run_checked`, whose case and checker runs go through the
+    same queue; order preserved."""
+    checked = [i for i, j in enumerate(jobs) if needs_checker(j)]
+    rest = [i for i in range(len(jobs)) if i not in set(checked)]
+    loop = asyncio.get_running_loop()
+
+    def run(batch: Sequence[Job]) -> list[ExecutionResult]:  # from the checker's thread
+        return asyncio.run_coroutine_threadsafe(execute(batch), loop).result()
+
+    async def judged() -> list[ExecutionResult]:
+        return await asyncio.to_thread(run_checked, run, [jobs[i] for i in checked])
+
+    graded, by_checker = await asyncio.gather(
+        _verified_or_run([jobs[i] for i in rest], execute), judged() if checked else _none()
+    )
+    results: list[ExecutionResult | None] = [None] * len(jobs)
+    for i, r in [*zip(rest, graded, strict=True), *zip(checked, by_checker, strict=True)]:
+        results[i] = r
+    return [r for r in results if r is not None]
+
+
+async def _none() -> list[ExecutionResult]:
+    return []
+
+
+async def _verified_or_run(jobs: Sequence[Job], execute: Execute) -> list[ExecutionResult]:
+    """The jobs' results, a verifier's jobs judged here on the runs it asked for."""
+    if not jobs:
+        return []
     plans = {
         i: planned_from_job(j) for i, j in enumerate(jobs) if isinstance(j.tests, VerifierTests)
     }

@@ -6,8 +6,9 @@ image similarity) and `optimize` (feasibility, then the gap to the best known ob
 task names its verifier in its tests (`VerifierTests`, `"verifier": "sql"` in a task file); a
 user's own is `"package.module:Class"`, a class with `name`, `jobs` and `verify`.
 
-`Sandbox.run_many` hands jobs whose tests are `VerifierTests` to `run.run_verified`, so every
-caller that runs tasks (rewards, training, `execrl eval`, `execrl tasks validate`) reaches them.
+The runner under `Sandbox.run_many` (`sandbox/runner.py`) routes each job whose tests are
+`VerifierTests` to `run.run_verified`, so every caller that runs tasks (rewards, training,
+`execrl eval`, `execrl tasks validate`) reaches them.
 """
 
 from __future__ import annotations

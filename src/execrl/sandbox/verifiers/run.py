@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
 
 from execrl.sandbox.grading.job import Job
 from execrl.sandbox.grading.verdict import ExecutionResult, SandboxErrorCause, TestOutcome, Verdict
@@ -31,18 +30,17 @@ FEEDBACK_CHARS = 2000  # feedback kept in the result's message
 
 
 def run_verified(
-    sandbox: Any, jobs: Sequence[Job], progress: Callable[[int], None] | None = None
+    run: Callable[[Sequence[Job]], list[ExecutionResult]],
+    jobs: Sequence[Job],
+    progress: Callable[[int], None] | None = None,
 ) -> list[ExecutionResult]:
-    """`sandbox.run_many(jobs)` where some jobs' tests are `VerifierTests`; order preserved."""
+    """The results of `jobs` (tests `VerifierTests`), in order; `run` runs plain jobs (the pool
+    below), all the verifiers' runs together."""
     expanded: list[Job] = []
-    plain: list[tuple[int, int]] = []  # (job index, run index)
     plans: list[tuple[int, Verifier, VerifyRequest, int, int]] = []
     results: list[ExecutionResult | None] = [None] * len(jobs)
     for i, job in enumerate(jobs):
-        if not isinstance(job.tests, VerifierTests):
-            plain.append((i, len(expanded)))
-            expanded.append(job)
-            continue
+        assert isinstance(job.tests, VerifierTests)
         request = VerifyRequest(job.id, job.program, job.tests, job.limits)
         try:
             verifier = load_verifier(job.tests.verifier)
@@ -57,9 +55,7 @@ def run_verified(
             continue
         plans.append((i, verifier, request, len(expanded), len(expanded) + len(runs)))
         expanded.extend(runs)
-    ran = sandbox.run_many(expanded) if expanded else []
-    for i, k in plain:
-        results[i] = ran[k]
+    ran = run(expanded) if expanded else []
     for i, verifier, request, start, end in plans:
         results[i] = verified_result(verifier, request, ran[start:end])
     if progress is not None:
