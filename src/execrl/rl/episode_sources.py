@@ -9,7 +9,7 @@ each turn ends; a harness's agent program for `env.name = "harness"`) and turns 
 `Scored`: the completion is every token after the first prompt, the policy's and the
 environment's interleaved, with `Turns` saying which are the policy's, where each turn ends and
 what it earned. The environment's tokens carry loss mask 0: no loss, KL, entropy, advantage or
-per-token reward lands on them (`rl.trainer`).
+per-token reward lands on them (`rl.batch_builder`).
 """
 
 from __future__ import annotations
