@@ -27,6 +27,7 @@ import torch
 
 from execrl.rl import algorithms, credit, dist, kl
 from execrl.rl.batch_rows import (
+    Estimated,
     ModelTerms,
     RowMaker,
     RowSource,
@@ -111,11 +112,11 @@ class BatchBuilder:
         """The micro-batches of the update: every tensor that stays fixed while the policy
         changes."""
         samples = [s for g in groups for s in g]
-        chunks = self.rows.parts(samples)
-        parts = [self._own_terms(chunk) for chunk in chunks]
+        parts = self.rows.parts(samples)
+        terms = [self._own_terms(part) for part in parts]
         inputs = self.advantage_inputs(
-            samples, [x for p in parts for x in p.ref_logp or []],
-            [x for p in parts for x in p.old_values or []],
+            samples, [x for t in terms for x in t.ref_logp or []],
+            [x for t in terms for x in t.old_values or []],
         )  # fmt: skip
         inputs = replace(inputs, valid=self.credit.in_baseline(inputs.valid, samples))
         if any(s.turns is not None for s in samples):
@@ -126,13 +127,14 @@ class BatchBuilder:
         else:
             adv, targets = self._estimate(inputs)
         own, lo = [], 0
-        for terms, part in zip(parts, chunks, strict=True):
+        for part, part_terms in zip(parts, terms, strict=True):
             rows = slice(lo, lo + len(part))
-            own.append(self._own_batch(part, terms, adv[rows],
+            own.append(self._own_batch(part, part_terms, adv[rows],
                                        None if targets is None else targets[rows]))  # fmt: skip
             lo += len(part)
-        extra = (self.rows, samples, adv, inputs.mask, groups)
-        return Built(own, self.segments(*extra), self.corrections(*extra))
+        estimated = Estimated(groups, samples, adv, inputs.mask)
+        return Built(own, self.segments(self.rows, estimated),
+                     self.corrections(self.rows, estimated))  # fmt: skip
 
     def _estimate(self, x: algorithms.AdvantageInputs) -> algorithms.Advantages:
         """The algorithm's advantages and value targets (B, T) over x; its batch-wide sums (e.g.

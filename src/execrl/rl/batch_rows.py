@@ -84,28 +84,34 @@ class RowMaker:
         return None if reference is None else reference(batch)
 
 
-# (the maker, the samples, their advantages (B, T), their loss mask (B, T), the groups) -> rows
-RowSource = Callable[[RowMaker, list[Scored], torch.Tensor, torch.Tensor, list[list[Scored]]],
-                     list[Batch]]  # fmt: skip
+@dataclass(frozen=True, slots=True)
+class Estimated:
+    """The samples' own rows once their advantages are known: what the other sources read."""
+
+    groups: list[list[Scored]]  # prompt-major
+    samples: list[Scored]  # the groups' samples in order: row i of the tensors
+    advantages: torch.Tensor  # (B, T)
+    mask: torch.Tensor  # (B, T) 1 on the policy's tokens of the samples that count
 
 
-def no_rows(rows: RowMaker, samples: list[Scored], advantages: torch.Tensor, mask: torch.Tensor,
-            groups: list[list[Scored]]) -> list[Batch]:  # fmt: skip
+RowSource = Callable[[RowMaker, Estimated], list[Batch]]  # rows besides the samples' own
+
+
+def no_rows(rows: RowMaker, own: Estimated) -> list[Batch]:
     return []
 
 
-def segment_rows(recompute_old: bool, rows: RowMaker, samples: list[Scored],
-                 advantages: torch.Tensor, mask: torch.Tensor,
-                 groups: list[list[Scored]]) -> list[Batch]:  # fmt: skip
+def segment_rows(recompute_old: bool, rows: RowMaker, own: Estimated) -> list[Batch]:
     """An episode's other segments (a harness that rewrote its history): each a sequence of its
     own, its policy tokens given the episode's advantage, which an outcome estimator makes one
     number per episode (`TrainConfig.segment_training` = "every"): read at the episode's last
-    policy token. `mask` is 0 on the rows that do not count. Old log-probs as for the episodes'
-    own: the engine's, or the trainer's (TIS) beside them."""
+    policy token. Old log-probs as for the episodes' own: the engine's, or the trainer's (TIS)
+    beside them."""
+    mask = own.mask
     found = [
-        (s.task_index, segment, float(advantages[i, int(mask[i].nonzero()[-1])]))
-        for i, s in enumerate(samples)
-        if s.segments and mask[i].any()
+        (s.task_index, segment, float(own.advantages[i, int(mask[i].nonzero()[-1])]))
+        for i, s in enumerate(own.samples)
+        if s.segments and mask[i].any()  # a row that does not count is all 0
         for segment in s.segments
     ]
     out = []
@@ -129,13 +135,12 @@ def segment_rows(recompute_old: bool, rows: RowMaker, samples: list[Scored],
     return out
 
 
-def correction_rows(coef: float, rows: RowMaker, samples: list[Scored], advantages: torch.Tensor,
-                    mask: torch.Tensor, groups: list[list[Scored]]) -> list[Batch]:  # fmt: skip
+def correction_rows(coef: float, rows: RowMaker, own: Estimated) -> list[Batch]:
     """The groups' correction samples (`rl.corrections`): the answer's tokens get the fixed
     advantage `coef` (credit.correction_coef); old log-probs are this policy's own (the answer
     was not sampled in this context), so the first epoch's ratio is 1 and the clip bounds the
     rest."""
-    made = [c for g in groups for c in corrections.correction_samples(g)]
+    made = [c for g in own.groups for c in corrections.correction_samples(g)]
     out = []
     for part in rows.parts(made):
         batch = rows.sequences([c.prompt_ids for c in part], [c.token_ids for c in part])
