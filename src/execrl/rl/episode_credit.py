@@ -34,11 +34,10 @@ def episode_credit(settings: CreditConfig) -> EpisodeCredit:
     first = settings.from_turn
     return EpisodeCredit(
         in_baseline=partial(_reached, first) if settings.baseline == "reached" else _all_valid,
-        credited=partial(_from_turn_on, first) if first > 1 else _everywhere,
-        held_kl=partial(_held_kl, settings.held_kl_coef, first)
-        if settings.held_kl_coef
+        credited=partial(_zero_held_turns, first) if first > 1 else _everywhere,
+        held_kl=partial(_held_kl, settings.held_kl_coef, first) if settings.held_kl_coef
         else _no_held_kl,
-    )
+    )  # fmt: skip
 
 
 def _all_valid(valid: torch.Tensor, samples: Sequence[Scored]) -> torch.Tensor:
@@ -55,12 +54,12 @@ def _everywhere(advantages: torch.Tensor, samples: Sequence[Scored]) -> torch.Te
     return advantages
 
 
-def _from_turn_on(first: int, advantages: torch.Tensor,
-                  samples: Sequence[Scored]) -> torch.Tensor:  # fmt: skip
+def _zero_held_turns(first: int, advantages: torch.Tensor,
+                     samples: Sequence[Scored]) -> torch.Tensor:  # fmt: skip
     """credit.from_turn > 1: no advantage on the held turns' tokens (SCoRe's stage I)."""
     mask = torch.ones(advantages.shape)  # (B, T)
     for i, s in enumerate(samples):
-        mask[i, : s.completion.n_tokens] = from_turn(first, s)
+        mask[i, : s.completion.n_tokens] = _credited_tokens(first, s)
     return advantages * mask
 
 
@@ -70,10 +69,10 @@ def _no_held_kl(samples: Sequence[Scored]) -> None:
 
 def _held_kl(coef: float, first: int, samples: Sequence[Scored]) -> list[torch.Tensor]:
     """credit.held_kl_coef on the policy's tokens of the held turns (before `first`)."""
-    return [coef * s.policy_mask() * (1 - from_turn(first, s)) for s in samples]
+    return [coef * s.policy_mask() * (1 - _credited_tokens(first, s)) for s in samples]
 
 
-def from_turn(first: int, s: Scored) -> torch.Tensor:
+def _credited_tokens(first: int, s: Scored) -> torch.Tensor:
     """(T_i,) 1 on the tokens of turns >= `first`, 0 on the held turns' (all 1 for a one-turn
     sample)."""
     n = s.completion.n_tokens
