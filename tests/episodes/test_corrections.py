@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from execrl.models.tiny import TinyLlamaShape, new_llama
+from execrl.rl.batch_builder import BatchBuilder
+from execrl.rl.batch_rows import model_terms
 from execrl.rl.config import ConfigError, load_config
 from execrl.rl.corrections import correction_samples
 from execrl.rl.episode_sources import episode_scored
@@ -47,23 +49,27 @@ def test_each_failed_first_attempt_gets_another_episodes_passing_answer(scorer, 
     assert correction_samples([group[0], group[0]]) == []  # nothing failed
 
 
-def small_learner(tokenizer, *extra: str) -> Learner:
+def small_learner(tokenizer, *extra: str) -> tuple[BatchBuilder, Learner]:
+    """The batch builder and the learner of a tiny model, for a group of three episodes."""
     c = load_config(None, ["env.name='self_correct'", "rl.group_size=3", "optim.lr=0.05",
                            "sampling.temperature=1.0", *extra])  # fmt: skip
     shape = TinyLlamaShape(hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64,
                            max_positions=512)  # fmt: skip
     model = new_llama(tokenizer, shape, seed=0)
     opt = torch.optim.Adam(model.parameters(), lr=0.05)
-    return Learner(LearnerSettings.of(c), model, None, None, opt,
-                   torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1),
-                   pad_id=tokenizer.pad_token_id)  # fmt: skip
+    settings = LearnerSettings.of(c)
+    learner = Learner(settings, model, None, opt,
+                      torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1))  # fmt: skip
+    terms = model_terms(model, None, None, settings.temperature)
+    return BatchBuilder(settings, terms, tokenizer.pad_token_id, learner.device), learner
 
 
 def test_correction_batch_learns_the_answer_after_the_feedback(scorer, tokenizer):
     _, group = group_of_three(scorer, tokenizer)
-    learner = small_learner(tokenizer, "credit.correction_coef=0.5")
-    batches = learner.advantages([group])
-    assert learner.corrections_made == 2
+    builder, learner = small_learner(tokenizer, "credit.correction_coef=0.5")
+    built = builder.build([group])
+    batches = built.batches
+    assert built.correction_rows == 2
     made = correction_samples(group)
     correction = batches[-1]
     assert correction.advantages.shape == correction.mask.shape
@@ -79,8 +85,8 @@ def test_correction_batch_learns_the_answer_after_the_feedback(scorer, tokenizer
     answer = correction.mask.bool()
     assert after[answer].sum() > before[answer].sum()
     # off by default: the same group gives no correction batch
-    plain = small_learner(tokenizer)
-    assert len(plain.advantages([group])) == len(batches) - 1 and plain.corrections_made == 0
+    plain = small_learner(tokenizer)[0].build([group])
+    assert len(plain.batches) == len(batches) - 1 and plain.correction_rows == 0
 
 
 def test_correction_coef_errors_are_found_when_the_config_loads():

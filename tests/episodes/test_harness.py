@@ -175,7 +175,7 @@ def test_a_masked_harness_episode_enters_no_loss_or_advantage(scorer, tokenizer)
     it passes) and a rewritten one reach the trainer with no counted token and no advantage."""
     from execrl.rl.episode_sources import episode_scored
 
-    from .test_training import learner
+    from .test_training import builder_for
 
     policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT, WRONG, RIGHT])
     [good] = run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer, harness())
@@ -187,7 +187,7 @@ def test_a_masked_harness_episode_enters_no_loss_or_advantage(scorer, tokenizer)
     for masked in (silent, rewritten):
         group = [episode_scored(0, ADD, e, 1.0, scorer) for e in (good, masked)]
         assert group[0].valid and not group[1].valid
-        [batch] = learner("grpo").advantages([group])
+        [batch] = builder_for("grpo").build([group]).batches
         assert batch.mask[1].sum() == 0 and (batch.advantages[1] == 0).all()
         assert batch.mask[0].sum() == sum(good.trajectory.loss_mask)
 

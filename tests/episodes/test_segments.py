@@ -17,7 +17,7 @@ from execrl.rl.groups import GroupSummary
 from .conftest import LOGPROB, PARAMS, ScriptedPolicy
 from .test_environments import ADD, RIGHT, WRONG
 from .test_harness import harness
-from .test_training import learner
+from .test_training import builder_for
 
 HARNESS = f"env.harness='{sys.executable} agent.py'"  # a program on PATH: the config checks
 
@@ -35,10 +35,10 @@ def rewritten_group(scorer, tokenizer):
 def test_every_segment_is_learnt_with_its_episodes_advantage(scorer, tokenizer):
     policy, group = rewritten_group(scorer, tokenizer)
     assert [s.score for s in group] == [1.0, 0.0] and all(len(s.segments) == 1 for s in group)
-    lr = learner("grpo", "env.name='harness'", HARNESS,
-                 "rl.micro_batch_size=8")  # fmt: skip
-    own, segments = lr.advantages([group])
-    assert lr.segments_trained == 2
+    lr = builder_for("grpo", "env.name='harness'", HARNESS, "rl.micro_batch_size=8")
+    built = lr.build([group])
+    own, segments = built.batches
+    assert built.segment_rows == 2
     # GRPO over the group of two: +1 and -1 (scores 1, 0; mean 0.5, std 0.707 -> +-0.707)
     episode_adv = [float(own.advantages[i][own.mask[i] == 1][0]) for i in range(2)]
     assert episode_adv[0] == pytest.approx(0.7071, abs=1e-3) and episode_adv[1] == -episode_adv[0]
@@ -65,9 +65,8 @@ def test_a_segment_moves_the_policy_only_through_its_own_tokens(scorer, tokenize
     from execrl.rl.losses import LossSettings, policy_loss, token_mean
 
     _, group = rewritten_group(scorer, tokenizer)
-    lr = learner("grpo", "env.name='harness'", HARNESS,
-                 "rl.micro_batch_size=8")  # fmt: skip
-    _, segments = lr.advantages([group])
+    lr = builder_for("grpo", "env.name='harness'", HARNESS, "rl.micro_batch_size=8")
+    _, segments = lr.build([group]).batches
     settings = LossSettings(0.2, 0.28, kl_coef=0.0, entropy_coef=0.0, vf_coef=0.0,
                             value_clip=0.2, tis_cap=2.0)  # fmt: skip
     logp = segments.old_logp.clone().requires_grad_(True)

@@ -10,27 +10,24 @@ from dataclasses import replace
 import pytest
 import torch
 
+from batch_helpers import builder
 from execrl.rl import credit
 from execrl.rl.advantages import gae, return_to_go
+from execrl.rl.batch_builder import BatchBuilder, token_rewards_of
 from execrl.rl.config import load_config
 from execrl.rl.episode_sources import episode_scored
 from execrl.rl.episodes import EnvConfig
 from execrl.rl.episodes.builtin import _feedback_turn
 from execrl.rl.kl import ESTIMATORS
-from execrl.rl.learner_settings import LearnerSettings
 from execrl.rl.losses import LossSettings, policy_loss, token_mean
-from execrl.rl.trainer import Learner
 
 from .conftest import LOGPROB, play
 from .test_environments import ADD, PROMPT, RIGHT, WRONG
 
 
-def learner(algorithm: str, *extra: str) -> Learner:
-    c = load_config(None, [f"rl.algorithm='{algorithm}'", "rl.group_size=2", *extra])
-    model = torch.nn.Linear(1, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    return Learner(LearnerSettings.of(c), model, None, None, opt,
-                   torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1), pad_id=0)  # fmt: skip
+def builder_for(algorithm: str, *extra: str) -> BatchBuilder:
+    """The batch builder of a group of two under `algorithm` (no model: no reference)."""
+    return builder(f"rl.algorithm='{algorithm}'", "rl.group_size=2", *extra)
 
 
 def fixed_then_failed(scorer, tokenizer, turn_reward: str = "final", discount: float = 1.0):
@@ -84,7 +81,7 @@ def test_an_episode_becomes_the_exact_tokens_mask_and_turn_rewards(scorer, token
 def test_grpo_advantages_over_episodes_by_hand_and_zero_on_environment_tokens(scorer, tokenizer):
     policy, scored = fixed_then_failed(scorer, tokenizer)
     _, mask, _, _ = layout(policy, tokenizer)
-    [batch] = learner("grpo").advantages([scored])
+    [batch] = builder_for("grpo").build([scored]).batches
     # returns 1 and 0: mean 0.5, unbiased std sqrt(0.5): advantages +-0.5 / sqrt(0.5)
     a = 0.5 / (math.sqrt(0.5) + 1e-4)
     m = torch.tensor(mask, dtype=torch.float32)
@@ -102,9 +99,8 @@ def test_credit_from_turn_2_trains_the_correction_and_never_the_first_attempt(sc
     policy, scored = fixed_then_failed(scorer, tokenizer)
     _, mask, n_wrong, n_env = layout(policy, tokenizer)
     env = "env.name='self_correct'"
-    lr = learner("grpo", env, "credit.from_turn=2", "credit.held_kl_coef=0.5")
-    lr.kl = None  # no reference model here: the test reads the coefficients, not the KL
-    [batch] = lr.advantages([scored])
+    lr = builder_for("grpo", env, "credit.from_turn=2", "credit.held_kl_coef=0.5")
+    [batch] = lr.build([scored]).batches
     a = 0.5 / (math.sqrt(0.5) + 1e-4)
     second = torch.tensor([0.0] * (n_wrong + n_env) + [1.0] * (len(mask) - n_wrong - n_env))
     assert torch.allclose(batch.advantages[0, : len(mask)], a * second)
@@ -137,7 +133,7 @@ def test_reached_baseline_compares_corrections_with_corrections(scorer, tokenize
     held = ["env.name='self_correct'", "credit.from_turn=2", "rl.group_size=3"]
 
     def correction_advantages(*extra: str) -> list[float]:
-        [batch] = learner("grpo", *held, *extra).advantages([group])
+        [batch] = builder_for("grpo", *held, *extra).build([group]).batches
         assert (batch.advantages[0] == 0).all()  # the first-turn pass: no advantage either way
         return [float(batch.advantages[i, s.turns.ends[1]]) for i, s in ((1, fixed), (2, failed))]
 
@@ -153,12 +149,12 @@ def test_reinforce_pp_return_reaches_the_first_turn_across_the_feedback(scorer, 
     earned at turn 2 (a naive return-to-go would stop at the first masked token)."""
     policy, scored = fixed_then_failed(scorer, tokenizer, turn_reward="improvement")
     _, mask, n_wrong, _ = layout(policy, tokenizer)
-    lr = learner("reinforce_pp")
-    inputs = lr._advantage_inputs(scored, [], [])
+    lr = builder_for("reinforce_pp")
+    inputs = lr.advantage_inputs(scored, [], [])
     rewards = inputs.token_rewards[0, : len(mask)]
     assert rewards.nonzero().flatten().tolist() == [len(mask) - 1]  # improvement 0, then +1
     assert (rewards[torch.tensor(mask) == 0] == 0).all()  # no per-token reward on env tokens
-    [batch] = lr.advantages([scored])
+    [batch] = lr.build([scored]).batches
     adv = batch.advantages[0, : len(mask)]
     # every policy token of the fixed episode has return 1; the failed one's have 0
     assert adv[0] == adv[n_wrong - 1] == adv[len(mask) - 1] > 0
@@ -182,17 +178,17 @@ def test_gae_over_an_episode_equals_gae_over_its_policy_tokens_alone():
 def test_turn_discount_weighs_a_later_fix_less(scorer, tokenizer):
     _, (fixed, _) = fixed_then_failed(scorer, tokenizer, discount=0.5)
     assert fixed.score == pytest.approx(0.5)  # 0.5^1 * 1.0: fixed at the second turn
-    rewards = learner("reinforce_pp")._token_rewards(fixed)
+    rewards = token_rewards_of(fixed)
     assert rewards.sum().item() == pytest.approx(0.5)
 
 
 def test_kl_in_reward_never_lands_on_environment_tokens(scorer, tokenizer):
     policy, scored = fixed_then_failed(scorer, tokenizer)
     _, mask, _, _ = layout(policy, tokenizer)
-    lr = learner("reinforce_pp", "rl.kl_coef=0.5", "rl.kl_in='reward'")
+    lr = builder_for("reinforce_pp", "rl.kl_coef=0.5", "rl.kl_in='reward'")
     # a reference that disagrees everywhere: the KL term is nonzero on every token
     ref = [torch.full((s.completion.n_tokens,), -3.0) for s in scored]
-    rewards = lr._advantage_inputs(scored, ref, []).token_rewards[0, : len(mask)]
+    rewards = lr.advantage_inputs(scored, ref, []).token_rewards[0, : len(mask)]
     env = torch.tensor(mask) == 0
     assert (rewards[env] == 0).all()
     assert (rewards[~env] != 0).any()
@@ -201,7 +197,7 @@ def test_kl_in_reward_never_lands_on_environment_tokens(scorer, tokenizer):
 def test_loss_kl_and_entropy_gradients_vanish_on_environment_tokens(scorer, tokenizer):
     policy, scored = fixed_then_failed(scorer, tokenizer)
     _, mask, _, _ = layout(policy, tokenizer)
-    [batch] = learner("grpo").advantages([scored])
+    [batch] = builder_for("grpo").build([scored]).batches
     batch = replace(batch, ref_logp=torch.full_like(batch.mask, -5.0))  # KL on every position
     logp = torch.full_like(batch.mask, -1.0, requires_grad=True)
     entropy = torch.full_like(batch.mask, 2.0, requires_grad=True)
@@ -229,10 +225,9 @@ def test_held_kl_pulls_the_held_turn_only_and_never_an_environment_token(
                             value_clip=0.2, tis_cap=2.0)  # fmt: skip
     grads = []
     for held in ("0", "0.5"):
-        lr = learner(algorithm, "env.name='self_correct'", "credit.from_turn=2",
+        lr = builder_for(algorithm, "env.name='self_correct'", "credit.from_turn=2",
                      f"credit.held_kl_coef={held}", f"rl.kl_in='{kl_in}'")  # fmt: skip
-        lr.kl = None  # no reference model here: ref_logp is set by hand below
-        [batch] = lr.advantages([scored])
+        [batch] = lr.build([scored]).batches
         batch = replace(batch, ref_logp=torch.full_like(batch.mask, -5.0))
         logp = torch.full_like(batch.mask, -1.0, requires_grad=True)
         entropy = torch.zeros_like(batch.mask)

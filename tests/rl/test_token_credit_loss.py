@@ -10,16 +10,14 @@ from dataclasses import replace
 import pytest
 import torch
 
+from batch_helpers import builder
 from execrl.cli import main
 from execrl.models.sampling import Completion
 from execrl.rewards import RewardConfig, RewardScorer
 from execrl.rewards.scorer import build_sample
 from execrl.rewards.token_credit import TokenCredit
-from execrl.rl.config import load_config
 from execrl.rl.episode_sources import token_offsets
-from execrl.rl.learner_settings import LearnerSettings
 from execrl.rl.scored import Scored
-from execrl.rl.trainer import Learner
 from execrl.sandbox import ExecutionResult, Verdict
 from execrl.sandbox import TestOutcome as Outcome
 from execrl.tasks import CallTests, Task
@@ -53,12 +51,11 @@ def scored(credit_sample: bool = True, n_tokens: int = len(PIECES)) -> Scored:
     return Scored(0, completion, reward, sample)
 
 
-def learner(algorithm: str) -> Learner:
-    c = load_config(None, [f"rl.algorithm='{algorithm}'", "rl.group_size=2"])
-    model = torch.nn.Linear(1, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    return Learner(LearnerSettings.of(c), model, None, None, opt,
-                   torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1), pad_id=0)  # fmt: skip
+def advantage_inputs(algorithm: str, samples: list[Scored]):
+    """What `algorithm`'s estimator reads of `samples` (a group of two; no reference, no critic)."""
+    return builder(f"rl.algorithm='{algorithm}'", "rl.group_size=2").advantage_inputs(
+        samples, [], []
+    )
 
 
 def test_offsets_from_the_token_ids_cover_the_text_one_span_per_token():
@@ -74,7 +71,7 @@ def test_the_failing_lines_tokens_get_the_penalty_and_the_rest_do_not(algorithm)
     # before each) overlap line 2 and share line_penalty 0.5: -0.1 each; the last token -0.6
     expected = [0, 0, 0, -0.1, -0.1, -0.1, -0.1, -0.1, 0, 0, -0.6]
     assert s.reward.token_credit == pytest.approx(expected)
-    inputs = learner(algorithm)._advantage_inputs([s, s], [], [])
+    inputs = advantage_inputs(algorithm, [s, s])
     assert inputs.token_rewards[0].tolist() == pytest.approx(expected)
     # REINFORCE++'s return to go (gamma 1) sees the penalty only up to the failing line
     from execrl.rl.advantages import return_to_go
@@ -88,14 +85,14 @@ def test_the_failing_lines_tokens_get_the_penalty_and_the_rest_do_not(algorithm)
 def test_without_credit_the_score_is_on_the_last_token_only():
     s = scored(credit_sample=False)
     assert s.reward.token_credit is None
-    rewards = learner("reinforce_pp")._advantage_inputs([s, s], [], []).token_rewards[0]
+    rewards = advantage_inputs("reinforce_pp", [s, s]).token_rewards[0]
     assert rewards.tolist() == pytest.approx([0.0] * 10 + [-0.6])
 
 
 def test_credit_of_another_length_than_the_completion_is_an_error():
     s = scored(n_tokens=len(PIECES) + 1)  # the offsets came from other tokens than trained on
     with pytest.raises(ValueError, match="token credit has 11 values for a completion of 12"):
-        learner("ppo")._advantage_inputs([s, s], [], [])
+        advantage_inputs("ppo", [s, s])
 
 
 def test_token_credit_trains_with_ppo_through_the_cli(tiny_model_dir, tmp_path):

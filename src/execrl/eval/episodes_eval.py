@@ -6,9 +6,10 @@ with pass@1 after each turn.
 The summary's `pass@1_by_turn` holds K fractions: for each turn t, the fraction of episodes whose
 answer standing after t turns passes the hidden tests (an episode that stopped early, its visible
 tests passing, keeps its answer). `feedback_protocol` records which tests fed back, per family,
-and what a feedback turn holds. A local model runs through the models layer's engine (token ids
-in and out, `rl.episodes.run_episodes`); an OpenAI-compatible server (`openai:URL#MODEL`) through
-its completion endpoint, or its chat endpoint with --chat on, with the conversation so far.
+and what a feedback turn holds. Episodes run through training's episode source and turn loop
+(`rl.episode_sources.MultiTurn`): a local model through the models layer's engine (token ids in
+and out); an OpenAI-compatible server (`openai:URL#MODEL`) through its completion endpoint, or
+its chat endpoint with --chat on, with the conversation so far.
 
 `--corrections` also writes corrections.jsonl: for each attempt that failed a visible test and
 got feedback, the conversation up to the model's next turn as token ids (`prompt_ids`, exactly
@@ -32,7 +33,9 @@ from execrl.models.backends import ServerError
 from execrl.rewards.config import RewardConfig
 from execrl.rewards.grading import DEFAULT_LIMITS
 from execrl.rewards.scorer import RewardScorer
-from execrl.rl.episodes import EnvConfig, Episode, make_env, run_episodes, run_text_episodes
+from execrl.rl.episode_sources import MultiTurn
+from execrl.rl.episodes import EnvConfig, Episode, TextReplies
+from execrl.rl.episodes.trajectory import TextConversation
 from execrl.rl.episodes.visible import visible_tests
 from execrl.rl.eval_spec import HeldoutSpec, prompted
 from execrl.sandbox import Limits, Sandbox, SandboxConfig, SandboxUnavailable
@@ -150,6 +153,8 @@ def _episodes(
     tasks: list[Task],
     temperature: float,
 ) -> list[Episode]:
+    """The episodes of `tasks` through training's episode source (`rl.episode_sources`), a
+    local model's as token ids, a server's as texts."""
     import torch
 
     from execrl.models.backends import GenerationParams, HFGenerator, open_generator
@@ -158,33 +163,32 @@ def _episodes(
     generator = open_generator(args.model, chat=args.chat or "auto", device=args.device)
     top_p = args.top_p if args.top_p is not None else 0.95
     max_new = args.max_new_tokens or 512
+    if not isinstance(generator, HFGenerator):
+        params = GenerationParams(temperature, top_p, max_new, batch_size=args.batch_size)
 
-    def make():  # noqa: ANN202 - a fresh environment per episode
-        return make_env(config, scorer)
+        def reply(raws: list[str], messages: list[list[dict[str, str]]]) -> list[str]:
+            if generator.chat:
+                return [_chat_reply(generator, m, params) for m in messages]
+            return [generator.generate([r], 1, params)[0][0] for r in raws]
 
-    if isinstance(generator, HFGenerator):
-        from execrl.models.engine import make_engine
-        from execrl.models.sampling import SamplingParams
+        source = MultiTurn(config, scorer, TextReplies(reply), None, tasks, None,
+                           generator.chat, conversation=TextConversation)  # fmt: skip
+        return source.episodes(list(range(len(tasks))))
+    from execrl.models.engine import make_engine
+    from execrl.models.sampling import SamplingParams
 
-        episodes = []
-        # One generate call shares its stop sequences: tasks are run by their kind of prompt.
-        for stops in sorted({stops_for(t) for t in tasks}):
-            group = [t for t in tasks if stops_for(t) == stops]
-            params = SamplingParams(
-                temperature, top_p, max_new, () if generator.chat else stops, args.batch_size
-            )
-            tokenizer = generator.policy.tokenizer
-            engine = make_engine("loop", generator.policy.model, tokenizer)
-            episodes += run_episodes(make, group, engine, tokenizer, params, chat=generator.chat)
-        return episodes
-    params = GenerationParams(temperature, top_p, max_new, batch_size=args.batch_size)
-
-    def reply(raws: list[str], messages: list[list[dict[str, str]]]) -> list[str]:
-        if generator.chat:
-            return [_chat_reply(generator, m, params) for m in messages]
-        return [generator.generate([r], 1, params)[0][0] for r in raws]
-
-    return run_text_episodes(make, tasks, reply)
+    tokenizer = generator.policy.tokenizer
+    engine = make_engine("loop", generator.policy.model, tokenizer)
+    episodes = []
+    # One generate call shares its stop sequences: tasks are run by their kind of prompt.
+    for stops in sorted({stops_for(t) for t in tasks}):
+        group = [t for t in tasks if stops_for(t) == stops]
+        params = SamplingParams(
+            temperature, top_p, max_new, () if generator.chat else stops, args.batch_size
+        )
+        source = MultiTurn(config, scorer, engine, tokenizer, group, params, generator.chat)
+        episodes += source.episodes(list(range(len(group))))
+    return episodes
 
 
 def _chat_reply(generator: Any, messages: list[dict[str, str]], params: Any) -> str:

@@ -4,12 +4,13 @@
 graded by the hidden tests, `episodes.builtin.Single`): one batched `generate` per chunk, and
 the whole grading (`Single.grade_many`, the rewards layer's one scoring path) left to the
 scoring thread while the next chunk generates. `MultiTurn` runs a group of episodes per task
-(`episodes.turn_loop.run_episodes`: one batched `generate` per turn, the environment grading as
+(`episodes.turn_loop.TurnLoop`: one batched `generate` per turn, the environment grading as
 each turn ends; a harness's agent program for `env.name = "harness"`) and turns each into a
 `Scored`: the completion is every token after the first prompt, the policy's and the
 environment's interleaved, with `Turns` saying which are the policy's, where each turn ends and
 what it earned. The environment's tokens carry loss mask 0: no loss, KL, entropy, advantage or
-per-token reward lands on them (`rl.trainer`).
+per-token reward lands on them (`rl.batch_builder`). `execrl eval --env` plays its episodes
+through `MultiTurn.episodes`, a batch at a time, and reads them whole.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from execrl.rewards.scorer import RewardScorer, build_sample
 from execrl.rl.credit import discounted_return
 from execrl.rl.episodes import EnvConfig, Episode, make_env
 from execrl.rl.episodes.builtin import Single
-from execrl.rl.episodes.trajectory import Trajectory
-from execrl.rl.episodes.turn_loop import TurnLoop
+from execrl.rl.episodes.trajectory import Conversation, TextConversation, Trajectory
+from execrl.rl.episodes.turn_loop import TurnLoop, play_out
 from execrl.rl.scored import Scored, Segment, Turns
 from execrl.tasks.schema import Task
 
@@ -117,16 +118,31 @@ class OneTurn:
 
 
 class MultiTurn:
-    """Episodes of several turns (or a harness's calls), graded as each turn ends."""
+    """Episodes of several turns (or a harness's calls), graded as each turn ends. Each keeps
+    its turns in a `conversation()`: token ids by default; `TextConversation` with a text-only
+    model (`turn_loop.TextReplies` as the engine: evaluation only, nothing to train on)."""
 
     def __init__(self, config: EnvConfig, scorer: RewardScorer, engine: Any, tokenizer: Any,
-                 tasks: list[Task], params: SamplingParams, chat: bool,
-                 segments: str = "mask") -> None:  # fmt: skip
+                 tasks: list[Task], params: SamplingParams | None, chat: bool,
+                 segments: str = "mask",
+                 conversation: Callable[[], Conversation | TextConversation] | None = None,
+                 ) -> None:  # fmt: skip
         self.config, self.scorer, self.engine = config, scorer, engine
         self.tokenizer, self.tasks, self.params, self.chat = tokenizer, tasks, params, chat
         # a harness's rewritten history: "every" segment trained, the "last" alone, or "mask"
         # (`TrainConfig.segment_training`)
         self.segments = segments
+        self.conversation = conversation or partial(Conversation, tokenizer, chat)
+
+    def episodes(self, task_indices: list[int]) -> list[Episode]:
+        """One episode per task index, in order, every turn generated and graded here (one
+        batch of episodes after another: `execrl eval --env`)."""
+        return play_out(self._loop([self.tasks[t] for t in task_indices]), self.engine,
+                        self.params)  # fmt: skip
+
+    def _loop(self, tasks: list[Task]) -> TurnLoop:
+        return TurnLoop(lambda: make_env(self.config, self.scorer), tasks, self.conversation,
+                        max_tokens=self.config.max_tokens)  # fmt: skip
 
     def generate(self, task_indices: list[int], group_size: int) -> Grading:
         """An environment's episodes: the first turn generated here, each turn stepped on the
@@ -142,9 +158,7 @@ class MultiTurn:
                                             segments=self.segments != "mask")  # fmt: skip
             groups = self.groups(order, episodes, group_size)
             return lambda times: groups
-        loop = TurnLoop(lambda: make_env(self.config, self.scorer), tasks, self.tokenizer,
-                        chat=self.chat, max_tokens=self.config.max_tokens)  # fmt: skip
-        return self._turn(loop, order, group_size)
+        return self._turn(self._loop(tasks), order, group_size)
 
     def _turn(self, loop: TurnLoop, order: list[int], group_size: int) -> Grading:
         completions = self.engine.generate(loop.prompts(), self.params, n=1)

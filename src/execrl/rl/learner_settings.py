@@ -1,8 +1,9 @@
 """What the policy update reads of a run's config, as one small record made once at set-up.
 
-The Learner (`rl.trainer`) sees these settings and nothing else of the run: not the model's
-path, the data, the sandbox or the run directory. `LearnerSettings.of(config)` makes them from a
-`TrainConfig`; a caller with its own loop (a test, a notebook) can build one directly.
+The batch builder (`rl.batch_builder`) and the Learner (`rl.trainer`) see these settings and
+nothing else of the run: not the model's path, the data, the sandbox or the run directory.
+`LearnerSettings.of(config)` makes them from a `TrainConfig`; a caller with its own loop (a
+test, a notebook) can build one directly.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ class LearnerSettings:
     # the trainer's own log-probs as old, and truncated importance weights (`rl.tis`)
     recompute_old: bool
     credit: CreditConfig  # [credit]: which turns and sequences the advantage reaches
+    # What a harness's rewritten history trains: "every" segment, the "last", or "mask"
+    # (`TrainConfig.segment_training`); the batch builder adds segment rows for "every"
+    segment_training: str
 
     @classmethod
     def of(cls, config: TrainConfig) -> LearnerSettings:
@@ -72,4 +76,5 @@ class LearnerSettings:
             grad_clip=config.optim.grad_clip,
             recompute_old=config.sampling.engine == "vllm" or rl.max_staleness > 0,
             credit=config.credit,
+            segment_training=config.segment_training,
         )

@@ -1,9 +1,10 @@
 """A whole training run: set-up, the step loop, held-out pass@1 before and after, checkpoints.
 
 One step reads top to bottom in `train_step`: draw prompts -> sample -> score -> filter groups
-(`groups.gather`, with DAPO's bounded refills) -> advantages -> update -> log. With
-`rl.max_staleness` = k > 0 the first stages run ahead on a rollout thread, from a policy k
-updates old (`rl.prefetch`), while the update runs.
+(`groups.gather`, with DAPO's bounded refills) -> batches with their advantages
+(`rl.batch_builder`) -> update (`rl.trainer`) -> log. With `rl.max_staleness` = k > 0 the first
+stages run ahead on a rollout thread, from a policy k updates old (`rl.prefetch`), while the
+update runs.
 
 The run directory holds `config.toml` (resolved), `metrics.jsonl` (one line per step),
 `flagged.jsonl` (samples the reward flagged), `checkpoint/state.pt` (everything `--resume`
@@ -36,6 +37,7 @@ from execrl.models.threads import (
 from execrl.rewards.config import node_names
 from execrl.rewards.scorer import RewardScorer
 from execrl.rl import dist, setup
+from execrl.rl.batch_builder import NOTHING
 from execrl.rl.checkpoint import load_checkpoint, save_checkpoint
 from execrl.rl.config import ConfigError, TrainConfig, to_toml
 from execrl.rl.episode_sources import episode_source
@@ -92,7 +94,7 @@ class Run:
 
 def train_step(run: Run, step: int) -> tuple[dict[str, Any], Gathered]:
     """One step, top to bottom; returns its metrics row and what it gathered."""
-    learner = run.built.learner
+    builder, learner = run.built.builder, run.built.learner
     start = time.perf_counter()
     if run.prefetch is None:  # draw prompts -> sample -> score -> filter groups (refills)
         got, sampled = _gather(run, run.rollouts, step)
@@ -100,9 +102,9 @@ def train_step(run: Run, step: int) -> tuple[dict[str, Any], Gathered]:
         ahead = run.prefetch.take(step)
         got, sampled = ahead.gathered, {**ahead.sampled, "async/staleness": ahead.staleness}
     gathered = time.perf_counter()
-    denominator = learner.denominator(got.kept)  # the global batch's tokens or sequences
-    batches = learner.advantages(got.local) if denominator else []  # (B, T) records
-    update = learner.update(batches, denominator)
+    denominator = builder.denominator(got.kept)  # the global batch's tokens or sequences
+    built = builder.build(got.local) if denominator else NOTHING  # advantages: (B, T) batches
+    update = learner.update(built.batches, denominator)
     if run.prefetch is None:
         run.engine.sync_weights(run.built.policy.model)  # the next rollouts sample the new policy
     else:  # version step + 1; the rollout thread loads it when a step's batch needs it
@@ -112,9 +114,9 @@ def train_step(run: Run, step: int) -> tuple[dict[str, Any], Gathered]:
     row.update(sampled)
     row.update(source_kl(update.kl_by_task, run.built.sampler))
     if run.config.credit.correction_coef > 0:
-        row["episode/correction_samples"] = learner.corrections_made
+        row["episode/correction_samples"] = built.correction_rows
     if run.config.env.name == "harness":  # segments of rewritten histories, trained
-        row["episode/segment_samples"] = learner.segments_trained
+        row["episode/segment_samples"] = built.segment_rows
     return row, got
 
 

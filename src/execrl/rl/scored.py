@@ -37,7 +37,7 @@ class Turns:
 class Segment:
     """Another token-exact sequence of the same episode: a harness that rewrote its history
     (cut it, summarised it, started a sub-agent) made calls that do not extend the episode's
-    main sequence. Trained with the episode's advantage (`Learner._segment_batches`)."""
+    main sequence. Trained with the episode's advantage (`batch_rows.segment_rows`)."""
 
     prompt_ids: torch.Tensor  # (P,) the segment's first prompt
     token_ids: torch.Tensor  # (T,) everything after it, the policy's and the harness's

@@ -20,6 +20,8 @@ import torch
 from execrl.models import LoraSpec, load_policy, reference_from
 from execrl.models.prompting import with_named_entry_points, with_signature_prompts
 from execrl.rl import dist
+from execrl.rl.batch_builder import BatchBuilder
+from execrl.rl.batch_rows import model_terms
 from execrl.rl.config import ConfigError, TrainConfig
 from execrl.rl.curriculum import Curriculum, TaskMix
 from execrl.rl.learner_settings import LearnerSettings
@@ -35,6 +37,7 @@ from execrl.tasks.schema import Task
 class Setup:
     config: TrainConfig
     policy: Any  # models.Policy
+    builder: BatchBuilder  # scored groups -> the update's batches
     learner: Learner
     sampler: PromptSampler
     tasks: list[Task]
@@ -84,11 +87,13 @@ def build(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | N
     optimizer = torch.optim.AdamW(params, lr=c.optim.lr, betas=(c.optim.beta1, c.optim.beta2),
                                   weight_decay=c.optim.weight_decay, fused=fused or None)  # fmt: skip
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(c))
-    learner = Learner(LearnerSettings.of(c), policy.model, reference, value_head, optimizer,
-                      scheduler, policy.tokenizer.pad_token_id)  # fmt: skip
+    settings = LearnerSettings.of(c)
+    learner = Learner(settings, policy.model, value_head, optimizer, scheduler)
+    terms = model_terms(policy.model, reference, value_head, c.sampling.temperature)
+    builder = BatchBuilder(settings, terms, policy.tokenizer.pad_token_id, learner.device)
     sampler = PromptSampler(len(tasks), c.run.seed, c.rl.prompt_sampler, c.rl.pass_rate_target,
                             c.rl.pass_rate_decay, mix, curriculum)  # fmt: skip
-    return Setup(c, policy, learner, sampler, tasks, heldout)
+    return Setup(c, policy, builder, learner, sampler, tasks, heldout)
 
 
 def workers_beside(sandbox: SandboxConfig) -> int:

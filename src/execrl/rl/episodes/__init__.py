@@ -10,7 +10,7 @@ from execrl.rl.episodes.env import (
     make_env,
 )
 from execrl.rl.episodes.trajectory import Conversation, NotAppendOnly, Trajectory
-from execrl.rl.episodes.turn_loop import Episode, run_episodes, run_text_episodes
+from execrl.rl.episodes.turn_loop import Episode, TextReplies, run_episodes
 
 __all__ = [
     "Conversation",
@@ -21,8 +21,8 @@ __all__ = [
     "Observation",
     "StepInfo",
     "StepResult",
+    "TextReplies",
     "Trajectory",
     "make_env",
     "run_episodes",
-    "run_text_episodes",
 ]

@@ -10,7 +10,8 @@ A turn holding such a block (the first one counts) is a tool call: the code runs
 (no stdin, the scorer's limits), and what it printed, with the exception if it raised, comes back
 as a tool turn, cut to `tool_output_chars`. A turn without one is the final answer, graded by
 the hidden tests (it is also the answer once `tool_calls` calls or `max_turns` turns are spent).
-The token budget of the whole episode is the caller's (`rollout.run_episodes`' `max_tokens`).
+The token budget of the whole episode is the caller's (`env.max_tokens`, which
+`turn_loop.TurnLoop` applies).
 """
 
 from __future__ import annotations

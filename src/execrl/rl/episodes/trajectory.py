@@ -151,3 +151,41 @@ class Conversation:
 
     def _name(self) -> str:
         return repr(getattr(self.tokenizer, "name_or_path", "") or type(self.tokenizer).__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TextPrompt:
+    """What a text-only model is given for its next turn: the raw text so far (a completion
+    endpoint) and the messages so far (a chat endpoint)."""
+
+    raw: str
+    messages: list[dict[str, str]]
+
+
+@dataclass
+class TextConversation:
+    """The turns of an episode with a text-only model (an OpenAI-compatible server), as texts:
+    a server's tokens are not ours, so there is no trajectory to train on."""
+
+    raw: str = ""
+    messages: list[dict[str, str]] = field(default_factory=list)
+
+    def start(self, observation: Observation) -> TextPrompt:
+        self.raw = observation.raw
+        self.messages = [{"role": observation.role, "content": observation.text}]
+        return TextPrompt(self.raw, list(self.messages))
+
+    def add_policy(self, token_ids: Sequence[int], logprobs: Sequence[float], text: str) -> None:
+        self.raw += text
+        self.messages.append({"role": "assistant", "content": text})
+
+    def add_env(self, observation: Observation) -> TextPrompt:
+        self.raw += observation.raw
+        self.messages.append({"role": observation.role, "content": observation.text})
+        return TextPrompt(self.raw, list(self.messages))
+
+    def add_reward(self, reward: float) -> None:
+        return None
+
+    def trajectory(self) -> None:
+        return None

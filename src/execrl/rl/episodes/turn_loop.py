@@ -1,21 +1,27 @@
 """Running episodes: each turn, every episode still going gets one completion from the engine
-(one batched `generate` call), the environment steps on it, and its turn is appended as ids.
+(one batched `generate` call), the environment steps on it, and its turn is appended.
 
-`TurnLoop` holds a batch of episodes between turns; `run_episodes` drives it with a token
-engine (`models.engine.RolloutEngine`: local models, scripted test policies) and returns
-token-exact trajectories; `run_text_episodes` drives a text-only generator
-(an OpenAI-compatible server) and keeps the texts alone, since a server's tokens are not ours.
+`TurnLoop` holds a batch of episodes between turns; `play_out` drives it to the end. With a
+token engine (`models.engine.RolloutEngine`: local models, scripted test policies) each episode
+is a `Conversation` of token ids and ends as a token-exact trajectory (`run_episodes`); a
+text-only model (an OpenAI-compatible server, `TextReplies`) goes through the same loop with a
+`TextConversation`, which keeps the texts alone, since a server's tokens are not ours. The
+training's episode source (`rl.episode_sources.MultiTurn`) and `execrl eval --env` both run
+their episodes here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
+import torch
+
 from execrl.rl.episodes.env import Environment, StepResult
-from execrl.rl.episodes.trajectory import Conversation, Trajectory
+from execrl.rl.episodes.trajectory import Conversation, TextConversation, TextPrompt, Trajectory
 from execrl.tasks.schema import Task
 
 
@@ -67,9 +73,15 @@ def run_episodes(
     max_tokens: int = 0,
     parallel: int = 8,
 ) -> list[Episode]:
-    """One episode per task (repeat a task for a group), every turn generated and stepped
-    (`TurnLoop`) until each episode is done."""
-    loop = TurnLoop(make, tasks, tokenizer, chat=chat, max_tokens=max_tokens, parallel=parallel)
+    """One episode per task (repeat a task for a group) with a token engine, every turn
+    generated and stepped (`TurnLoop`) until each episode is done."""
+    conversation = partial(Conversation, tokenizer, chat)
+    loop = TurnLoop(make, tasks, conversation, max_tokens=max_tokens, parallel=parallel)
+    return play_out(loop, engine, params)
+
+
+def play_out(loop: TurnLoop, engine: Any, params: Any) -> list[Episode]:
+    """The loop's episodes, one turn of all those still going after another, to the end."""
     while loop.active:
         loop.step(engine.generate(loop.prompts(), params, n=1))
     return loop.episodes()
@@ -77,18 +89,20 @@ def run_episodes(
 
 class TurnLoop:
     """Episodes of `tasks` (one each), a turn at a time: `prompts()` are the next prompts of the
-    episodes still going (`active`), `step(completions)` gives them to the environments.
+    episodes still going (`active`), `step(completions)` gives them to the environments; each
+    episode's turns are kept by a `conversation()` (token ids, or a text model's texts).
     `max_tokens` > 0 caps each episode's whole trajectory; an episode past it stops, truncated,
     with reward 0 for its last turn. The environments of a turn step concurrently, `parallel`
     at a time (each is its own object; their sandbox runs go to the pool's workers).
     Generating and stepping are separate calls so that the rollouts of one chunk can step while
     the engine generates another's (`rl.rollouts`)."""
 
-    def __init__(self, make: Callable[[], Environment], tasks: Sequence[Task], tokenizer: Any,
-                 *, chat: bool, max_tokens: int = 0, parallel: int = 8) -> None:  # fmt: skip
+    def __init__(self, make: Callable[[], Environment], tasks: Sequence[Task],
+                 conversation: Callable[[], Conversation | TextConversation], *,
+                 max_tokens: int = 0, parallel: int = 8) -> None:  # fmt: skip
         self.tasks, self.max_tokens, self.parallel = tasks, max_tokens, parallel
         self.envs = [make() for _ in tasks]
-        self.convs = [Conversation(tokenizer, chat) for _ in tasks]
+        self.convs = [conversation() for _ in tasks]
         zipped = zip(self.convs, self.envs, tasks, strict=True)
         self._prompts = [c.start(e.reset(t)) for c, e, t in zipped]
         self.outputs: list[list[str]] = [[] for _ in tasks]
@@ -98,7 +112,7 @@ class TurnLoop:
         self.finishes: list[list[str]] = [[] for _ in tasks]
         self.active = list(range(len(tasks)))
 
-    def prompts(self) -> list[list[int]]:
+    def prompts(self) -> list[list[int]] | list[TextPrompt]:
         return [self._prompts[i] for i in self.active]
 
     def step(self, completions: Sequence[Any]) -> None:
@@ -141,40 +155,27 @@ class TurnLoop:
         ]
 
 
-def run_text_episodes(
-    make: Callable[[], Environment],
-    tasks: Sequence[Task],
-    reply: Callable[[list[str], list[list[dict[str, str]]]], list[str]],
-) -> list[Episode]:
-    """Episodes with a text-only model: `reply(raw_texts, chat_messages)` gives one answer per
-    conversation (the raw text for completion servers, the messages for chat servers)."""
-    envs = [make() for _ in tasks]
-    firsts = [e.reset(t) for e, t in zip(envs, tasks, strict=True)]
-    raws = [o.raw for o in firsts]
-    messages = [[{"role": o.role, "content": o.text}] for o in firsts]
-    outputs: list[list[str]] = [[] for _ in tasks]
-    seen: list[list[str]] = [[] for _ in tasks]
-    steps: list[list[StepResult]] = [[] for _ in tasks]
-    active = list(range(len(tasks)))
-    while active:
-        answers = reply([raws[i] for i in active], [messages[i] for i in active])
-        still = []
-        for i, text in zip(active, answers, strict=True):
-            outputs[i].append(text)
-            result = envs[i].step(text)
-            steps[i].append(result)
-            if result.done or result.observation is None:
-                continue
-            obs = result.observation
-            seen[i].append(obs.text)
-            raws[i] += text + obs.raw
-            messages[i] += [
-                {"role": "assistant", "content": text},
-                {"role": obs.role, "content": obs.text},
-            ]
-            still.append(i)
-        active = still
-    return [
-        Episode(t.id, tuple(o), tuple(s), tuple(st), None)
-        for t, o, s, st in zip(tasks, outputs, seen, steps, strict=True)
-    ]
+@dataclass(frozen=True, slots=True)
+class TextCompletion:
+    """A text-only model's answer: no token ids or log-probs (a server's tokens are not ours),
+    and no finish reason ("": not known)."""
+
+    text: str
+    token_ids: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
+    logprobs: torch.Tensor = field(default_factory=lambda: torch.zeros(0))
+    finish: str = ""
+
+
+class TextReplies:
+    """A text-only model as the turn loop's engine: `reply(raw_texts, chat_messages)` gives one
+    answer per conversation (the raw text for completion servers, the messages for chat
+    servers)."""
+
+    def __init__(self, reply: Callable[[list[str], list[list[dict[str, str]]]], list[str]]) -> None:
+        self.reply = reply
+
+    def generate(
+        self, prompts: Sequence[TextPrompt], params: Any, n: int = 1
+    ) -> list[TextCompletion]:
+        answers = self.reply([p.raw for p in prompts], [p.messages for p in prompts])
+        return [TextCompletion(text) for text in answers]
