@@ -4,6 +4,7 @@ and one-line errors (status 2) for what a person can fix."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,16 @@ def test_what_a_person_can_fix_is_one_line_and_status_2(capsys, argv, says):
     err = capsys.readouterr().err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert says in err
+
+
+RECIPES = sorted(RECIPE.parent.glob("qwen*.toml"))
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)
+def test_a_gpu_recipe_states_the_memory_its_plan_gives(path, capsys):
+    """A recipe's header quotes `execrl plan --config RECIPE`'s peak; the two may not drift."""
+    stated = re.search(r"(\d+\.\d+) GiB at the update's peak", path.read_text())
+    if stated is None:
+        pytest.skip("its header quotes a plan with other flags (several devices)")
+    planned = _plan_json(capsys, "--config", str(path), "--device-memory", "80GiB")
+    assert f"{planned['peak_bytes'] / 2**30:.2f}".startswith(stated[1])

@@ -103,7 +103,7 @@ def _settings(args: argparse.Namespace, config: Any):
     completion = (config.sampling.max_new_tokens if args.completion_tokens is None
                   else args.completion_tokens)  # fmt: skip
     return PlanSettings(
-        strategy=args.strategy or ("ddp" if args.devices > 1 else "single"),
+        strategy=args.strategy or _strategy(config, args.devices),
         devices=args.devices,
         cpu_offload=args.cpu_offload,
         dtype=args.dtype or config.model.dtype,
@@ -116,11 +116,19 @@ def _settings(args: argparse.Namespace, config: Any):
         activation_checkpointing=args.activation_checkpointing,
         reference=config.uses_reference if args.reference is None else args.reference,
         value_head=config.algorithm.critic if args.value_head is None else args.value_head,
-        generation_rows=0 if vllm else config.sampling.groups_per_generate * config.rl.group_size,
+        # vLLM decodes inside its share; execrl's own engines hold a KV cache beside the model
+        generation_rows=0 if share else config.sampling.groups_per_generate * config.rl.group_size,
         engine_share=share,
         device_memory=device_memory,
         reserve_bytes=_size("--reserve", args.reserve),
     )
+
+
+def _strategy(config: Any, devices: int) -> str:
+    """The config's dist.strategy on several devices (a config without [dist]: ddp)."""
+    if devices == 1:
+        return "single"
+    return getattr(getattr(config, "dist", None), "strategy", "ddp")
 
 
 def _size(flag: str, text: str) -> int:
