@@ -52,6 +52,10 @@ def test_activations_count_a_llama_layer_by_hand():
     checkpointed = dataclasses.replace(s, activation_checkpointing=True)
     # each layer's input (h a token) and one layer recomputed
     assert _bytes(plan(SMALL, checkpointed), "activations") == 2 * 8 * 6 * 4 + 120 * 6 * 4
+    # two rows of one group: the prompt (1 token) once, each row's completion (2 tokens), and
+    # each row's copy of the prompt's keys and values (2 x 1 kv head x 4)
+    shared = dataclasses.replace(s, group_size=2)
+    assert _bytes(plan(SMALL, shared), "activations") == 2 * (120 * (1 + 2 * 2) + 2 * 8) * 4
     # fp32 log-probs over the vocabulary and their gradient, for the completion tokens
     assert _bytes(plan(SMALL, s), "logits (fp32 log-probs + grad)") == 8 * 2 * 2 * 10
 

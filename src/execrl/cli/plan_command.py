@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import re
 import sys
 from typing import Any
@@ -102,6 +103,13 @@ def _settings(args: argparse.Namespace, config: Any):
         raise ValueError("a vLLM engine's share is a fraction of --device-memory: give it")
     completion = (config.sampling.max_new_tokens if args.completion_tokens is None
                   else args.completion_tokens)  # fmt: skip
+    # a step's groups go out in chunks of sampling.groups_per_generate, shared round-robin
+    # between the processes (`rl.groups`): a process generates a chunk at a time, and trains on
+    # its chunks' sequences, so a micro-batch is never larger than those
+    rl = config.rl
+    chunk_groups = min(config.sampling.groups_per_generate, rl.groups_per_step)
+    chunks_here = math.ceil(math.ceil(rl.groups_per_step / chunk_groups) / args.devices)
+    per_device = chunks_here * chunk_groups * rl.group_size
     return PlanSettings(
         strategy=args.strategy or _strategy(config, args.devices),
         devices=args.devices,
@@ -112,12 +120,13 @@ def _settings(args: argparse.Namespace, config: Any):
         lora_targets=tuple(config.model.lora_targets),
         seq_len=args.prompt_tokens + completion,
         completion_len=completion,
-        micro_batch=args.micro_batch or config.rl.micro_batch_size,
+        micro_batch=min(args.micro_batch or config.rl.micro_batch_size, per_device),
+        group_size=rl.group_size,
         activation_checkpointing=args.activation_checkpointing,
         reference=config.uses_reference if args.reference is None else args.reference,
         value_head=config.algorithm.critic if args.value_head is None else args.value_head,
         # vLLM decodes inside its share; execrl's own engines hold a KV cache beside the model
-        generation_rows=0 if share else config.sampling.groups_per_generate * config.rl.group_size,
+        generation_rows=0 if share else chunk_groups * config.rl.group_size,
         engine_share=share,
         device_memory=device_memory,
         reserve_bytes=_size("--reserve", args.reserve),

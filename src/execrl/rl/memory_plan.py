@@ -24,7 +24,11 @@ and counts what execrl itself allocates:
   Q, K and V, the attention output (also the output projection's input), the MLP's input, and
   SwiGLU's gate, up, silu(gate) and product: (6h + 2 kv_heads*head_dim + 4i) elements a token
   in the compute dtype. With activation checkpointing each layer keeps only its input (h a
-  token), plus one layer's full set while it is recomputed. Plus the LM head's output over the
+  token), plus one layer's full set while it is recomputed. Rows that share a prompt (a GRPO
+  group, `group_size` rows) run it once (`rl.logprobs`' shared-prompt forward): a micro-batch of
+  B rows keeps the activations of ceil(B / group_size) prompts and B completions, and each
+  row's attention keeps its copy of the prompt's keys and values (2 kv_heads*head_dim a prompt
+  token); checkpointing turns the sharing off. Plus the LM head's output over the
   completion tokens, which `rl.logprobs` turns into fp32 log-probabilities (B, T, V) kept for
   the backward, and their gradient: 8 bytes per completion token and vocabulary entry.
 - reference: the KL anchor, a frozen copy of the policy in `dtype` (sharded like the policy under
@@ -69,6 +73,7 @@ class PlanSettings:
     seq_len: int = 512  # prompt + completion tokens of one sequence
     completion_len: int = 256  # tokens the LM head scores (the completion)
     micro_batch: int = 16  # sequences per forward/backward (rl.micro_batch_size)
+    group_size: int = 1  # rows that share a prompt (rl.group_size): its forward runs once
     activation_checkpointing: bool = False
     reference: bool = False  # a KL penalty: the frozen reference model
     value_head: bool = False  # PPO
@@ -104,7 +109,7 @@ def settings_problem(s: PlanSettings) -> str:
     unknown = [t for t in s.lora_targets if t not in LORA_TARGETS]
     if s.lora_r and unknown:
         return f"LoRA targets {unknown}: the planner knows {', '.join(LORA_TARGETS)}"
-    if min(s.seq_len, s.micro_batch) < 1 or not 0 <= s.completion_len <= s.seq_len:
+    if min(s.seq_len, s.micro_batch, s.group_size) < 1 or not 0 <= s.completion_len <= s.seq_len:
         return "sequence length and micro-batch must be at least 1, the completion within it"
     if not 0 <= s.engine_share < 1:
         return f"engine share {s.engine_share}: a fraction of the device in [0, 1)"
@@ -197,11 +202,18 @@ def plan(model: ModelShape, s: PlanSettings) -> MemoryPlan:
 
 
 def activation_bytes(model: ModelShape, s: PlanSettings) -> int:
-    tokens = s.seq_len * s.micro_batch
-    layer = model.activation_elements_per_token() * tokens * DTYPE_BYTES[s.compute]
+    """One micro-batch's saved activations over every layer (the module docstring's count)."""
+    per_token, size = model.activation_elements_per_token(), DTYPE_BYTES[s.compute]
+    rows, prompt = s.micro_batch, s.seq_len - s.completion_len
+    if s.activation_checkpointing or s.group_size == 1:
+        layer = per_token * rows * s.seq_len * size
+    else:
+        prompts = math.ceil(rows / s.group_size)
+        kv_copies = rows * prompt * 2 * model.kv_heads * model.dim_per_head
+        layer = (per_token * (prompts * prompt + rows * s.completion_len) + kv_copies) * size
     if not s.activation_checkpointing:
         return model.layers * layer
-    inputs = model.layers * model.hidden * tokens * DTYPE_BYTES[s.compute]
+    inputs = model.layers * model.hidden * rows * s.seq_len * size
     return inputs + layer  # every layer's input, and one layer recomputed at a time
 
 
