@@ -75,3 +75,16 @@ def test_a_gpu_recipe_states_the_memory_its_plan_gives(path, capsys):
         pytest.skip("its header quotes a plan with other flags (several devices)")
     planned = _plan_json(capsys, "--config", str(path), "--device-memory", "80GiB")
     assert f"{planned['peak_bytes'] / 2**30:.2f}".startswith(stated[1])
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--micro-batch", "0"), ("--lora-r", "-1"), ("--prompt-tokens", "-1"), ("--devices", "0"),
+     ("--completion-tokens", "-1"), ("--tflops", "0"), ("--engine-share", "-0.5")],
+)  # fmt: skip
+def test_an_impossible_number_is_refused_never_planned(capsys, flag, value):
+    """A number no run can have is an error naming its flag, not a plan of a fallback or a
+    negative size."""
+    assert main(["plan", "--model", "7b", "--device-memory", "80GiB", flag, value]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and flag in err, err

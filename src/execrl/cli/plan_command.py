@@ -73,6 +73,9 @@ def _plan(args: argparse.Namespace) -> int:
     from execrl.rl.memory_plan import alternatives, plan, step_compute
 
     try:
+        problem = _flag_problem(args)
+        if problem:
+            raise ValueError(problem)
         config = load_config(args.config, args.set, this_machine=False) if args.config else None
         if config is None and args.set:
             raise ConfigError("--set changes a config: give --config too")
@@ -90,6 +93,24 @@ def _plan(args: argparse.Namespace) -> int:
     else:
         print("\n".join(_table(result, compute, options, args.tflops)))
     return 0
+
+
+# the smallest value of each numeric flag that some run has
+_AT_LEAST = {"devices": 1, "lora_r": 0, "prompt_tokens": 0, "completion_tokens": 1,
+             "micro_batch": 1}  # fmt: skip
+
+
+def _flag_problem(args: argparse.Namespace) -> str:
+    """A number no run can have, named by its flag ("" when every one is possible)."""
+    for name, least in _AT_LEAST.items():
+        value = getattr(args, name)
+        if value is not None and value < least:
+            return f"--{name.replace('_', '-')} {value}: it must be at least {least}"
+    if args.tflops is not None and not args.tflops > 0:
+        return f"--tflops {args.tflops}: a rate of compute must be positive"
+    if args.engine_share is not None and not 0 <= args.engine_share < 1:
+        return f"--engine-share {args.engine_share}: a fraction of the device, in [0, 1)"
+    return ""
 
 
 def _settings(args: argparse.Namespace, config: Any):

@@ -99,7 +99,9 @@ def settings_problem(s: PlanSettings) -> str:
     for name, value in (("dtype", s.dtype), ("compute dtype", s.compute)):
         if value not in DTYPE_BYTES:
             return f"{name} {value!r}: choose one of {', '.join(DTYPE_BYTES)}"
-    if s.devices < 1 or (s.strategy == "single" and s.devices != 1):
+    if s.devices < 1 or s.lora_r < 0:
+        return "devices must be at least 1 and the LoRA rank at least 0"
+    if s.strategy == "single" and s.devices != 1:
         return f"{s.devices} devices with strategy {s.strategy!r}: single is one device"
     if s.compute != s.dtype and s.strategy != "fsdp":
         return ("a compute dtype other than the storage dtype is FSDP's mixed precision; "
