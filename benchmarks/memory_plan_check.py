@@ -63,18 +63,25 @@ CASES = (
     Case("llama-14m, ddp", "llama", 2, ("sampling.groups_per_generate=2",)),
 )
 
+# the DDP case sharded instead: the plan reads dist.strategy from the config it is given
+FSDP = Case(
+    "llama-14m, fsdp", "llama", 2, ("sampling.groups_per_generate=2", "dist.strategy='fsdp'")
+)
+
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--no-ddp", action="store_true", help="skip the torchrun runs")
+    p.add_argument("--fsdp", action="store_true", help="also the DDP case with dist.strategy = "
+                   "'fsdp' (FSDP2, issue 31 items 1-3: an execrl without [dist] refuses it)")  # fmt: skip
     args = p.parse_args()
     load_before = os.getloadavg()
     rows = []
     with tempfile.TemporaryDirectory(prefix="execrl-memcheck-") as tmp:
         models = _build_models(Path(tmp))
         floors: dict[tuple, tuple[int, dict]] = {}  # (processes, extra) -> the floor's figures
-        for case in CASES:
+        for case in CASES + (FSDP,) * args.fsdp:
             if case.processes > 1 and args.no_ddp:
                 continue
             key = (case.processes, case.extra)
