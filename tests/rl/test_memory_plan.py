@@ -108,6 +108,11 @@ def test_settings_of_no_run_are_refused(settings, says):
 
 def test_a_step_computes_6n_a_token_for_full_fine_tuning():
     s = PlanSettings(seq_len=10, completion_len=4)
-    compute = step_compute(SMALL, s, sequences=3)
+    compute = step_compute(SMALL, s, sequences=3, chunks=2)
     assert compute.update == 3 * 10 * 6 * 1352
     assert compute.generation == 3 * 4 * 2 * 1352
+    # two chunks of 4 tokens decode one after another, each step reading the fp32 weights
+    assert (compute.decode_steps, compute.decode_bytes) == (8, 1352 * 4)
+    # at 1 FLOP/s and 1 byte/s decoding's reads (8 x 5408 bytes) outlast its FLOPs (32448)
+    assert compute.seconds(1.0, 1.0) == 3 * 10 * 6 * 1352 + 8 * 1352 * 4
+    assert compute.seconds(1.0, None) == 3 * 10 * 6 * 1352 + 3 * 4 * 2 * 1352

@@ -63,6 +63,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--reserve", metavar="SIZE", default="1GiB",
                    help="CUDA context and allocator slack per device (default 1GiB)")  # fmt: skip
     p.add_argument("--tflops", type=float, help="sustained TFLOP/s per device, for a step time")
+    p.add_argument("--bandwidth", type=float, metavar="GB/S",
+                   help="memory bandwidth per device, for decoding's time (with --tflops)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     p.set_defaults(handler=_plan)
 
@@ -86,12 +88,15 @@ def _plan(args: argparse.Namespace) -> int:
         print(f"execrl plan: error: {e}", file=sys.stderr)
         return 2
     train = (config or TrainConfig()).rl
-    compute = step_compute(model, settings, train.group_size * train.groups_per_step)
+    sequences = train.group_size * train.groups_per_step
+    compute = step_compute(
+        model, settings, sequences, _chunks(config or TrainConfig(), args.devices)[0]
+    )
     options = alternatives(model, settings) if result.fits is False else []
     if args.json:
         print(json.dumps(_as_json(result, compute, options)))
     else:
-        print("\n".join(_table(result, compute, options, args.tflops)))
+        print("\n".join(_table(result, compute, options, args)))
     return 0
 
 
@@ -106,8 +111,9 @@ def _flag_problem(args: argparse.Namespace) -> str:
         value = getattr(args, name)
         if value is not None and value < least:
             return f"--{name.replace('_', '-')} {value}: it must be at least {least}"
-    if args.tflops is not None and not args.tflops > 0:
-        return f"--tflops {args.tflops}: a rate of compute must be positive"
+    for flag, rate in (("--tflops", args.tflops), ("--bandwidth", args.bandwidth)):
+        if rate is not None and not rate > 0:
+            return f"{flag} {rate}: a rate must be positive"
     if args.engine_share is not None and not 0 <= args.engine_share < 1:
         return f"--engine-share {args.engine_share}: a fraction of the device, in [0, 1)"
     return ""
@@ -124,12 +130,8 @@ def _settings(args: argparse.Namespace, config: Any):
         raise ValueError("a vLLM engine's share is a fraction of --device-memory: give it")
     completion = (config.sampling.max_new_tokens if args.completion_tokens is None
                   else args.completion_tokens)  # fmt: skip
-    # a step's groups go out in chunks of sampling.groups_per_generate, shared round-robin
-    # between the processes (`rl.groups`): a process generates a chunk at a time, and trains on
-    # its chunks' sequences, so a micro-batch is never larger than those
     rl = config.rl
-    chunk_groups = min(config.sampling.groups_per_generate, rl.groups_per_step)
-    chunks_here = math.ceil(math.ceil(rl.groups_per_step / chunk_groups) / args.devices)
+    chunks_here, chunk_groups = _chunks(config, args.devices)
     per_device = chunks_here * chunk_groups * rl.group_size
     return PlanSettings(
         strategy=args.strategy or _strategy(config, args.devices),
@@ -152,6 +154,16 @@ def _settings(args: argparse.Namespace, config: Any):
         device_memory=device_memory,
         reserve_bytes=_size("--reserve", args.reserve),
     )
+
+
+def _chunks(config: Any, devices: int) -> tuple[int, int]:
+    """(chunks a device generates a step, groups a chunk). A step's groups go out in chunks of
+    sampling.groups_per_generate, shared round-robin between the processes (`rl.groups`): a
+    process generates a chunk at a time and trains on its chunks' sequences, so a micro-batch
+    is never larger than those."""
+    groups = config.rl.groups_per_step
+    chunk_groups = min(config.sampling.groups_per_generate, groups)
+    return math.ceil(math.ceil(groups / chunk_groups) / devices), chunk_groups
 
 
 def _strategy(config: Any, devices: int) -> str:
@@ -180,7 +192,7 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:9.2f}"
 
 
-def _table(result, compute, options, tflops: float | None) -> list[str]:
+def _table(result, compute, options, args: argparse.Namespace) -> list[str]:
     s, model = result.settings, result.model
     trained = f"LoRA r={s.lora_r}" if s.lora_r else "full fine-tuning"
     dtype = s.dtype if s.compute == s.dtype else f"{s.dtype} (compute {s.compute})"
@@ -209,9 +221,15 @@ def _table(result, compute, options, tflops: float | None) -> list[str]:
     lines.append(f"compute per step per device: {compute.total / 1e12:.1f} TFLOP (update "
                  f"{compute.update / 1e12:.1f}, reference {compute.reference / 1e12:.1f}, "
                  f"generation {compute.generation / 1e12:.1f})")  # fmt: skip
-    if tflops:
-        lines.append(f"  at {tflops:g} TFLOP/s sustained: {compute.total / tflops / 1e12:.1f} s a "
-                     "step (decoding is bound by memory bandwidth: its share is a floor)")  # fmt: skip
+    lines.append(f"  decoding: {compute.decode_steps} steps one after another, each reading "
+                 f"{compute.decode_bytes / 2**30:.2f} GiB of weights")  # fmt: skip
+    if args.tflops:
+        bandwidth = args.bandwidth * 1e9 if args.bandwidth else None
+        rates = f"{args.tflops:g} TFLOP/s" + (f", {args.bandwidth:g} GB/s" if bandwidth else "")
+        seconds = compute.seconds(args.tflops * 1e12, bandwidth)
+        floor = (", decoding at its bandwidth floor" if bandwidth
+                 else " (decoding is bound by memory bandwidth: give --bandwidth)")  # fmt: skip
+        lines.append(f"  at {rates} sustained: {seconds:.1f} s a step{floor}")
     return lines
 
 

@@ -221,20 +221,32 @@ def activation_bytes(model: ModelShape, s: PlanSettings) -> int:
 
 @dataclass(frozen=True, slots=True)
 class StepCompute:
-    """Floating-point operations of one step per device, the usual 2*N a token forward and
-    4*N backward (Kaplan et al. 2020; the attention's s^2 terms left out)."""
+    """The work of one step per device: floating-point operations, the usual 2*N a token
+    forward and 4*N backward (Kaplan et al. 2020; the attention's s^2 terms left out), and the
+    decode steps, each of which reads every weight once whatever the rows: decoding is bound by
+    memory bandwidth, so its time is at least decode_steps * decode_bytes / bandwidth."""
 
     update: float  # forward + backward of every sequence (+ a forward more when checkpointed)
     reference: float  # the reference model's forward
-    generation: float  # 2*N a generated token; decoding is bound by memory bandwidth, not this
+    generation: float  # 2*N a generated token
+    decode_steps: int  # tokens generated one after another (a chunk's rows decode together)
+    decode_bytes: int  # the weights in the compute dtype, read at each decode step
 
     @property
     def total(self) -> float:
         return self.update + self.reference + self.generation
 
+    def seconds(self, flops_per_s: float, bytes_per_s: float | None) -> float:
+        """A step at a sustained rate of compute and, when given, of memory bandwidth."""
+        generation = self.generation / flops_per_s
+        if bytes_per_s:
+            generation = max(generation, self.decode_steps * self.decode_bytes / bytes_per_s)
+        return (self.update + self.reference) / flops_per_s + generation
 
-def step_compute(model: ModelShape, s: PlanSettings, sequences: int) -> StepCompute:
-    """FLOPs per device of one step that trains on `sequences` sequences."""
+
+def step_compute(model: ModelShape, s: PlanSettings, sequences: int, chunks: int) -> StepCompute:
+    """The work per device of one step that trains on `sequences` sequences, of which each
+    device generates `chunks` batches of rows one after another."""
     n = model.params
     tokens = sequences * s.seq_len / s.devices
     # the backward computes activation gradients (2N) and, for trained weights, weight
@@ -245,6 +257,8 @@ def step_compute(model: ModelShape, s: PlanSettings, sequences: int) -> StepComp
         update=tokens * (forwards * 2 * n + backward),
         reference=tokens * 2 * n if s.reference else 0.0,
         generation=sequences * s.completion_len / s.devices * 2 * n,
+        decode_steps=chunks * s.completion_len,
+        decode_bytes=n * DTYPE_BYTES[s.compute],
     )
 
 
