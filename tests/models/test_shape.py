@@ -48,3 +48,16 @@ def test_a_config_the_planner_cannot_read_is_an_error_naming_the_fields(tmp_path
         shape_of(str(tmp_path / "config.json"))
     with pytest.raises(ShapeError, match="give a size like 7b"):
         shape_of("no-such-model")
+
+
+def test_a_hub_id_in_the_hugging_face_cache_is_read_from_there(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    config = {"vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 2,
+              "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 16}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    asked = []
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache",
+                        lambda repo, name: asked.append((repo, name)) or str(tmp_path / name))  # fmt: skip
+    assert shape_of("someone/small-llama").params == SMALL.params
+    assert asked == [("someone/small-llama", "config.json")]

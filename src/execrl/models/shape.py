@@ -140,10 +140,8 @@ def shape_of(spec: str) -> ModelShape:
         return replace(nearest, name=f"{spec} (shape of {nearest.name})", stated_params=params)
     if spec == "default":
         return _default_shape()
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        path = path / "config.json"
-    if path.is_file():
+    path = _local_config(spec)
+    if path is not None:
         try:
             return from_hf_config(json.loads(path.read_text()), str(path))
         except json.JSONDecodeError as e:
@@ -152,9 +150,30 @@ def shape_of(spec: str) -> ModelShape:
     if known in KNOWN_SHAPES:
         return KNOWN_SHAPES[known]
     raise ShapeError(
-        f"model {spec!r}: no config.json there and not a known model; give a size like 7b, the "
-        f"model's directory or config.json, or one of {', '.join(KNOWN_SHAPES)}"
+        f"model {spec!r}: no config.json there or in the Hugging Face cache, and not a known "
+        f"model; give a size like 7b, the model's directory or config.json, or one of "
+        f"{', '.join(KNOWN_SHAPES)}"
     )
+
+
+def _local_config(spec: str) -> Path | None:
+    """The config.json `spec` names on this machine: a file, a model directory, a model fetched
+    with `execrl models get`, or a hub id in the Hugging Face cache (never downloaded)."""
+    from execrl.models.registry import fetched_dir, known_model
+
+    path = Path(spec).expanduser()
+    if known_model(spec) is not None:
+        path = fetched_dir(spec)
+    if path.is_dir():
+        path = path / "config.json"
+    if path.is_file():
+        return path
+    if re.match(r"^[\w.-]+/[\w.-]+$", spec):
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(spec, "config.json")
+        return Path(cached) if isinstance(cached, str) else None
+    return None
 
 
 def _default_shape() -> ModelShape:
