@@ -55,7 +55,7 @@ def test_a_config_gives_the_settings_and_a_flag_overrides_them(capsys):
 @pytest.mark.parametrize(
     ("argv", "says"),
     [(["--model", "7b", "--device-memory", "80"], "--device-memory '80': give a size with its unit"),
-     (["--model", "nosuch"], "model 'nosuch': no config.json there and not a known model"),
+     (["--model", "nosuch"], "model 'nosuch': no config.json there or in the Hugging Face cache"),
      (["--model", "7b", "--strategy", "ddp", "--devices", "2", "--cpu-offload"], "cpu offload is FSDP's"),
      (["--set", "rl.micro_batch_size=2"], "--set changes a config: give --config too"),
      (["--config", str(RECIPE), "--set", "rl.nosuch=1"], "rl.nosuch")],
