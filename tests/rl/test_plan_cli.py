@@ -67,6 +67,13 @@ def test_what_a_person_can_fix_is_one_line_and_status_2(capsys, argv, says):
     assert says in err
 
 
+def test_devices_left_without_a_chunk_of_groups_are_named(capsys):
+    # 16 groups in chunks of 8: two chunks for sixteen processes
+    assert main(["plan", "--config", str(RECIPE), "--devices", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "note: 14 of 16 devices generate and train nothing" in out and "lower it to 1" in out
+
+
 RECIPES = sorted(RECIPE.parent.glob("qwen*.toml"))
 
 

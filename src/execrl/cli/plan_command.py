@@ -78,25 +78,30 @@ def _plan(args: argparse.Namespace) -> int:
         problem = _flag_problem(args)
         if problem:
             raise ValueError(problem)
-        config = load_config(args.config, args.set, this_machine=False) if args.config else None
-        if config is None and args.set:
+        if args.set and not args.config:
             raise ConfigError("--set changes a config: give --config too")
-        model = shape_of(args.model or (config.model.path if config else "default"))
-        settings = _settings(args, config or TrainConfig())
+        config = load_config(args.config, args.set, this_machine=False) if args.config else None
+        config = config or TrainConfig()  # the defaults: model.path = "default"
+        model = shape_of(args.model or config.model.path)
+        settings = _settings(args, config)
         result = plan(model, settings)
     except (ConfigError, ShapeError, ValueError) as e:
         print(f"execrl plan: error: {e}", file=sys.stderr)
         return 2
-    train = (config or TrainConfig()).rl
-    sequences = train.group_size * train.groups_per_step
-    compute = step_compute(
-        model, settings, sequences, _chunks(config or TrainConfig(), args.devices)[0]
-    )
+    sequences = config.rl.group_size * config.rl.groups_per_step
+    compute = step_compute(model, settings, sequences, _chunks(config, args.devices)[0])
     options = alternatives(model, settings) if result.fits is False else []
     if args.json:
         print(json.dumps(_as_json(result, compute, options)))
-    else:
-        print("\n".join(_table(result, compute, options, args)))
+        return 0
+    print("\n".join(_table(result, compute, options, args)))
+    chunk_groups = _chunks(config, 1)[1]
+    chunks = math.ceil(config.rl.groups_per_step / chunk_groups)
+    if chunks < args.devices:  # a step's chunks go one to a process: the rest idle
+        print(f"note: {args.devices - chunks} of {args.devices} devices generate and train "
+              f"nothing: a step's {config.rl.groups_per_step} groups make {chunks} chunks of "
+              f"sampling.groups_per_generate = {chunk_groups}; lower it to "
+              f"{max(1, config.rl.groups_per_step // args.devices)}")  # fmt: skip
     return 0
 
 
