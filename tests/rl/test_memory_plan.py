@@ -82,6 +82,14 @@ def test_the_peak_takes_the_larger_of_generation_and_update():
     assert result.peak_bytes == (1352 * 16) + kv
 
 
+def test_the_fused_decoder_copies_the_projections_it_concatenates_or_merges():
+    s = PlanSettings(generation_rows=1, lean_decoder=True)
+    # q 8x8, k and v 8x4, gate and up 8x16, in each of 2 layers, fp32
+    assert _bytes(plan(SMALL, s), "decoder's weight copies") == 2 * (64 + 32 + 32 + 256) * 4
+    lora = dataclasses.replace(s, lora_r=2, lora_targets=("q_proj", "o_proj"))
+    assert _bytes(plan(SMALL, lora), "decoder's weight copies") == 2 * (64 + 32 + 32 + 256 + 64) * 4
+
+
 def test_a_colocated_engine_takes_its_share_of_the_device():
     s = PlanSettings(engine_share=0.5, device_memory=80 * GIB, generation_rows=0)
     assert _bytes(plan(SMALL, s), "vLLM engine") == 40 * GIB

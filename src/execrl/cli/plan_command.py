@@ -155,6 +155,7 @@ def _settings(args: argparse.Namespace, config: Any):
         value_head=config.algorithm.critic if args.value_head is None else args.value_head,
         # vLLM decodes inside its share; execrl's own engines hold a KV cache beside the model
         generation_rows=0 if share else chunk_groups * config.rl.group_size,
+        lean_decoder=config.sampling.engine == "loop",
         engine_share=share,
         device_memory=device_memory,
         reserve_bytes=_size("--reserve", args.reserve),

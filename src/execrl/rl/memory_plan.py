@@ -36,8 +36,10 @@ and counts what execrl itself allocates:
 - value head: PPO's linear head on the last hidden state (h + 1 weights, trained in fp32).
 - generation KV cache: execrl's own engines (`loop`, `hf`) decode `generation_rows` sequences at
   once (sampling.groups_per_generate x rl.group_size), keeping 2 * layers * kv_heads * head_dim
-  elements a token. Generation and the update never overlap, so the peak takes the larger of
-  the activations and the cache.
+  elements a token. The `loop` engine's fused decoder (`models.lean_llama`, Llama and Qwen2 up
+  to 3B parameters) also holds copies of the projections while it decodes: q|k|v and gate|up
+  concatenated, and with LoRA every other adapted projection merged. Generation and the update
+  never overlap, so the peak takes the larger of the two phases.
 - engine: a colocated vLLM engine takes its `gpu_memory_utilization` share of the device (its
   weights, KV cache and graphs live inside that share).
 
@@ -53,6 +55,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from execrl.models.lean_llama import MAX_PARAMETERS as LEAN_MAX_PARAMETERS
 from execrl.models.shape import LORA_TARGETS, ModelShape
 
 GB = 10**9
@@ -78,6 +81,9 @@ class PlanSettings:
     reference: bool = False  # a KL penalty: the frozen reference model
     value_head: bool = False  # PPO
     generation_rows: int = 64  # sequences execrl's own engine decodes at once; 0: vLLM decodes
+    # sampling.engine = "loop": execrl's fused decoder (`models.lean_llama`), which decodes from
+    # copies of the projections, concatenated (q|k|v, gate|up) and with LoRA merged in
+    lean_decoder: bool = False
     engine_share: float = 0.0  # a colocated vLLM engine's gpu_memory_utilization
     device_memory: int = 0  # bytes a device holds (0: unknown, no verdict)
     reserve_bytes: int = 0  # CUDA context and allocator slack
@@ -196,11 +202,24 @@ def plan(model: ModelShape, s: PlanSettings) -> MemoryPlan:
     if s.generation_rows:
         kv = model.kv_elements_per_token() * s.seq_len * s.generation_rows * compute
         parts.append(Component("generation KV cache", kv, phase="generation"))
+    if s.generation_rows and s.lean_decoder and model.params <= LEAN_MAX_PARAMETERS:
+        parts.append(Component("decoder's weight copies", decoder_copy_bytes(model, s),
+                               phase="generation"))  # fmt: skip
     if s.engine_share:
         parts.append(Component("vLLM engine", int(s.engine_share * s.device_memory)))
     if s.reserve_bytes:
         parts.append(Component("reserve (CUDA context, allocator)", s.reserve_bytes))
     return MemoryPlan(model, s, tuple(parts))
+
+
+def decoder_copy_bytes(model: ModelShape, s: PlanSettings) -> int:
+    """The fused decoder's own copies: q|k|v and gate|up concatenated, and with LoRA every other
+    adapted projection merged (W + scaling B A), in the weights' dtype, every layer."""
+    shapes = model.projections()
+    copied = {"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"}
+    copied |= set(s.lora_targets) if s.lora_r else set()
+    per_layer = sum(n_in * n_out for name, (n_in, n_out) in shapes.items() if name in copied)
+    return model.layers * per_layer * DTYPE_BYTES[s.dtype]
 
 
 def activation_bytes(model: ModelShape, s: PlanSettings) -> int:
