@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "execrl.cli.tasks_command",
     "execrl.cli.serve_policy_command",
     "execrl.cli.models_command",
+    "execrl.cli.plan_command",
 )
 
 

@@ -209,11 +209,15 @@ CHOICES = {
 
 
 def load_config(
-    path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()
+    path: str | Path | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    this_machine: bool = True,
 ) -> TrainConfig:
-    """Defaults, then the TOML file, then each `section.field=value` override, validated."""
+    """Defaults, then the TOML file, then each `section.field=value` override, validated.
+    this_machine=False reads a config for another machine (`execrl plan` on a GPU recipe): its
+    device and engine are not checked against this one."""
     data = with_overrides(read_toml(path), overrides, _suggest)
-    return from_dict(data, str(path) if path else "defaults")
+    return from_dict(data, str(path) if path else "defaults", this_machine=this_machine)
 
 
 # What `--resume` may change: how long and where the run goes on, not what it trains.
@@ -261,7 +265,7 @@ def _suggest(name: str) -> str:
 
 
 def from_dict(data: dict[str, Any], where: str = "config",
-              say: Callable[[str], None] | None = None) -> TrainConfig:  # fmt: skip
+              say: Callable[[str], None] | None = None, this_machine: bool = True) -> TrainConfig:  # fmt: skip
     """The config of `data`'s tables, checked; `say` gets each deprecation message (stderr when
     None: a person wrote them)."""
     config = TrainConfig()
@@ -286,7 +290,7 @@ def from_dict(data: dict[str, Any], where: str = "config",
             setattr(config, section, dataclasses.replace(target, **checked))
         except ValueError as e:
             raise ConfigError(f"{where}: [{section}]: {e}") from None
-    validate(config, where)
+    validate(config, where, this_machine)
     config.reward = _reward(config, dict(data.get("reward", {})), where)
     _check_env(config, where)
     check_credit(config.credit, config.env, config.algorithm, config.rl.algorithm, where)
@@ -345,7 +349,7 @@ def _reward(config: TrainConfig, table: dict[str, Any], where: str) -> RewardCon
         raise ConfigError(f"{where}: {e}") from None
 
 
-def validate(config: TrainConfig, where: str = "config") -> None:
+def validate(config: TrainConfig, where: str = "config", this_machine: bool = True) -> None:
     for (section, name), choices in CHOICES.items():
         value = getattr(getattr(config, section), name)
         if value not in choices:
@@ -374,12 +378,13 @@ def validate(config: TrainConfig, where: str = "config") -> None:
     if config.rl.max_staleness < 0:
         raise ConfigError(f"{where}: rl.max_staleness must be at least 0 (0: synchronous)")
     _check_sampling(config.sampling, where)
-    problem = device_problem(config.model.device)
+    problem = device_problem(config.model.device) if this_machine else None
     if problem:
         raise ConfigError(f"{where}: model.device = {problem}")
     if config.model.threads < 0:
         raise ConfigError(f"{where}: model.threads must be at least 0 (0: chosen at start)")
-    if config.sampling.engine == "vllm" and importlib.util.find_spec("vllm") is None:
+    vllm_here = not this_machine or importlib.util.find_spec("vllm") is not None
+    if config.sampling.engine == "vllm" and not vllm_here:
         from execrl.models.vllm_engine import INSTALL_HINT
 
         raise ConfigError(f"{where}: {INSTALL_HINT}")
