@@ -238,7 +238,7 @@ def _cat_bias(*linears: _Linear) -> torch.Tensor | None:
 
 
 def _supported(model: Any) -> bool:
-    if type(model).__name__ not in SUPPORTED or not hasattr(model, "model"):
+    if _class_name(model) not in SUPPORTED or not hasattr(model, "model"):
         return False
     cfg = model.config
     rope = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
@@ -257,3 +257,14 @@ def _supported(model: Any) -> bool:
     ):
         return False
     return type(model.model.embed_tokens) is nn.Embedding
+
+
+def _class_name(model: Any) -> str:
+    """The model's class; under FSDP (`rl.fsdp`) the one `fully_shard` derived FSDP<Class>
+    from, adding only its hooks (the lean forward then reads the gathered weights)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    cls = type(model)
+    if isinstance(model, FSDPModule):
+        cls = next(base for base in cls.__bases__ if base is not FSDPModule)
+    return cls.__name__

@@ -61,14 +61,7 @@ def build(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | N
     device = c.model.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    lora = (
-        LoraSpec(c.model.lora_r, c.model.lora_alpha, 0.0, tuple(c.model.lora_targets))
-        if c.model.lora_r
-        else None
-    )
-    policy = load_policy(
-        c.model.path, device=device, dtype=c.model.dtype, lora=lora, pad_token=c.model.pad_token
-    )
+    policy = policy_of(c, device)
     reference = reference_from(policy) if c.uses_reference else None
     value_head = None
     if c.algorithm.critic:  # PPO: a value head on the last hidden state
@@ -76,6 +69,7 @@ def build(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | N
         value_head = torch.nn.Linear(hidden, 1).to(device)
         torch.nn.init.zeros_(value_head.weight)
         torch.nn.init.zeros_(value_head.bias)
+    strategy = _strategy(c, policy, reference, value_head, device)  # before the optimizer
     params = [p for p in policy.model.parameters() if p.requires_grad]
     params += list(value_head.parameters()) if value_head is not None else []
     # One fused kernel per step instead of a dozen ops per tensor (0.8 ms against 4.7 ms a step
@@ -85,10 +79,34 @@ def build(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | N
                                   weight_decay=c.optim.weight_decay, fused=fused or None)  # fmt: skip
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(c))
     learner = Learner(LearnerSettings.of(c), policy.model, reference, value_head, optimizer,
-                      scheduler, policy.tokenizer.pad_token_id)  # fmt: skip
+                      scheduler, policy.tokenizer.pad_token_id, strategy=strategy)  # fmt: skip
     sampler = PromptSampler(len(tasks), c.run.seed, c.rl.prompt_sampler, c.rl.pass_rate_target,
                             c.rl.pass_rate_decay, mix, curriculum)  # fmt: skip
     return Setup(c, policy, learner, sampler, tasks, heldout)
+
+
+def policy_of(c: TrainConfig, device: str) -> Any:
+    """model.path loaded as the run trains it: with its LoRA adapters, before any sharding."""
+    lora = (
+        LoraSpec(c.model.lora_r, c.model.lora_alpha, 0.0, tuple(c.model.lora_targets))
+        if c.model.lora_r
+        else None
+    )
+    return load_policy(
+        c.model.path, device=device, dtype=c.model.dtype, lora=lora, pad_token=c.model.pad_token
+    )
+
+
+def _strategy(c: TrainConfig, policy: Any, reference: Any, value_head: Any,
+              device: str) -> dist.Strategy:  # fmt: skip
+    """How the processes share the model: whole copies, or FSDP's shards (`rl.fsdp`)."""
+    if not c.dist.sharded:
+        return dist.Replicated()
+    from execrl.rl import fsdp
+
+    blank = fsdp.blank_batch(policy.tokenizer.pad_token_id, reference is not None,
+                             value_head is not None, torch.device(device))  # fmt: skip
+    return fsdp.shard(policy.model, reference, value_head, c.dist, blank)
 
 
 def workers_beside(sandbox: SandboxConfig) -> int:

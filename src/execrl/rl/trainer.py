@@ -77,8 +77,10 @@ class Learner:
     it reads of the run's config is `settings`."""
 
     def __init__(self, settings: LearnerSettings, model, reference, value_head, optimizer,
-                 scheduler, pad_id: int) -> None:  # fmt: skip
+                 scheduler, pad_id: int, strategy: dist.Strategy | None = None) -> None:  # fmt: skip
         self.settings, self.model, self.reference = settings, model, reference
+        # how the processes share the model (`rl.dist`): whole copies, or FSDP's shards
+        self.strategy = strategy or dist.Replicated()
         self.value_head, self.optimizer, self.scheduler = value_head, optimizer, scheduler
         self.pad_id = pad_id
         self.algorithm = settings.algorithm  # everything about the estimator is read from it
@@ -335,14 +337,11 @@ class Learner:
             self.optimizer.zero_grad(set_to_none=True)
             sums = _Sums()
             by_task: dict[int, list[float]] = {}
-            for batch in batches:
+            for batch in self.strategy.balanced(batches):
                 self._micro_step(batch, denominator, sums, by_task)
-            dist.all_reduce_grads(params)
             sums = sums.all_reduced()
-            grad_norm = torch.nn.utils.clip_grad_norm_(
-                params, self.settings.grad_clip or float("inf")
-            )
-            if not math.isfinite(float(grad_norm)):
+            grad_norm = self.strategy.reduce_and_clip(params, self.settings.grad_clip)
+            if not math.isfinite(grad_norm):
                 self.optimizer.zero_grad(set_to_none=True)
                 return UpdateMetrics(skipped_update=1.0, grad_norm=float("nan"))
             self.optimizer.step()
@@ -351,7 +350,7 @@ class Learner:
         gap = _engine_gap(batches, self.settings.loss.tis_cap)
         return UpdateMetrics(
             loss=sums.loss, value_loss=sums.value_loss, clip_frac=sums.clipped / n_tok,
-            kl=sums.kl / n_tok, entropy=sums.entropy / n_tok, grad_norm=float(grad_norm),
+            kl=sums.kl / n_tok, entropy=sums.entropy / n_tok, grad_norm=grad_norm,
             lr=self.scheduler.get_last_lr()[0],
             engine_logprob_diff_mean=None if gap is None else gap.mean,
             engine_logprob_diff_max=None if gap is None else gap.max,
