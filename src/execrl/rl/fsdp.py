@@ -37,6 +37,7 @@ from torch.distributed.fsdp import (
 from torch.distributed.tensor import DTensor
 
 from execrl.rl import dist
+from execrl.rl.dist_checkpoint import ShardedCheckpoints
 from execrl.rl.dist_config import DistConfig
 from execrl.rl.logprobs import collate
 from execrl.rl.losses import Batch
@@ -49,8 +50,9 @@ class Sharded:
 
     name = "fsdp"
 
-    def __init__(self, blank: Batch) -> None:
+    def __init__(self, blank: Batch, checkpoints: ShardedCheckpoints) -> None:
         self.blank = blank
+        self.checkpoints = checkpoints  # the run's sharded saves (`rl.checkpoint` asks)
 
     @contextlib.contextmanager
     def gathered(self, *modules: Any) -> Iterator[None]:
@@ -100,7 +102,7 @@ def shard(model: Any, reference: Any, value_head: torch.nn.Module | None, config
         _shard_model(reference, options)
     if value_head is not None:
         _summing(fully_shard(value_head, **options))
-    return Sharded(blank)
+    return Sharded(blank, ShardedCheckpoints(config.async_checkpoint))
 
 
 def _shard_model(model: Any, options: dict[str, Any]) -> None:

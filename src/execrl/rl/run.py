@@ -245,7 +245,7 @@ def _loop(run: Run, sandbox: Any, log: Callable[[str], None], quiet: bool,
             if c.run.checkpoint_every and step % c.run.checkpoint_every == 0:
                 _checkpoint(run, step, summary)
     progress.close()
-    _checkpoint(run, step, summary)
+    _checkpoint(run, step, summary, last=True)
     if run.prefetch is not None:  # the thread is done; the engine takes the final policy
         run.prefetch.close()
         run.engine.sync_weights(built.policy.model)
@@ -281,13 +281,13 @@ def _prefetcher(run: Run, first_step: int) -> Prefetcher:
                       close).start(policy.model)  # fmt: skip
 
 
-def _checkpoint(run: Run, step: int, summary: dict[str, Any]) -> None:
+def _checkpoint(run: Run, step: int, summary: dict[str, Any], last: bool = False) -> None:
     """checkpoint/state.pt; an asynchronous run first lets its thread gather what it may (it
     then waits, the sampler at rest) and saves the batches gathered ahead beside it."""
     built = run.built
     if run.prefetch is not None and dist.rank() == 0:
         save_prefetched(run.run_dir, step, run.prefetch.drain())
-    save_checkpoint(run.run_dir, step, built.learner, built.sampler, summary)
+    save_checkpoint(run.run_dir, step, built.learner, built.sampler, summary, last=last)
     if run.prefetch is not None and dist.rank() == 0:
         prune_prefetched(run.run_dir, step)
 
