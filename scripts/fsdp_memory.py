@@ -4,7 +4,8 @@
 
 Builds a random Llama of the given shape (tiny tokenizer), trains it for a few steps with each
 strategy under torchrun on CPU (gloo), and prints each process's peak resident memory (ru_maxrss)
-and the same less what the process held before training began (Python, torch, transformers).
+and the same less what the process held before training began (Python, torch, transformers),
+with glibc's mmap threshold fixed so that freed tensors leave the resident set.
 docs/engines.md keeps what it printed. Each process re-runs this file as torchrun's entry point
 (`--rank-run`), which records its own peak once `execrl train` returns.
 """
@@ -60,7 +61,11 @@ def measure(model_dir: Path, work: Path, strategy: str, processes: int, steps: i
                f"--nproc_per_node={processes}", __file__, "--rank-run", str(out), "train"]  # fmt: skip
     for item in sets:
         command += ["--set", item]
-    subprocess.run(command, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    # glibc keeps large freed blocks in the heap once its mmap threshold has grown past them, so
+    # resident memory would count tensors long freed (FSDP frees each gathered layer); a fixed
+    # threshold maps every block over 128 KiB on its own and returns it when freed
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "131072"}
+    subprocess.run(command, check=True, env=env)
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(processes)]
 
 

@@ -10,12 +10,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from execrl.rl import dist
+from execrl.rl import dist, setup
 from execrl.rl.config import ConfigError, load_config
+from execrl.rl.fsdp import decoder_layers
 from execrl.rl.run import train
 
 from .conftest import LetterE, tasks, tiny_config
-from .fsdp_helpers import joined, spawn_two
+from .fsdp_helpers import batches, joined, spawn_two
 
 FSDP = "dist.strategy='fsdp'"
 
@@ -82,3 +83,22 @@ def test_fsdp_training_in_two_processes_equals_one(tiny_model_dir, tmp_path, mon
     assert a.keys() == b.keys()
     for k in a:
         assert torch.allclose(a[k], b[k], atol=1e-4), (k, (a[k] - b[k]).abs().max().item())
+
+
+def test_activation_checkpointing_recomputes_each_layer_in_backward(tiny_model_dir, tmp_path):
+    """A decoder layer's MLP starts twice per micro-batch with the option (its forward, then
+    again in backward; a pre-hook, since the recomputation stops once it has what backward
+    needs), once without."""
+    calls = {}
+    for on in ("false", "true"):
+        config = tiny_config(tiny_model_dir, tmp_path / on, FSDP,
+                             f"dist.activation_checkpointing={on}")  # fmt: skip
+        with dist.group_of_one(True):
+            built = setup.build(config, tasks(), [])
+            seen: list[int] = []
+            mlp = decoder_layers(built.learner.model)[0].mlp
+            mlp.register_forward_pre_hook(lambda *_, seen=seen: seen.append(1))
+            mine, denominator = batches(built.policy.tokenizer.pad_token_id, values=False)
+            built.learner.update(mine, denominator)
+        calls[on] = len(seen)
+    assert calls["true"] == 2 * calls["false"] == 2 * len(mine)

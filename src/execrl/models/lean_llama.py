@@ -32,6 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from execrl.models.hf_forward import class_name
+
 SUPPORTED = {"LlamaForCausalLM", "Qwen2ForCausalLM"}
 MAX_PARAMETERS = 3_000_000_000
 
@@ -238,7 +240,7 @@ def _cat_bias(*linears: _Linear) -> torch.Tensor | None:
 
 
 def _supported(model: Any) -> bool:
-    if _class_name(model) not in SUPPORTED or not hasattr(model, "model"):
+    if class_name(model) not in SUPPORTED or not hasattr(model, "model"):
         return False
     cfg = model.config
     rope = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
@@ -257,14 +259,3 @@ def _supported(model: Any) -> bool:
     ):
         return False
     return type(model.model.embed_tokens) is nn.Embedding
-
-
-def _class_name(model: Any) -> str:
-    """The model's class; under FSDP (`rl.fsdp`) the one `fully_shard` derived FSDP<Class>
-    from, adding only its hooks (the lean forward then reads the gathered weights)."""
-    from torch.distributed.fsdp import FSDPModule
-
-    cls = type(model)
-    if isinstance(model, FSDPModule):
-        cls = next(base for base in cls.__bases__ if base is not FSDPModule)
-    return cls.__name__

@@ -36,6 +36,7 @@ from torch.distributed.fsdp import (
 )
 from torch.distributed.tensor import DTensor
 
+from execrl.models.hf_forward import class_name
 from execrl.rl import dist
 from execrl.rl.dist_checkpoint import ShardedCheckpoints
 from execrl.rl.dist_config import DistConfig
@@ -121,7 +122,7 @@ def decoder_layers(model: Any) -> list[torch.nn.Module]:
     """The model's decoder layers: the modules Hugging Face never splits across devices."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # PEFT
     names = set(getattr(base, "_no_split_modules", None) or ())
-    layers = [m for m in base.modules() if type(m).__name__ in names]
+    layers = [m for m in base.modules() if class_name(m) in names]
     if not layers:
         raise ValueError(
             f"dist.strategy = 'fsdp': {type(base).__name__} names no decoder layers "

@@ -80,6 +80,8 @@ def build(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | N
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(c))
     learner = Learner(LearnerSettings.of(c), policy.model, reference, value_head, optimizer,
                       scheduler, policy.tokenizer.pad_token_id, strategy=strategy)  # fmt: skip
+    if c.dist.cpu_offload:  # the shards live in host memory; the batches go where it computes
+        learner.device = torch.device(device)
     sampler = PromptSampler(len(tasks), c.run.seed, c.rl.prompt_sampler, c.rl.pass_rate_target,
                             c.rl.pass_rate_decay, mix, curriculum)  # fmt: skip
     return Setup(c, policy, learner, sampler, tasks, heldout)
