@@ -41,8 +41,9 @@ def build_model(directory: Path, hidden: int, layers: int) -> Path:
 
     corpus = ["def add(a, b):\n    return a + b\n", "eee eeee e", "xyz qrs"] * 10
     tokenizer = train_bpe_tokenizer(corpus, vocab_size=300)
-    shape = TinyLlamaShape(hidden=hidden, layers=layers, heads=hidden // 64,
-                           kv_heads=hidden // 64, intermediate=hidden * 8 // 3, max_positions=256)  # fmt: skip
+    heads = hidden // 64
+    shape = TinyLlamaShape(hidden=hidden, layers=layers, heads=heads, kv_heads=heads,
+                           intermediate=hidden * 8 // 3, max_positions=256)  # fmt: skip
     model = new_llama(tokenizer, shape, seed=0)
     n = sum(p.numel() for p in model.parameters())
     print(f"model: hidden {hidden}, {layers} layers, {n / 1e6:.1f} M parameters "
@@ -58,7 +59,8 @@ def measure(model_dir: Path, work: Path, strategy: str, processes: int, steps: i
             "rl.dynamic_sampling=false", "rl.entropy_coef=0.01", "sampling.max_new_tokens=16",
             "sandbox.workers=1", f"run.out_dir={str(out)!r}", "run.name='run'"]  # fmt: skip
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               f"--nproc_per_node={processes}", __file__, "--rank-run", str(out), "train"]  # fmt: skip
+               f"--nproc_per_node={processes}", __file__,
+               "--rank-run", str(out), "train"]  # fmt: skip
     for item in sets:
         command += ["--set", item]
     # glibc keeps large freed blocks in the heap once its mmap threshold has grown past them, so

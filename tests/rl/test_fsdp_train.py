@@ -102,3 +102,12 @@ def test_activation_checkpointing_recomputes_each_layer_in_backward(tiny_model_d
             built.learner.update(mine, denominator)
         calls[on] = len(seen)
     assert calls["true"] == 2 * calls["false"] == 2 * len(mine)
+
+
+def test_fsdp_samples_with_hugging_face_generate_under_lora(tiny_model_dir, tmp_path):
+    """generate under PEFT calls the model inside FSDP's root: before the root's first forward
+    ran at set-up, each layer set itself up as a root of its own and the update failed."""
+    config = tiny_config(tiny_model_dir, tmp_path, "run.steps=2", FSDP, "sampling.engine='hf'",
+                         "model.lora_r=4", "rl.kl_coef=0.1")  # fmt: skip
+    train(config, tasks=tasks(), heldout=[], reward=LetterE(), quiet=True)
+    assert [r["skipped_update"] for r in _rows(tmp_path / "run")] == [0.0, 0.0]

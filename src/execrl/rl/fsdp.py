@@ -99,6 +99,13 @@ def shard(model: Any, reference: Any, value_head: torch.nn.Module | None, config
         for layer in decoder_layers(model):
             checkpoint(layer)
     _shard_model(model, options)
+    # FSDP sets itself up at the root's first forward: run it now, on every process together.
+    # Hugging Face generate under PEFT calls the model inside the root first, which would set
+    # up each layer as a root of its own
+    with torch.no_grad():
+        model(input_ids=blank.sequences.input_ids)
+    # a root keeps its parameters gathered after forward: the optimizer must take the shards
+    model.reshard()
     if reference is not None and reference is not model:  # with LoRA the policy is its own
         _shard_model(reference, options)
     if value_head is not None:

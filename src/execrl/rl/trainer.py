@@ -77,7 +77,8 @@ class Learner:
     it reads of the run's config is `settings`."""
 
     def __init__(self, settings: LearnerSettings, model, reference, value_head, optimizer,
-                 scheduler, pad_id: int, strategy: dist.Strategy | None = None) -> None:  # fmt: skip
+                 scheduler, pad_id: int,
+                 strategy: dist.Strategy | None = None) -> None:  # fmt: skip
         self.settings, self.model, self.reference = settings, model, reference
         # how the processes share the model (`rl.dist`): whole copies, or FSDP's shards
         self.strategy = strategy or dist.Replicated()
