@@ -60,9 +60,9 @@ def _check(model_dir: Path, tmp_path: Path, monkeypatch, names: list[str]) -> No
 
 
 def test_fsdp_two_processes_update_as_one(tiny_model_dir, tmp_path, monkeypatch):
-    """The default tier's: PPO with LoRA (the value head, the adapters, the reference that is
-    the policy under disable_adapter) on the Llama; the slow ones below take every case."""
-    _check(tiny_model_dir, tmp_path, monkeypatch, ["ppo_lora"])
+    """The default tier's, on the Llama: PPO (the value head, every weight of the policy) and
+    GRPO with LoRA (the adapters alone); the slow ones below take every case."""
+    _check(tiny_model_dir, tmp_path, monkeypatch, ["ppo", "grpo_lora"])
 
 
 @pytest.mark.slow
