@@ -65,7 +65,9 @@ def _worker(rank: int, world: int, port: int, model_dir: Path, out: Path, extra)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("extra", [(), ("rl.algorithm='ppo'",)], ids=["grpo", "ppo"])
+@pytest.mark.parametrize(  # GRPO with a KL penalty: the reference, sharded, gathered with the policy
+    "extra", [("rl.kl_coef=0.1",), ("rl.algorithm='ppo'",)], ids=["grpo_kl", "ppo"]
+)
 def test_fsdp_training_in_two_processes_equals_one(tiny_model_dir, tmp_path, monkeypatch, extra):
     """Three whole steps (sampling on the gathered policy, advantages, update, final/ gathered
     to rank 0) against one process without FSDP: the same rewards, grad norms to rounding, and
