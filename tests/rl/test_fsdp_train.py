@@ -65,9 +65,14 @@ def _worker(rank: int, world: int, port: int, model_dir: Path, out: Path, extra)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(  # GRPO with a KL penalty: the reference, sharded, gathered with the policy
-    "extra", [("rl.kl_coef=0.1",), ("rl.algorithm='ppo'",)], ids=["grpo_kl", "ppo"]
-)
+@pytest.mark.parametrize(
+    # GRPO with a KL penalty: the reference, sharded, gathered with the policy; REINFORCE++:
+    # its batch-wide normalisation summed over both processes' rows
+    "extra",
+    [("rl.kl_coef=0.1",), ("rl.algorithm='ppo'",),
+     ("rl.algorithm='reinforce_pp'", "rl.kl_in='reward'", "rl.kl_coef=0.1")],
+    ids=["grpo_kl", "ppo", "reinforce_pp"],
+)  # fmt: skip
 def test_fsdp_training_in_two_processes_equals_one(tiny_model_dir, tmp_path, monkeypatch, extra):
     """Three whole steps (sampling on the gathered policy, advantages, update, final/ gathered
     to rank 0) against one process without FSDP: the same rewards, grad norms to rounding, and
