@@ -118,3 +118,11 @@ def test_fsdp_samples_with_hugging_face_generate_under_lora(tiny_model_dir, tmp_
                          "model.lora_r=4", "rl.kl_coef=0.1")  # fmt: skip
     train(config, tasks=tasks(), heldout=[], reward=LetterE(), quiet=True)
     assert [r["skipped_update"] for r in _rows(tmp_path / "run")] == [0.0, 0.0]
+
+
+def test_execrl_train_refuses_fsdp_with_a_rollout_thread_before_loading_anything(capsys):
+    from execrl.cli import main
+
+    assert main(["train", "--set", FSDP, "--set", "rl.max_staleness=1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "dist.strategy" in err[0] and "Traceback" not in err[0]
