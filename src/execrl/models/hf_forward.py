@@ -29,3 +29,14 @@ def cache_of(out: Any) -> Any:
     """The KV cache a forward returned, or None."""
     cache = getattr(out, "cache", None)
     return cache if cache is not None else getattr(out, "past_key_values", None)
+
+
+def class_name(module: Any) -> str:
+    """The module's class; under FSDP (`rl.fsdp`) the one `fully_shard` derived FSDP<Class>
+    from, adding only its hooks."""
+    from torch.distributed.fsdp import FSDPModule
+
+    cls = type(module)
+    if isinstance(module, FSDPModule):
+        cls = next(base for base in cls.__bases__ if base is not FSDPModule)
+    return cls.__name__

@@ -32,6 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from execrl.models.hf_forward import class_name
+
 SUPPORTED = {"LlamaForCausalLM", "Qwen2ForCausalLM"}
 MAX_PARAMETERS = 3_000_000_000
 
@@ -238,7 +240,7 @@ def _cat_bias(*linears: _Linear) -> torch.Tensor | None:
 
 
 def _supported(model: Any) -> bool:
-    if type(model).__name__ not in SUPPORTED or not hasattr(model, "model"):
+    if class_name(model) not in SUPPORTED or not hasattr(model, "model"):
         return False
     cfg = model.config
     rope = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}

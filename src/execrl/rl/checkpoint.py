@@ -3,6 +3,8 @@
 The state holds the policy, the critic, the optimizer, the schedule, the prompt sampler, both
 RNGs and what the summary already knows (held-out pass@1 before training), so a resumed run
 continues bit for bit as if it had never stopped and reports what the whole run measured.
+Under dist.strategy = "fsdp" the policy, the critic and the optimizer are sharded: each process
+writes its own shards beside state.pt, which names them (`rl.dist_checkpoint`).
 """
 
 from __future__ import annotations
@@ -18,16 +20,11 @@ from execrl.rl import dist
 
 
 def save_checkpoint(run_dir: Path, step: int, learner: Any, sampler: Any,
-                    summary: dict[str, Any]) -> None:  # fmt: skip
-    """Written atomically: a crash never leaves half a file."""
-    if dist.rank() != 0:
-        return
-    head = learner.value_head
+                    summary: dict[str, Any], *, last: bool = True) -> None:  # fmt: skip
+    """Written atomically: a crash never leaves half a file. `last`: the run's final save, done
+    before returning (a sharded save may otherwise go on in the background)."""
     state = {
         "step": step,
-        "model": learner.model.state_dict(),
-        "value_head": head.state_dict() if head is not None else None,
-        "optimizer": learner.optimizer.state_dict(),
         "scheduler": learner.scheduler.state_dict(),
         "sampler": sampler.state_dict(),
         "torch_rng": torch.get_rng_state(),
@@ -35,6 +32,23 @@ def save_checkpoint(run_dir: Path, step: int, learner: Any, sampler: Any,
         "summary": dict(summary),
     }
     directory = run_dir / "checkpoint"
+    shards = getattr(learner.strategy, "checkpoints", None)
+    if shards is not None:  # FSDP: every process writes its shards, then state.pt names them
+        shards.save(directory, step, learner,
+                    lambda name: _write(directory, {**state, "shards": name}), last)  # fmt: skip
+        return
+    head = learner.value_head
+    _write(directory, {
+        **state,
+        "model": learner.model.state_dict(),
+        "value_head": head.state_dict() if head is not None else None,
+        "optimizer": learner.optimizer.state_dict(),
+    })  # fmt: skip
+
+
+def _write(directory: Path, state: dict[str, Any]) -> None:
+    if dist.rank() != 0:
+        return
     directory.mkdir(exist_ok=True)
     tmp = directory / "state.pt.tmp"
     torch.save(state, tmp)
@@ -50,10 +64,22 @@ def load_checkpoint(run_dir: Path, learner: Any, sampler: Any) -> tuple[int, dic
             "run.checkpoint_every steps, at the end, and when it is interrupted)"
         )
     state = torch.load(path, map_location=learner.device, weights_only=False)
-    learner.model.load_state_dict(state["model"])
-    if state["value_head"] is not None:
-        learner.value_head.load_state_dict(state["value_head"])
-    learner.optimizer.load_state_dict(state["optimizer"])
+    sharded = getattr(learner.strategy, "checkpoints", None) is not None
+    if sharded != ("shards" in state):
+        raise ValueError(
+            f"--resume {run_dir}: its checkpoint was saved with dist.strategy = "
+            f"{'fsdp' if 'shards' in state else 'ddp'}, and this run trains with "
+            f"{'fsdp' if sharded else 'ddp'}; resume it with the strategy it was saved with"
+        )
+    if sharded:
+        from execrl.rl.dist_checkpoint import load_shards
+
+        load_shards(path.parent / state["shards"], learner)
+    else:
+        learner.model.load_state_dict(state["model"])
+        if state["value_head"] is not None:
+            learner.value_head.load_state_dict(state["value_head"])
+        learner.optimizer.load_state_dict(state["optimizer"])
     learner.scheduler.load_state_dict(state["scheduler"])
     sampler.load_state_dict(state["sampler"])
     torch.set_rng_state(state["torch_rng"])

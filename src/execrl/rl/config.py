@@ -24,6 +24,7 @@ from execrl.rl.algorithms import Algorithm, listed
 from execrl.rl.credit_config import CreditConfig, check_credit, moved_to_credit
 from execrl.rl.curriculum import CURRICULA
 from execrl.rl.data_config import DataConfig, check_data
+from execrl.rl.dist_config import DistConfig, check_dist
 from execrl.rl.episodes.env import EnvConfig
 from execrl.rl.toml_config import ConfigError, read_toml, with_overrides
 from execrl.sandbox.config import SandboxConfig, SandboxConfigError, moved_to_limits
@@ -163,6 +164,9 @@ class TrainConfig:
     # Which of an episode's turns and sequences the advantage reaches, and what is learnt beside
     # it; the fields are documented once, on `CreditConfig` (rl/credit_config.py)
     credit: CreditConfig = field(default_factory=CreditConfig)
+    # How torchrun's processes share the model: "ddp" copies, "fsdp" shards (FSDP2); the fields
+    # are documented once, on `DistConfig` (rl/dist_config.py), and in docs/engines.md
+    dist: DistConfig = field(default_factory=DistConfig)
 
     @property
     def algorithm(self) -> Algorithm:
@@ -286,13 +290,14 @@ def from_dict(data: dict[str, Any], where: str = "config",
             continue  # built last: its tree may come from rl.reward
         target = getattr(config, section)
         checked = toml_config.checked_table(target, section, values, where, _suggest)
-        try:  # [sandbox], [env] and [credit] are frozen and check themselves
+        try:  # [sandbox], [env], [credit] and [dist] are frozen and check themselves
             setattr(config, section, dataclasses.replace(target, **checked))
         except ValueError as e:
             raise ConfigError(f"{where}: [{section}]: {e}") from None
     validate(config, where, this_machine)
     config.reward = _reward(config, dict(data.get("reward", {})), where)
     _check_env(config, where)
+    check_dist(config.dist, config.sampling.engine, config.rl.max_staleness, where)
     check_credit(config.credit, config.env, config.algorithm, config.rl.algorithm, where)
     if config.reward.token_credit.enabled and not config.algorithm.per_token:
         raise ConfigError(

@@ -1,13 +1,20 @@
 """torch.distributed helpers that are no-ops in a single process (gloo on CPU, NCCL on GPU).
 
 Gradients are all-reduced with SUM, not averaged: every loss is already normalised by the
-global batch's counts (`rl.losses`), so the sum is the full-batch gradient.
+global batch's counts (`rl.losses`), so the sum is the full-batch gradient. FSDP's
+reduce-scatter is set to sum as well (`rl.fsdp`).
+
+How the update reaches the processes is a `Strategy`: `Replicated` here (every process a whole
+copy, "ddp" and one process), `rl.fsdp.Sharded` for dist.strategy = "fsdp".
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Protocol
 
 import torch
 import torch.distributed as torch_dist
@@ -34,6 +41,22 @@ def init_from_env() -> bool:
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     return True
+
+
+@contextlib.contextmanager
+def group_of_one(wanted: bool) -> Iterator[None]:
+    """Inside, a process group of one where `wanted` and no group is joined (no torchrun):
+    FSDP's device mesh needs a group, and with one the single process runs the sharded code and
+    reads and writes the sharded checkpoints. Left on the way out."""
+    if not wanted or active():
+        yield
+        return
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    torch_dist.init_process_group(backend, store=torch_dist.HashStore(), rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        torch_dist.destroy_process_group()
 
 
 def all_reduce_sum(x: torch.Tensor) -> torch.Tensor:
@@ -72,3 +95,37 @@ def all_gather_objects(obj: Any) -> list[Any]:
 def barrier() -> None:
     if active():
         torch_dist.barrier()
+
+
+class Strategy(Protocol):
+    """What the update asks of the way processes share the model (`Learner.update`)."""
+
+    def gathered(self, *modules: Any) -> contextlib.AbstractContextManager[None]:
+        """The modules' whole parameters in place while inside (sampling, advantages)."""
+        ...
+
+    def balanced(self, batches: list[Any]) -> list[Any]:
+        """The micro-batches this process runs, so that every process runs as many."""
+        ...
+
+    def reduce_and_clip(self, params: list[torch.nn.Parameter], max_norm: float) -> float:
+        """Sum the gradients over the processes, clip them to max_norm (0: no clip) by their
+        norm over every process's, and return that norm."""
+        ...
+
+
+class Replicated:
+    """Every process holds the whole model ("ddp", and one process): gradients all-reduced."""
+
+    name = "ddp"
+
+    @contextlib.contextmanager
+    def gathered(self, *modules: Any) -> Iterator[None]:
+        yield
+
+    def balanced(self, batches: list[Any]) -> list[Any]:
+        return batches  # the all-reduce waits after the last micro-batch, however many
+
+    def reduce_and_clip(self, params: list[torch.nn.Parameter], max_norm: float) -> float:
+        all_reduce_grads(params)
+        return float(torch.nn.utils.clip_grad_norm_(params, max_norm or math.inf))

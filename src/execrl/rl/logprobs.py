@@ -151,6 +151,9 @@ def _full_forward(model, params: frozenset[str], batch: SequenceBatch, hidden: b
         attention_mask=batch.attention_mask,
         position_ids=batch.position_ids,
         output_hidden_states=hidden,
+        # no KV cache to return: none is read, and a layer whose activations are recomputed in
+        # backward (dist.activation_checkpointing) would append its keys to it a second time
+        **({"use_cache": False} if "use_cache" in params else {}),
         **_keep_logits(params, t + 1),
     )
     # the LM head ran on the last t + 1 columns where the model allows it, else on all of them

@@ -97,13 +97,15 @@ def train_step(run: Run, step: int) -> tuple[dict[str, Any], Gathered]:
     builder, learner = run.built.builder, run.built.learner
     start = time.perf_counter()
     if run.prefetch is None:  # draw prompts -> sample -> score -> filter groups (refills)
-        got, sampled = _gather(run, run.rollouts, step)
+        with learner.strategy.gathered(learner.model):
+            got, sampled = _gather(run, run.rollouts, step)
     else:  # gathered ahead by the rollout thread, from a policy at most rl.max_staleness old
         ahead = run.prefetch.take(step)
         got, sampled = ahead.gathered, {**ahead.sampled, "async/staleness": ahead.staleness}
     gathered = time.perf_counter()
     denominator = builder.denominator(got.kept)  # the global batch's tokens or sequences
-    built = builder.build(got.local) if denominator else NOTHING  # advantages: (B, T) batches
+    with learner.strategy.gathered(learner.model, run.built.reference, learner.value_head):
+        built = builder.build(got.local) if denominator else NOTHING  # advantages: (B, T)
     update = learner.update(built.batches, denominator)
     if run.prefetch is None:
         run.engine.sync_weights(run.built.policy.model)  # the next rollouts sample the new policy
@@ -145,6 +147,13 @@ def train(config: TrainConfig, *, tasks: list[Task] | None = None, heldout: list
             "several, or run one process"
         )
     dist.init_from_env()
+    with dist.group_of_one(config.dist.sharded):  # FSDP in one process (`rl.dist_config`)
+        return _train_threads(config, tasks, heldout, reward, quiet, observer, start)
+
+
+def _train_threads(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | None,
+                   reward: Any, quiet: bool, observer: ObserverFactory | None,
+                   start: float) -> dict[str, Any]:  # fmt: skip
     talk = not quiet and dist.rank() == 0
     log = (lambda msg: print(msg, file=sys.stderr, flush=True)) if talk else (lambda msg: None)
     if config.sampling.engine == "vllm":
@@ -196,8 +205,9 @@ def _train(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | 
             rollouts.close()
             engine.close()
     summary.update(seconds=round(time.time() - start, 1), run_dir=str(run_dir))
+    model = _final_model(run)  # every process: FSDP gathers its shards to rank 0
     if dist.rank() == 0:
-        _save_final(run)
+        _save_final(run, model)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     telemetry.end(summary)  # after summary.json: the report reads this run's, not a stale one
     return summary
@@ -237,7 +247,7 @@ def _loop(run: Run, sandbox: Any, log: Callable[[str], None], quiet: bool,
             if c.run.checkpoint_every and step % c.run.checkpoint_every == 0:
                 _checkpoint(run, step, summary)
     progress.close()
-    _checkpoint(run, step, summary)
+    _checkpoint(run, step, summary, last=True)
     if run.prefetch is not None:  # the thread is done; the engine takes the final policy
         run.prefetch.close()
         run.engine.sync_weights(built.policy.model)
@@ -273,13 +283,13 @@ def _prefetcher(run: Run, first_step: int) -> Prefetcher:
                       close).start(policy.model)  # fmt: skip
 
 
-def _checkpoint(run: Run, step: int, summary: dict[str, Any]) -> None:
+def _checkpoint(run: Run, step: int, summary: dict[str, Any], last: bool = False) -> None:
     """checkpoint/state.pt; an asynchronous run first lets its thread gather what it may (it
     then waits, the sampler at rest) and saves the batches gathered ahead beside it."""
     built = run.built
     if run.prefetch is not None and dist.rank() == 0:
         save_prefetched(run.run_dir, step, run.prefetch.drain())
-    save_checkpoint(run.run_dir, step, built.learner, built.sampler, summary)
+    save_checkpoint(run.run_dir, step, built.learner, built.sampler, summary, last=last)
     if run.prefetch is not None and dist.rank() == 0:
         prune_prefetched(run.run_dir, step)
 
@@ -295,9 +305,10 @@ def _evaluate_heldout(run: Run, sandbox: Any, summary: dict[str, Any], when: str
                       log: Callable[[str], None]) -> None:  # fmt: skip
     """Held-out pass@1 `when` ("before", "after") into the summary, and logged; a multi-turn
     run adds it by turn, through its environment."""
-    summary[f"heldout_pass@1_{when}"] = _heldout(run, sandbox)
-    if not run.config.env.one_turn:
-        summary[f"heldout_pass@1_by_turn_{when}"] = _heldout_by_turn(run, sandbox)
+    with run.built.learner.strategy.gathered(run.built.policy.model):
+        summary[f"heldout_pass@1_{when}"] = _heldout(run, sandbox)
+        if not run.config.env.one_turn:
+            summary[f"heldout_pass@1_by_turn_{when}"] = _heldout_by_turn(run, sandbox)
     for line in heldout_lines(summary, when, run.config.env.name):
         log(line)
 
@@ -328,11 +339,27 @@ def _heldout_by_turn(run: Run, sandbox: Any) -> list[float]:
                                      built.heldout, sandbox)  # fmt: skip
 
 
-def _save_final(run: Run) -> None:
+def _final_model(run: Run) -> Any:
+    """The policy as trained, whole, on rank 0: under FSDP its shards gathered into a fresh
+    copy of model.path (with the run's adapters), which saves as any unsharded policy does."""
+    model = run.built.policy.model
+    if not run.config.dist.sharded:
+        return model
+    from execrl.rl.fsdp import full_state_dict
+
+    weights = full_state_dict(model)
+    if dist.rank() != 0:
+        return None
+    whole = setup.policy_of(run.config, "cpu").model
+    whole.load_state_dict(weights)
+    return whole
+
+
+def _save_final(run: Run, model: Any) -> None:
     """final/: the policy as trained. A LoRA run saves the base with the adapter merged in (a
     full model that eval and vLLM load without peft); with run.merge_lora = false the adapter
     alone, naming its base by an absolute path (`models.adapter`: eval merges it on load)."""
-    model, final = run.built.policy.model, run.run_dir / "final"
+    final = run.run_dir / "final"
     if hasattr(model, "merge_and_unload"):
         if run.config.run.merge_lora:
             model = model.merge_and_unload()

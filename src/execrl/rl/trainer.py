@@ -73,10 +73,12 @@ class Learner:
     """The policy update: pure math comes from `rl.losses` and `rl.kl`; what it reads of the
     run's config is `settings`; its batches come from `rl.batch_builder`."""
 
-    def __init__(self, settings: LearnerSettings, model, value_head, optimizer,
-                 scheduler) -> None:  # fmt: skip
+    def __init__(self, settings: LearnerSettings, model, value_head, optimizer, scheduler,
+                 strategy: dist.Strategy | None = None) -> None:  # fmt: skip
         self.settings, self.model, self.value_head = settings, model, value_head
         self.optimizer, self.scheduler = optimizer, scheduler
+        # how the processes share the model (`rl.dist`): whole copies, or FSDP's shards
+        self.strategy = strategy or dist.Replicated()
         self.aggregate = algorithms.aggregator(settings.loss_agg, settings.max_new_tokens)
         self.kl = None if settings.kl_estimator is None else kl.ESTIMATORS[settings.kl_estimator]
         self.device = next(model.parameters()).device
@@ -92,14 +94,11 @@ class Learner:
             self.optimizer.zero_grad(set_to_none=True)
             sums = _Sums()
             by_task: dict[int, list[float]] = {}
-            for batch in batches:
+            for batch in self.strategy.balanced(batches):
                 self._micro_step(batch, denominator, sums, by_task)
-            dist.all_reduce_grads(params)
             sums = sums.all_reduced()
-            grad_norm = torch.nn.utils.clip_grad_norm_(
-                params, self.settings.grad_clip or float("inf")
-            )
-            if not math.isfinite(float(grad_norm)):
+            grad_norm = self.strategy.reduce_and_clip(params, self.settings.grad_clip)
+            if not math.isfinite(grad_norm):
                 self.optimizer.zero_grad(set_to_none=True)
                 return UpdateMetrics(skipped_update=1.0, grad_norm=float("nan"))
             self.optimizer.step()
@@ -108,7 +107,7 @@ class Learner:
         gap = _engine_gap(batches, self.settings.loss.tis_cap)
         return UpdateMetrics(
             loss=sums.loss, value_loss=sums.value_loss, clip_frac=sums.clipped / n_tok,
-            kl=sums.kl / n_tok, entropy=sums.entropy / n_tok, grad_norm=float(grad_norm),
+            kl=sums.kl / n_tok, entropy=sums.entropy / n_tok, grad_norm=grad_norm,
             lr=self.scheduler.get_last_lr()[0],
             engine_logprob_diff_mean=None if gap is None else gap.mean,
             engine_logprob_diff_max=None if gap is None else gap.max,
