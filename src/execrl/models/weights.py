@@ -4,9 +4,8 @@ under the base model's own Hugging Face names, a LoRA policy's adapters merged i
 A `WeightSource` yields them from the trainer's module. `plain_weights` is the source of a
 process that holds the whole module (one process, "ddp"): its state dict. A sharded policy
 (dist.strategy = "fsdp") has its own source, `rl.fsdp.unit_weights`, which gathers one decoder
-layer at a time: there, a tensor yielded is valid only until the next is asked for (its layer is
-freed after its last tensor), so a consumer copies each before it asks for the next, as vLLM's
-`load_weights` does layer by layer, or writes it out (`write_shards`).
+layer at a time and yields copies of its tensors, so a consumer may keep one past its layer (vLLM
+holds a layer's weights until the layer is complete) and never sees a freed one.
 """
 
 from __future__ import annotations

@@ -171,8 +171,8 @@ def unit_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
     same names and values; a LoRA policy's adapters merged), one FSDP unit at a time: a unit
     (a decoder layer, then the root's embedding, norm and head) is gathered, its tensors are
     yielded, and it is freed before the next is gathered, so a process never holds more than
-    one unit whole. A tensor is valid until the unit's last is taken (`models.weights`). Every
-    process iterates to the end together: each gather is a collective."""
+    one unit whole (and the copies it yields that the consumer still holds). Every process
+    iterates to the end together: each gather is a collective."""
     names = list(model.state_dict())  # the names alone: DTensors, nothing gathered
     by_unit: dict[int, list[str]] = {}
     units = {name: m for name, m in model.named_modules() if isinstance(m, FSDPModule)}
@@ -191,7 +191,10 @@ def unit_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
                     tuner.merge()
             for name in mine:
                 if not is_adapter(name):
-                    yield (plain_name(name) if lora else name), _tensor(model, name).detach()
+                    # a copy: a consumer may hold it past the reshard (vLLM keeps a layer's
+                    # weights until the layer is complete, a padded embedding to the end)
+                    tensor = _tensor(model, name).detach().clone()
+                    yield (plain_name(name) if lora else name), tensor
         finally:
             with torch.no_grad():
                 for tuner in tuners:
