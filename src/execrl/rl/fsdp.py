@@ -37,6 +37,7 @@ from torch.distributed.fsdp import (
 from torch.distributed.tensor import DTensor
 
 from execrl.models.hf_forward import class_name
+from execrl.models.weights import is_adapter, plain_name
 from execrl.rl import dist
 from execrl.rl.dist_checkpoint import ShardedCheckpoints
 from execrl.rl.dist_config import DistConfig
@@ -75,6 +76,9 @@ class Sharded:
         mine = [_one_forward(b) for b in batches]
         most = max(dist.all_gather_objects(len(mine)))
         return mine + [self.blank] * (most - len(mine))
+
+    def weights(self, model: Any) -> Iterator[tuple[str, torch.Tensor]]:
+        return unit_weights(model)
 
     def reduce_and_clip(self, params: list[torch.nn.Parameter], max_norm: float) -> float:
         # FSDP reduce-scattered (summed) each gradient in backward; the norm is over all shards
@@ -160,6 +164,67 @@ def _one_forward(batch: Batch) -> Batch:
 
 def _units(root: Any) -> list[FSDPModule]:
     return [m for m in root.modules() if isinstance(m, FSDPModule)]
+
+
+def unit_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    """The sharded policy's weights as `models.weights.plain_weights` yields a whole one's (the
+    same names and values; a LoRA policy's adapters merged), one FSDP unit at a time: a unit
+    (a decoder layer, then the root's embedding, norm and head) is gathered, its tensors are
+    yielded, and it is freed before the next is gathered, so a process never holds more than
+    one unit whole (and the copies it yields that the consumer still holds). Every process
+    iterates to the end together: each gather is a collective."""
+    names = list(model.state_dict())  # the names alone: DTensors, nothing gathered
+    by_unit: dict[int, list[str]] = {}
+    units = {name: m for name, m in model.named_modules() if isinstance(m, FSDPModule)}
+    for name in names:
+        by_unit.setdefault(id(_owner(units, name)), []).append(name)
+    lora = hasattr(model, "peft_config")
+    for unit in units.values():
+        mine = by_unit.get(id(unit), [])
+        if not mine:
+            continue
+        unit.unshard()
+        tuners = _tuners(model, units, unit) if lora else []
+        try:
+            with torch.no_grad():  # W + B A scaled, in the gathered copy the reshard drops
+                for tuner in tuners:
+                    tuner.merge()
+            for name in mine:
+                if not is_adapter(name):
+                    # a copy: a consumer may hold it past the reshard (vLLM keeps a layer's
+                    # weights until the layer is complete, a padded embedding to the end)
+                    tensor = _tensor(model, name).detach().clone()
+                    yield (plain_name(name) if lora else name), tensor
+        finally:
+            with torch.no_grad():
+                for tuner in tuners:
+                    tuner.unmerge()  # PEFT's flag: the policy trains unmerged
+            unit.reshard()
+
+
+def _owner(units: dict[str, FSDPModule], name: str) -> FSDPModule:
+    """The unit that holds the parameter, buffer or module `name`: its innermost FSDP module."""
+    parts = name.split(".")
+    for end in range(len(parts), -1, -1):
+        unit = units.get(".".join(parts[:end]))
+        if unit is not None:
+            return unit
+    raise ValueError(f"{name} lies in no FSDP unit: was the model sharded (rl.fsdp.shard)?")
+
+
+def _tuners(model: Any, units: dict[str, FSDPModule], unit: FSDPModule) -> list[Any]:
+    """The unit's own LoRA layers (PEFT's tuner layers not under another unit)."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    return [m for name, m in model.named_modules()
+            if isinstance(m, BaseTunerLayer) and _owner(units, name) is unit]  # fmt: skip
+
+
+def _tensor(model: Any, name: str) -> torch.Tensor:
+    try:
+        return model.get_parameter(name)
+    except AttributeError:
+        return model.get_buffer(name)
 
 
 def full_state_dict(model: Any) -> dict[str, torch.Tensor]:

@@ -183,7 +183,10 @@ def _train(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | 
     ):
         tok = built.policy.tokenizer
         chat = {"auto": None, "on": True, "off": False}[c.model.chat]
-        engine = make_engine(c.sampling.engine, built.policy.model, tok)
+        # an engine with its own copy takes the weights as the strategy yields them (FSDP:
+        # one decoder layer gathered at a time, never the whole model)
+        pushed = {"weights": built.learner.strategy.weights} if c.sampling.engine == "vllm" else {}
+        engine = make_engine(c.sampling.engine, built.policy.model, tok, **pushed)
         params = SamplingParams(c.sampling.temperature, c.sampling.top_p,
                                 c.sampling.max_new_tokens, tuple(c.sampling.stop),
                                 code_end=c.sampling.code_end and c.env.one_turn,

@@ -1,0 +1,106 @@
+"""The policy's weights as an engine with its own copy (vLLM) loads them: (name, tensor) pairs
+under the base model's own Hugging Face names, a LoRA policy's adapters merged in.
+
+A `WeightSource` yields them from the trainer's module. `plain_weights` is the source of a
+process that holds the whole module (one process, "ddp"): its state dict. A sharded policy
+(dist.strategy = "fsdp") has its own source, `rl.fsdp.unit_weights`, which gathers one decoder
+layer at a time and yields copies of its tensors, so a consumer may keep one past its layer (vLLM
+holds a layer's weights until the layer is complete) and never sees a freed one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+WeightSource = Callable[[Any], Iterable[tuple[str, torch.Tensor]]]
+
+# a file of `write_shards` is closed once it holds this many bytes
+SHARD_BYTES = 1 << 30
+INDEX = "model.safetensors.index.json"
+
+
+def unwrap(model: Any) -> Any:
+    """The HF model under a DistributedDataParallel wrapper."""
+    return getattr(model, "module", model)
+
+
+def base_model(model: Any) -> Any:
+    """The plain HF model: under DDP, and under PEFT's wrapper for a LoRA policy."""
+    model = unwrap(model)
+    return model.get_base_model() if hasattr(model, "peft_config") else model
+
+
+def plain_name(name: str) -> str:
+    """A PEFT state-dict name as the base model names it."""
+    return name.removeprefix("base_model.model.").replace(".base_layer.", ".")
+
+
+def is_adapter(name: str) -> bool:
+    """A LoRA adapter's own tensor: already in the merged weight, never pushed."""
+    return ".lora_" in name
+
+
+def plain_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    """The whole module's weights (`plain_state_dict`), one pair at a time."""
+    yield from plain_state_dict(model).items()
+
+
+def plain_state_dict(model: Any) -> dict[str, torch.Tensor]:
+    """The weights under the base model's own names; for a LoRA policy, the adapters merged
+    into a copy (W + B A scaled), the policy itself left unmerged for training."""
+    model = unwrap(model)
+    if not hasattr(model, "peft_config"):
+        return {name: t.detach() for name, t in model.state_dict().items()}
+    model.merge_adapter()
+    try:
+        return {
+            plain_name(name): t.detach().clone()  # unmerging changes the weight in place
+            for name, t in model.state_dict().items()
+            if not is_adapter(name)
+        }
+    finally:
+        model.unmerge_adapter()
+
+
+def write_shards(directory: Path, weights: Iterable[tuple[str, torch.Tensor]],
+                 shard_bytes: int = SHARD_BYTES) -> list[Path]:  # fmt: skip
+    """The weights as safetensors files of about `shard_bytes` each, with the Hugging Face
+    index that names each tensor's file: what `from_pretrained` and vLLM load. Each tensor is
+    copied to the CPU as it comes, so at most one file's worth is held at once. Files of an
+    earlier write that this one does not replace are removed."""
+    from safetensors.torch import save_file
+
+    written: list[Path] = []
+    weight_map: dict[str, str] = {}
+    held: dict[str, torch.Tensor] = {}
+    size = total = 0
+
+    def flush() -> None:
+        nonlocal held, size, total
+        path = directory / f"model-{len(written) + 1:05d}.safetensors"
+        save_file(held, str(path), metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(held, path.name))
+        written.append(path)
+        total += size
+        held, size = {}, 0
+
+    for name, tensor in weights:
+        # a copy of its own: a tied weight's two names would share storage, which
+        # safetensors refuses, and a sharded source frees its layer after it
+        held[name] = tensor.detach().to("cpu", copy=True).contiguous()
+        size += tensor.numel() * tensor.element_size()
+        if size >= shard_bytes:
+            flush()
+    if held or not written:
+        flush()
+    for stale in directory.glob("*.safetensors"):
+        if stale not in written:
+            stale.unlink()
+    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    (directory / INDEX).write_text(json.dumps(index, indent=2) + "\n")
+    return written
