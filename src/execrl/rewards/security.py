@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from execrl.rewards.analysis import Analysis, Failed, analysed, unvouched
+from execrl.rewards.analysis import Analysis, Failed, unvouched
 from execrl.rewards.base import leaf, require
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
@@ -97,9 +97,9 @@ class Security:
         """The analysis and the reading of its result into (severity, test id), chosen once."""
         if self.backend == "bandit":
             return BANDIT, _as_findings
-        from execrl.rewards import ruff_backend
+        from execrl.rewards.ruff_backend import ruff_analysis
 
-        return ruff_backend.ruff_analysis(), _ruff_security
+        return ruff_analysis(), _ruff_security
 
     @property
     def analysis(self) -> Analysis:
@@ -107,7 +107,7 @@ class Security:
 
     def __call__(self, sample: Sample) -> RewardResult:
         analysis, read = self._backend
-        raw = analysed(sample, analysis)
+        raw = sample.analysed(analysis)
         if raw is None or isinstance(raw, Failed):  # no program, no parse, or unanalysable
             return unvouched(self.name, self.max_penalty, raw)
         w = {**DEFAULT_SEVERITY, **self.severity}

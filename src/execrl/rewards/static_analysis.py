@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from execrl.rewards.analysis import Analysis, Failed, analysed, parse, unvouched
+from execrl.rewards.analysis import Analysis, Failed, parse, unvouched
 from execrl.rewards.base import leaf, require
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
+from execrl.rewards.unreachable import unreachable_blocks
 
 # pyflakes message classes by category; anything else it reports is "other".
 _CATEGORIES = {
@@ -30,7 +31,6 @@ _CATEGORIES = {
     "UnusedAnnotation": "unused",
 }
 DEFAULT_WEIGHTS = {"undefined": 0.5, "unused": 0.1, "unreachable": 0.2, "other": 0.1}
-_TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
 
 def issue_counts(program: str) -> Counter[str] | None:
@@ -49,26 +49,6 @@ def tree_issue_counts(program: str, tree: ast.Module) -> Counter[str]:
         counts[_CATEGORIES.get(type(message).__name__, "other")] += 1
     counts["unreachable"] = unreachable_blocks(tree)
     return counts
-
-
-def unreachable_blocks(tree: ast.AST) -> int:
-    """Statement lists with statements after a return, raise, continue or break."""
-    n = 0
-    for node in ast.walk(tree):
-        for attr in ("body", "orelse", "finalbody"):
-            body = getattr(node, attr, None)
-            if not isinstance(body, list):
-                continue
-            for stmt in body[:-1]:
-                if isinstance(stmt, _TERMINAL):
-                    n += 1
-                    break
-        for handler in getattr(node, "handlers", ()) or ():
-            for stmt in handler.body[:-1]:
-                if isinstance(stmt, _TERMINAL):
-                    n += 1
-                    break
-    return n
 
 
 @dataclass(frozen=True)
@@ -100,9 +80,9 @@ class StaticAnalysis:
         """The analysis and the reading of its result into categories, chosen once."""
         if self.backend == "pyflakes":
             return PYFLAKES, _as_counts
-        from execrl.rewards import ruff_backend  # it imports unreachable_blocks from here
+        from execrl.rewards.ruff_backend import ruff_analysis, static_counts
 
-        return ruff_backend.ruff_analysis(), ruff_backend.static_counts
+        return ruff_analysis(), static_counts
 
     @property
     def analysis(self) -> Analysis:
@@ -110,7 +90,7 @@ class StaticAnalysis:
 
     def __call__(self, sample: Sample) -> RewardResult:
         analysis, read = self._backend
-        raw = analysed(sample, analysis)
+        raw = sample.analysed(analysis)
         if raw is None or isinstance(raw, Failed):  # no program, no parse, or unanalysable
             return unvouched(self.name, self.max_penalty, raw)
         w = {**DEFAULT_WEIGHTS, **self.weights}

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from execrl.rewards.analysis import Analysis, Failed, Unanalysable, analysed, unvouched
+from execrl.rewards.analysis import Analysis, Failed, Unanalysable, unvouched
 from execrl.rewards.base import leaf, require
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
@@ -111,12 +111,12 @@ class Style:
         if self.backend == "pycodestyle":
             args = (self.max_line_length, tuple(self.ignore))
             return Analysis("pycodestyle", _tree_style_violations, args), int
-        from execrl.rewards import ruff_backend
+        from execrl.rewards.ruff_backend import ruff_analysis, style_count
 
         ignore = tuple(self.ignore) or PYCODESTYLE_DEFAULT_IGNORE
         return (
-            ruff_backend.ruff_analysis(self.max_line_length),
-            functools.partial(ruff_backend.style_count, ignore=ignore),
+            ruff_analysis(self.max_line_length),
+            functools.partial(style_count, ignore=ignore),
         )
 
     @property
@@ -125,7 +125,7 @@ class Style:
 
     def __call__(self, sample: Sample) -> RewardResult:
         analysis, read = self._backend
-        raw = analysed(sample, analysis)
+        raw = sample.analysed(analysis)
         if raw is None or isinstance(raw, Failed):  # no program, no parse, or unanalysable
             return unvouched(self.name, self.max_penalty, raw)
         return leaf(self.name, -min(self.max_penalty, self.per_violation * read(raw)))
