@@ -157,7 +157,7 @@ class MultiTurn:
         episodes run whole here (its program calls the policy server itself)."""
         order = [t for t in task_indices for _ in range(group_size)]
         tasks = [self.tasks[t] for t in order]
-        if self.config.name == "harness":  # a user's agent program runs each episode
+        if self.config.kind.runs_harness:  # a user's agent program runs each episode
             from execrl.rl.episodes.harness import run_harness_episodes
 
             episodes = run_harness_episodes(tasks, self.engine, self.tokenizer, self.params,
