@@ -43,29 +43,26 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the wo
 if TYPE_CHECKING:
     from typing import Any
 
-    from execrl.sandbox.run.prepared import Prepared
-
 CANDIDATE_FILE = "<candidate>"
 CHANNEL_REPLACED = 86  # the exit status of a run whose program replaced the harness's channel
 TESTS_FILE = "<tests>"
 CODE_CACHE_SIZE = 512  # compiled test sources kept by a worker
 
 
-def run_unit(unit: dict[str, Any], channel_fd: int, key: bytes, prepared: Prepared) -> None:
+def run_unit(unit: dict[str, Any], channel_fd: int, key: bytes, parts: dict[str, Any]) -> None:
     """Run one unit (a program and its tests) and report through `channel_fd`. Never returns.
 
-    Called as `prepared.run_unit`, the private copy. Its state is a dict, never an instance of
-    a Python class, for the reason given on `Prepared`."""
-    prepare_unit(unit, prepared)(channel_fd, key)
+    Called as `prepared.run_unit`, the private copy, with `Prepared.parts`. Its state is a
+    dict, never an instance of a Python class, for the reason given on `prepared.Prepared`."""
+    prepare_unit(unit, parts)(channel_fd, key)
 
 
-def prepare_unit(unit: dict[str, Any], prepared: Prepared) -> Any:
+def prepare_unit(unit: dict[str, Any], parts: dict[str, Any]) -> Any:
     """Everything `run_unit` does before the candidate's code first runs (its state, the audit
     hook, the program compiled); returns `start(channel_fd, key)`, which runs the rest and
     never returns. A stdin/stdout sample's case server (`cases`) calls this once and `start`
     in a fresh fork per case: the candidate's code never runs in the process that prepared it.
     Nothing here may be bound to the process (a descriptor, its pid): `start` opens those."""
-    parts = prepared.parts
     state: dict[str, Any] = {
         "p": parts,
         "privileged": True,  # until the candidate's code first runs; then a thread's id or False

@@ -425,7 +425,7 @@ def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, key, start=
         os._exit(1)
     if start is not None:
         start(3, key)
-    ctx["prepared"].run_unit(unit, 3, key, ctx["prepared"])
+    ctx["prepared"].run_unit(unit, 3, key, ctx["prepared"].parts)
     os._exit(0)
 
 
