@@ -19,6 +19,7 @@ program's load, a call into the candidate, or a test (`leftovers.sole_thread`): 
 there, failed, with a message that says so.
 
 The harness's own functions run on private copies of this module's, `audit_hook`'s, `guard`'s,
+`restorer`'s,
 `leftovers'` and `plain`'s globals, with a private copy of the builtins (made in the worker by
 `Prepared`), so patching a module or a builtin cannot change what the harness does or reports.
 The test code gets a private copy of the builtins too; the standard modules it imports, and the
@@ -37,7 +38,7 @@ import os
 import sys
 import types
 
-from execrl.sandbox.run import audit_hook, guard, leftovers, plain
+from execrl.sandbox.run import audit_hook, guard, leftovers, plain, restorer
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the worker 2 MB
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ def prepare_unit(unit: dict[str, Any], parts: dict[str, Any]) -> Any:
     # Modules the worker did not preload compile from source: cached bytecode would be read
     # through marshal.loads, which the hook denies.
     sys.pycache_prefix = "/proc/execrl-no-bytecode"
-    restore = state["restore"] = guard.make_restore(unit, state)
+    restore = state["restore"] = restorer.make_restore(unit, state)
     exit_ = parts["exit"]
 
     tampered = state["tampered"]
@@ -443,4 +444,4 @@ def _candidate_line(exc: BaseException, state: dict[str, Any]) -> int | None:
 
 
 _get_traceback = guard._get_traceback
-_type_name = guard._type_name
+_type_name = restorer.type_name
