@@ -64,22 +64,7 @@ def prepare_unit(unit: dict[str, Any], parts: dict[str, Any]) -> Any:
     never returns. A stdin/stdout sample's case server (`cases`) calls this once and `start`
     in a fresh fork per case: the candidate's code never runs in the process that prepared it.
     Nothing here may be bound to the process (a descriptor, its pid): `start` opens those."""
-    state: dict[str, Any] = {
-        "p": parts,
-        "privileged": True,  # until the candidate's code first runs; then a thread's id or False
-        # Whether candidate code may have run since its signal handlers and timers were last
-        # undone (`guard.quiet`): then they are undone before the next message is written.
-        "dirty": False,  # and its changes to the tests' modules were last undone
-        "nonplain": None,
-        "broken": None,  # (exception name, message) when `guard` could not restore or check
-        "extra_globals": set(),
-        "calls": 0,  # calls into the candidate under way (`guard._call`)
-        "tampered": [],
-        "keep": [],  # what crossed between the tests and the candidate: never freed (`guard`)
-        "gc_enabled": parts["gc_isenabled"](),
-        "stray": None,  # why the run must end now: a thread of the candidate's outlived a call
-        "tasks": None,  # `_open_tasks`, in `start`: /proc/self is the process that runs
-    }
+    state = _new_state(parts)
     # This run's channel and key, set by `start` (one process may prepare and another run).
     run: dict[str, Any] = {}
     write, dumps, fstat, blake2b = (
@@ -150,6 +135,26 @@ def prepare_unit(unit: dict[str, Any], parts: dict[str, Any]) -> Any:
         _run_candidate(unit, code, inputs, state, send)
 
     return start
+
+
+def _new_state(parts: dict[str, Any]) -> dict[str, Any]:
+    """A run's state, as the harness and `guard` share it (a dict, for the reason on `Prepared`)."""
+    return {
+        "p": parts,
+        "privileged": True,  # until the candidate's code first runs; then a thread's id or False
+        # Whether candidate code may have run since its signal handlers and timers were last
+        # undone (`guard.quiet`): then they are undone before the next message is written.
+        "dirty": False,  # and its changes to the tests' modules were last undone
+        "nonplain": None,
+        "broken": None,  # (exception name, message) when `guard` could not restore or check
+        "extra_globals": set(),
+        "calls": 0,  # calls into the candidate under way (`guard._call`)
+        "tampered": [],
+        "keep": [],  # what crossed between the tests and the candidate: never freed (`guard`)
+        "gc_enabled": parts["gc_isenabled"](),
+        "stray": None,  # why the run must end now: a thread of the candidate's outlived a call
+        "tasks": None,  # `_open_tasks`, in `start`: /proc/self is the process that runs
+    }
 
 
 def _run_candidate(

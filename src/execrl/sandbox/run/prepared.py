@@ -77,18 +77,7 @@ class Prepared:
             "protected_globals": {
                 id(m.__dict__) for m in list(sys.modules.values()) if hasattr(m, "__dict__")
             },
-            # Text streams over fds 0-2, which each child points at its own pipes before use.
-            "streams": (
-                io.TextIOWrapper(
-                    io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace"
-                ),
-                io.TextIOWrapper(
-                    io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="replace"
-                ),
-                io.TextIOWrapper(
-                    io.FileIO(2, "w", closefd=False), encoding="utf-8", line_buffering=True
-                ),
-            ),
+            "streams": _streams(),
             "code_cache": {},
             # For `guard`, bound here because the candidate may patch the modules they are in.
             "candidate_code": guard.CANDIDATE_CODE,
@@ -127,6 +116,15 @@ class Prepared:
                 if len(cache) >= CODE_CACHE_SIZE:
                     cache.pop(next(iter(cache)))
                 cache[key] = compile(source, TESTS_FILE, "exec", dont_inherit=True, optimize=0)
+
+
+def _streams() -> tuple[io.TextIOWrapper, io.TextIOWrapper, io.TextIOWrapper]:
+    """Text streams over fds 0-2, which each child points at its own pipes before use."""
+    return (
+        io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace"),
+        io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="replace"),
+        io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", line_buffering=True),
+    )
 
 
 def _catchable() -> set[int]:
