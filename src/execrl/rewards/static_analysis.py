@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from execrl.rewards.analysis import Analysis, Failed, parse, unvouched
-from execrl.rewards.base import leaf, require
-from execrl.rewards.result import RewardResult
-from execrl.rewards.sample import Sample
+from execrl.rewards.analysis import Analysis, parse
+from execrl.rewards.analysis_leaf import AnalysisPenalty
+from execrl.rewards.base import require
 from execrl.rewards.unreachable import unreachable_blocks
 
 # pyflakes message classes by category; anything else it reports is "other".
@@ -52,7 +51,7 @@ def tree_issue_counts(program: str, tree: ast.Module) -> Counter[str]:
 
 
 @dataclass(frozen=True)
-class StaticAnalysis:
+class StaticAnalysis(AnalysisPenalty):
     name: str = "static"
     weights: dict[str, float] = field(default_factory=dict)  # per issue, over DEFAULT_WEIGHTS
     max_penalty: float = 1.0
@@ -67,14 +66,6 @@ class StaticAnalysis:
         if self.backend not in ("pyflakes", "ruff"):
             raise ValueError(f'static backend: {self.backend!r} must be "pyflakes" or "ruff"')
 
-    @property
-    def needs(self) -> frozenset[str]:
-        return frozenset()
-
-    @property
-    def bounds(self) -> tuple[float, float]:
-        return (-self.max_penalty, 0.0)
-
     @cached_property
     def _backend(self) -> tuple[Analysis, Callable[[Any], Counter[str]]]:
         """The analysis and the reading of its result into categories, chosen once."""
@@ -84,18 +75,9 @@ class StaticAnalysis:
 
         return ruff_analysis(), static_counts
 
-    @property
-    def analysis(self) -> Analysis:
-        return self._backend[0]
-
-    def __call__(self, sample: Sample) -> RewardResult:
-        analysis, read = self._backend
-        raw = sample.analysed(analysis)
-        if raw is None or isinstance(raw, Failed):  # no program, no parse, or unanalysable
-            return unvouched(self.name, self.max_penalty, raw)
+    def penalty(self, found: Counter[str]) -> float:
         w = {**DEFAULT_WEIGHTS, **self.weights}
-        penalty = sum(w[cat] * n for cat, n in read(raw).items())
-        return leaf(self.name, -min(self.max_penalty, penalty))
+        return sum(w[cat] * n for cat, n in found.items())
 
 
 def _as_counts(counts: Counter[str]) -> Counter[str]:
