@@ -8,7 +8,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from execrl.rewards.analysis import Analysis, Failed, analysed, unvouched
+from execrl.rewards.analysis import Analysis, Failed, unvouched
 from execrl.rewards.base import leaf
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
@@ -62,7 +62,7 @@ class ProbeLeaf:
         return (-1e9, 0.0)
 
     def __call__(self, sample: Sample) -> RewardResult:
-        raw = analysed(sample, self.analysis)
+        raw = sample.analysed(self.analysis)
         if isinstance(raw, Failed):  # the program's fault: the worker died or hung on it alone
             return unvouched(self.name, 1.0, raw)
         return leaf(self.name, 0.0 if raw is None else -float(raw))

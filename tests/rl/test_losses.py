@@ -5,6 +5,7 @@ import math
 import torch
 
 from execrl.rl import kl, losses
+from execrl.rl.logprobs import entropy_from_logprobs
 
 
 def _case(ratio: float, adv: float, eps_low=0.2, eps_high=0.28):
@@ -101,5 +102,5 @@ def test_kl_estimators_vanish_at_equal_policies_and_k3_is_nonnegative():
 def test_entropy():
     # uniform over 2: log 2 ; p = [0.75, 0.25]: 0.75 * 0.287682 + 0.25 * 1.386294 = 0.562335
     logits = torch.tensor([[[0.0, 0.0], [math.log(0.75), math.log(0.25)]]])
-    h = losses.entropy_from_logprobs(torch.log_softmax(logits, -1))
+    h = entropy_from_logprobs(torch.log_softmax(logits, -1))
     assert torch.allclose(h, torch.tensor([[math.log(2), 0.562335]]), atol=1e-6)

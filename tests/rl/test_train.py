@@ -28,16 +28,23 @@ def _rows(run_dir):
     ]
 
 
-def test_few_steps_change_parameters_and_raise_reward(tiny_model_dir, tmp_path):
-    config = tiny_config(tiny_model_dir, tmp_path, "run.steps=8", "rl.dynamic_sampling=false")
-    summary = train(config, tasks=tasks(), heldout=[], reward=LetterE(), quiet=True)
-    before = load_file(str(tiny_model_dir / "model.safetensors"))
-    after = _weights(tmp_path / "run")
+def assert_learned(model_dir, run_dir):
+    """The run's final weights differ from the model's and its reward rose (the mean of the
+    last two steps over the first two); its metric rows."""
+    before = load_file(str(model_dir / "model.safetensors"))
+    after = _weights(run_dir)
     assert any(not torch.equal(before[k], after[k]) for k in before)
-    rows = _rows(tmp_path / "run")
+    rows = _rows(run_dir)
     first = sum(r["reward_mean"] for r in rows[:2]) / 2
     last = sum(r["reward_mean"] for r in rows[-2:]) / 2
     assert last > first, (first, last)
+    return rows
+
+
+def test_few_steps_change_parameters_and_raise_reward(tiny_model_dir, tmp_path):
+    config = tiny_config(tiny_model_dir, tmp_path, "run.steps=8", "rl.dynamic_sampling=false")
+    summary = train(config, tasks=tasks(), heldout=[], reward=LetterE(), quiet=True)
+    assert_learned(tiny_model_dir, tmp_path / "run")
     assert summary["steps"] == 8 and (tmp_path / "run" / "config.toml").is_file()
 
 

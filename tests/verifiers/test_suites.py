@@ -8,7 +8,7 @@ import json
 import pytest
 
 from execrl.cli import main
-from execrl.eval.verifier_validate import verifier_failures
+from execrl.eval.validate import verifier_failures
 from execrl.tasks.errors import UnknownBenchmark
 from execrl.tasks.jsonl import task_from_dict, task_to_dict
 from execrl.tasks.registry import load_benchmark

@@ -31,6 +31,7 @@ from execrl.eval.evaluate import (
     write_jsonl_atomic,
 )
 from execrl.eval.generation import GenerationMeta, SamplesFile, first_n, generate_missing
+from execrl.eval.samples import Sample
 from execrl.models.backends import OPENAI_PREFIX
 from execrl.models.device import device_problem
 from execrl.models.prompting import with_named_entry_points
@@ -45,6 +46,7 @@ from execrl.sandbox.grading.languages import require_toolchains
 from execrl.sandbox.reference_runner import sandbox_runner
 from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 from execrl.tasks.registry import load_benchmark
+from execrl.tasks.schema import Task
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -111,6 +113,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="run even if some isolation layers are unavailable",
     )
+    _add_episode_arguments(p)
+    p.set_defaults(handler=run_eval)
+
+
+def _add_episode_arguments(p: argparse.ArgumentParser) -> None:
+    """`--env` and what goes with it: evaluation by episodes (docs/episodes.md)."""
     p.add_argument(
         "--env",
         default=ONE_TURN,
@@ -131,7 +139,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="--env: also write corrections.jsonl (each failed attempt's conversation up to the "
         "next turn, as token ids, with the reference solution): SFT data for `execrl sft`",
     )
-    p.set_defaults(handler=run_eval)
 
 
 def _sampling_problem(args: argparse.Namespace) -> str | None:
@@ -259,6 +266,17 @@ def _run_eval(args: argparse.Namespace) -> int:
         f"{samples_file.path}",
         file=sys.stderr,
     )
+    return _evaluate(args, samples, tasks, out_dir, temperature, ks)
+
+
+# For a model execrl did not train (no execrl_eval.json beside it).
+_DEFAULTS = {"benchmark": "humaneval", "n": 1, "top_p": 0.95, "max_new_tokens": 512,
+             "chat": "auto", "seed": 0, "repeat_ngram": 32}  # fmt: skip
+
+
+def _evaluate(args: argparse.Namespace, samples: list[Sample], tasks: list[Task], out_dir: Path,
+              temperature: float, ks: list[int]) -> int:  # fmt: skip
+    """Run the samples in the sandbox, then write and print the results and the summary."""
     limits = None if args.timeout is None else Limits(wall_s=args.timeout)
     try:
         with Sandbox(workers=args.workers, allow_missing_layers=args.allow_weaker_sandbox) as sb:
@@ -276,11 +294,6 @@ def _run_eval(args: argparse.Namespace) -> int:
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print_summary(summary, args.json, shown=[f"pass@{k}" for k in ks])
     return 0
-
-
-# For a model execrl did not train (no execrl_eval.json beside it).
-_DEFAULTS = {"benchmark": "humaneval", "n": 1, "top_p": 0.95, "max_new_tokens": 512,
-             "chat": "auto", "seed": 0, "repeat_ngram": 32}  # fmt: skip
 
 
 def _run_as_trained(args: argparse.Namespace, saved: HeldoutSpec, ks: list[int]) -> int:

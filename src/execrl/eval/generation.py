@@ -1,14 +1,5 @@
-"""Generating samples for a benchmark: prompts, programs from raw model output, and a samples
-file that an interrupted run continues instead of redoing.
-
-How a completion becomes a program, as the official harnesses build it:
-- plain completion of a code prompt (HumanEval style): the prompt followed by the completion,
-  cut at EvalPlus's stop sequences (a new top-level `def`, `class`, `import`, ...);
-- otherwise (a chat model, or a prompt in prose such as MBPP's): the code extracted from the
-  answer (`rewards.extract`: the last fenced block defining the entry point, reasoning blocks
-  ignored). A block that continues the function body is appended to a code prompt; a whole
-  function gets the prompt's imports in front (`from typing import List`), which instruct
-  models often leave out. No code at all is the empty program: it fails, never passes.
+"""Generating samples for a benchmark: prompts, programs from raw model output (`solution.py`),
+and a samples file that an interrupted run continues instead of redoing.
 
 The samples file is JSONL in EvalPlus's format (`task_id`, `solution`, plus `completion_id` and
 the model's `raw` output), so `execrl eval-samples` reads it as it is. Lines are appended and
@@ -21,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -29,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from execrl.eval.samples import Sample
+from execrl.eval.solution import solution_from
 from execrl.models.backends import GenerationParams, Generator
 from execrl.models.prompting import is_code_prompt
-from execrl.rewards.extract import defines, extract_code
 from execrl.tasks.errors import TaskDataError
 from execrl.tasks.schema import Task
 
@@ -52,8 +42,6 @@ CHAT_INSTRUCTION = (
     "Complete the following Python function. Answer with the whole function, with any imports "
     "it needs, in one ```python code block.\n\n```python\n{prompt}\n```"
 )
-
-_IMPORT = re.compile(r"^(?:import \S.*|from \S+ import .*)$", re.M)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,21 +69,6 @@ def prompt_text(task: Task, chat: bool) -> str:
 
 def stops_for(task: Task) -> tuple[str, ...]:
     return CODE_PROMPT_STOPS if is_code_prompt(task.prompt) else PROSE_PROMPT_STOPS
-
-
-def solution_from(task: Task, raw: str, chat: bool) -> str:
-    """The whole program a raw completion stands for (see the module docstring)."""
-    code_prompt = is_code_prompt(task.prompt)
-    if code_prompt and not chat:
-        return task.prompt + raw
-    found = extract_code(raw, task.entry_point, language=task.language)
-    if found is None:
-        return ""
-    code = found.code
-    if code_prompt and task.entry_point and not defines(code, task.entry_point):
-        return task.prompt + code
-    missing = [line for line in _IMPORT.findall(task.prompt) if line not in code]
-    return "\n".join(missing) + ("\n" if missing else "") + code
 
 
 class SamplesFile:

@@ -63,10 +63,10 @@ def program_for(sample: Sample, task: Task, fmt: str) -> str:
     """The program the candidate's code becomes, as the official harness builds it. Where the
     prompt is prose (contest problems: LiveCodeBench, APPS, CodeContests...), a completion is
     the model's answer: its code (fenced or bare), with the import lines of the prompt it
-    lacks, as `execrl eval` builds a program from an answer (`generation.solution_from`)."""
+    lacks, as `execrl eval` builds a program from an answer (`solution.solution_from`)."""
     if fmt != "completion":
         return sample.code
-    from execrl.eval.generation import solution_from  # lazily: it imports torch
+    from execrl.eval.solution import solution_from  # lazily: models' package imports torch
     from execrl.models.prompting import is_code_prompt
 
     if is_code_prompt(task.prompt):

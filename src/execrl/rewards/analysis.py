@@ -4,7 +4,7 @@ A leaf such as `Style` names the analysis it reads as an `Analysis`: a module-le
 its settings. That makes it hashable, so results are cached by program, and picklable, so a
 worker process can run it while the sandbox executes (`analyser.py`). The scorer attaches the
 raw results to each sample (`Sample.analyses`); a leaf scoring a sample without them runs its
-analysis itself. Both paths call `analyse_many`, so they give the same results, failures included.
+analysis itself (`Sample.analysed`). Both paths call `analyse_many`, so they give the same results, failures included.
 A `batched` analysis (ruff: one subprocess for many programs) is called once per batch.
 
 Hostile source never aborts scoring. A program the analysers cannot handle (past Python's
@@ -30,12 +30,9 @@ import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from execrl.rewards.result import RewardResult
-
-if TYPE_CHECKING:
-    from execrl.rewards.sample import Sample
 
 
 @dataclass(frozen=True)
@@ -195,23 +192,3 @@ def _batch_call(
 
 def _describe(exc: BaseException) -> str:
     return "".join(traceback.format_exception_only(exc)).strip()
-
-
-_MISSING = object()
-
-
-def analysed(sample: Sample, analysis: Analysis) -> Any:
-    """The raw result of `analysis` on the sample's program: precomputed by the scorer when it
-    attached one, computed here otherwise. None when there is no program or it does not parse;
-    a `Failed` the program is at fault for (the leaf gives it -max_penalty, see `unvouched`)."""
-    if sample.program is None:
-        return None
-    found = sample.analyses.get(analysis, _MISSING) if sample.analyses else _MISSING
-    if found is _MISSING:
-        found = analyse(sample.program, (analysis,))[0]
-    if isinstance(found, Failed) and not found.programs_fault:
-        raise AnalysisError(
-            f"task {sample.task.id}: the {analysis.name} analysis failed on this program: "
-            f"{found.error}"
-        )
-    return found

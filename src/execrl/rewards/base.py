@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Protocol, runtime_checkable
 
 from execrl.rewards.result import Flag, RewardResult
@@ -32,6 +33,28 @@ class Reward(Protocol):
     def bounds(self) -> tuple[float, float]: ...
 
     def __call__(self, sample: Sample) -> RewardResult: ...
+
+
+class Check(ABC):
+    """Base of a frozen dataclass leaf with a field `name` that needs no execution and gives
+    1.0 when `holds(sample)`, else 0.0."""
+
+    name: str
+
+    @property
+    def needs(self) -> frozenset[str]:
+        return frozenset()
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        return (0.0, 1.0)
+
+    def __call__(self, sample: Sample) -> RewardResult:
+        return leaf(self.name, float(self.holds(sample)))
+
+    @abstractmethod
+    def holds(self, sample: Sample) -> bool:
+        """Whether the sample has the property this leaf rewards."""
 
 
 def leaf(name: str, score: float) -> RewardResult:

@@ -5,12 +5,13 @@ All three mask infrastructure failures (SANDBOX_ERROR) instead of scoring them.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 from execrl.rewards.base import HIDDEN, leaf, masked_if_infra
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
-from execrl.sandbox.grading.verdict import Verdict
+from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
 
 _TESTS = ("hidden", "visible")
 
@@ -20,12 +21,13 @@ def check_tests(tests: str) -> None:
         raise ValueError(f"tests must be one of {_TESTS}, not {tests!r}")
 
 
-@dataclass(frozen=True)
-class PassAll:
-    """1.0 when the run passed every test, else 0.0 (the binary RLVR reward)."""
+class OnTests(ABC):
+    """Base of a frozen dataclass leaf with fields `name` and `tests` ("hidden" or "visible")
+    that scores the run of those tests in [0, 1]; a run that failed for the sandbox's reasons
+    (SANDBOX_ERROR) is masked, never scored."""
 
-    name: str = "pass"
-    tests: str = HIDDEN  # "hidden" or "visible"
+    name: str
+    tests: str
 
     def __post_init__(self) -> None:
         check_tests(self.tests)
@@ -40,12 +42,27 @@ class PassAll:
 
     def __call__(self, sample: Sample) -> RewardResult:
         return masked_if_infra(sample, self.tests) or leaf(
-            self.name, float(sample.execution(self.tests).passed)
+            self.name, self.score(sample.execution(self.tests), sample)
         )
+
+    @abstractmethod
+    def score(self, r: ExecutionResult, sample: Sample) -> float:
+        """The score of the run `r` of this leaf's tests, of `sample`."""
 
 
 @dataclass(frozen=True)
-class PassFraction:
+class PassAll(OnTests):
+    """1.0 when the run passed every test, else 0.0 (the binary RLVR reward)."""
+
+    name: str = "pass"
+    tests: str = HIDDEN  # "hidden" or "visible"
+
+    def score(self, r: ExecutionResult, sample: Sample) -> float:
+        return float(r.passed)
+
+
+@dataclass(frozen=True)
+class PassFraction(OnTests):
     """n_passed / n_tests.
 
     A run that failed as a whole (killed, or a limit hit) after every test it reported passed
@@ -55,58 +72,28 @@ class PassFraction:
     name: str = "pass_fraction"
     tests: str = HIDDEN
 
-    def __post_init__(self) -> None:
-        check_tests(self.tests)
-
-    @property
-    def needs(self) -> frozenset[str]:
-        return frozenset({self.tests})
-
-    @property
-    def bounds(self) -> tuple[float, float]:
-        return (0.0, 1.0)
-
-    def __call__(self, sample: Sample) -> RewardResult:
-        masked = masked_if_infra(sample, self.tests)
-        if masked:
-            return masked
-        r = sample.execution(self.tests)
+    def score(self, r: ExecutionResult, sample: Sample) -> float:
         if not r.n_tests:
-            return leaf(self.name, 0.0)
+            return 0.0
         fraction = r.n_passed / r.n_tests
         if not r.passed:
             fraction = min(fraction, (r.n_tests - 1) / r.n_tests)
-        return leaf(self.name, fraction)
+        return fraction
 
 
 @dataclass(frozen=True)
-class Runs:
+class Runs(OnTests):
     """1.0 when the program loaded and every test ran to an answer (right or wrong): no syntax
     error, crash or limit. The "it runs" level of a hierarchical reward."""
 
     name: str = "runs"
     tests: str = HIDDEN
 
-    def __post_init__(self) -> None:
-        check_tests(self.tests)
-
-    @property
-    def needs(self) -> frozenset[str]:
-        return frozenset({self.tests})
-
-    @property
-    def bounds(self) -> tuple[float, float]:
-        return (0.0, 1.0)
-
-    def __call__(self, sample: Sample) -> RewardResult:
-        masked = masked_if_infra(sample, self.tests)
-        if masked:
-            return masked
-        r = sample.execution(self.tests)
+    def score(self, r: ExecutionResult, sample: Sample) -> float:
         ran = r.verdict in (Verdict.PASSED, Verdict.WRONG_ANSWER) and all(
             t.verdict in (Verdict.PASSED, Verdict.WRONG_ANSWER) for t in r.tests
         )
-        return leaf(self.name, float(ran and len(r.tests) == r.n_tests))
+        return float(ran and len(r.tests) == r.n_tests)
 
 
 # CodeRL (Le et al. 2022, arXiv 2207.01780, eq. 4): -1 compile error, -0.6 runtime error,

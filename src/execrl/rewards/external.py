@@ -54,15 +54,13 @@ def load_callable(target: str) -> Callable[..., Any]:
     return fn
 
 
-@dataclass(frozen=True)
-class CallableReward:
-    """`fn(sample) -> float | RewardResult`, e.g. a learned reward model in-process."""
+class _External:
+    """What an external reward declares rather than the library knowing: the inputs it reads
+    (`requires`) and its range (`low`, `high`), fields of the dataclass leaves below."""
 
-    fn: Callable[[Sample], float | RewardResult]
-    name: str = "reward_model"
-    low: float = -math.inf
-    high: float = math.inf
-    requires: tuple[str, ...] = ()  # what the scorer must supply: "hidden", "visible", "tokens"
+    requires: tuple[str, ...]
+    low: float
+    high: float
 
     @property
     def needs(self) -> frozenset[str]:
@@ -71,6 +69,17 @@ class CallableReward:
     @property
     def bounds(self) -> tuple[float, float]:
         return (self.low, self.high)
+
+
+@dataclass(frozen=True)
+class CallableReward(_External):
+    """`fn(sample) -> float | RewardResult`, e.g. a learned reward model in-process."""
+
+    fn: Callable[[Sample], float | RewardResult]
+    name: str = "reward_model"
+    low: float = -math.inf
+    high: float = math.inf
+    requires: tuple[str, ...] = ()  # what the scorer must supply: "hidden", "visible", "tokens"
 
     def __call__(self, sample: Sample) -> RewardResult:
         out = self.fn(sample)
@@ -93,7 +102,7 @@ class CallableReward:
 
 
 @dataclass(frozen=True)
-class HttpReward:
+class HttpReward(_External):
     """POSTs `payload(sample)` as JSON to `url`; expects `{"score": <number>}` back."""
 
     url: str
@@ -103,14 +112,6 @@ class HttpReward:
     high: float = math.inf
     headers: dict[str, str] = field(default_factory=dict)
     requires: tuple[str, ...] = ()
-
-    @property
-    def needs(self) -> frozenset[str]:
-        return frozenset(self.requires)
-
-    @property
-    def bounds(self) -> tuple[float, float]:
-        return (self.low, self.high)
 
     def __call__(self, sample: Sample) -> RewardResult:
         body = json.dumps(payload(sample)).encode()

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from execrl.rewards.analysis import Analysis, AnalysisError, Failed
+from execrl.rewards.unreachable import unreachable_blocks
 
 RUFF_VERSION = "0.17.6"  # the version the mapping below was checked against (pyproject pins it)
 SELECT = "F,E,W,S"
@@ -144,8 +145,6 @@ def ruff_findings(
     programs: Sequence[str], trees: Sequence[ast.Module], line_length: int
 ) -> list[RuffFindings | Failed]:
     """The batched `Analysis`: one `ruff check` over all `programs` (they all parse)."""
-    from execrl.rewards.static_analysis import unreachable_blocks  # it imports this module
-
     with tempfile.TemporaryDirectory(prefix="execrl-ruff-", dir=_scratch_dir()) as tmp:
         paths: dict[str, int] = {}
         failed: dict[int, Failed] = {}

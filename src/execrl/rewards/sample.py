@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from execrl.rewards.analysis import Analysis, AnalysisError, Failed, analyse
 from execrl.sandbox.grading.verdict import ExecutionResult
 from execrl.tasks.schema import Task
 
-if TYPE_CHECKING:
-    from execrl.rewards.analysis import Analysis
+_MISSING = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +52,23 @@ class Sample:
                 "not executed; score it with RewardScorer, or pass result= to Sample"
             )
         return result
+
+    def analysed(self, analysis: Analysis) -> Any:
+        """The raw result of `analysis` on this program: precomputed by the scorer when it
+        attached one, computed here otherwise. None when there is no program or it does not
+        parse; a `Failed` the program is at fault for (the leaf gives it -max_penalty, see
+        `analysis.unvouched`)."""
+        if self.program is None:
+            return None
+        found = self.analyses.get(analysis, _MISSING) if self.analyses else _MISSING
+        if found is _MISSING:
+            found = analyse(self.program, (analysis,))[0]
+        if isinstance(found, Failed) and not found.programs_fault:
+            raise AnalysisError(
+                f"task {self.task.id}: the {analysis.name} analysis failed on this program: "
+                f"{found.error}"
+            )
+        return found
 
     @classmethod
     def of(

@@ -32,7 +32,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from execrl.rewards import hacks
+import execrl.rewards.hacks as hacks  # the module, not the package (whose __init__ imports this)
 from execrl.rewards.analyser import Analyser, Pending, analyses_of
 from execrl.rewards.base import TOKENS, VISIBLE, Reward
 from execrl.rewards.config import RewardConfig, check_names

@@ -11,10 +11,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from execrl.rewards.analysis import Analysis, Failed, analysed, unvouched
-from execrl.rewards.base import leaf, require
-from execrl.rewards.result import RewardResult
-from execrl.rewards.sample import Sample
+from execrl.rewards.analysis import Analysis
+from execrl.rewards.analysis_leaf import AnalysisPenalty
+from execrl.rewards.base import require
 
 DEFAULT_SEVERITY = {"LOW": 0.1, "MEDIUM": 0.3, "HIGH": 0.6}
 _FILENAME = "candidate.py"
@@ -66,7 +65,7 @@ BANDIT = Analysis("bandit", _tree_bandit_findings)
 
 
 @dataclass(frozen=True)
-class Security:
+class Security(AnalysisPenalty):
     """-min(max_penalty, sum of severity weights of bandit's findings). With `backend = "ruff"`
     the findings are ruff's S rules, each at the severity bandit gives its test."""
 
@@ -84,35 +83,18 @@ class Security:
         if self.backend not in ("bandit", "ruff"):
             raise ValueError(f'security backend: {self.backend!r} must be "bandit" or "ruff"')
 
-    @property
-    def needs(self) -> frozenset[str]:
-        return frozenset()
-
-    @property
-    def bounds(self) -> tuple[float, float]:
-        return (-self.max_penalty, 0.0)
-
     @cached_property
     def _backend(self) -> tuple[Analysis, Callable[[Any], Any]]:
         """The analysis and the reading of its result into (severity, test id), chosen once."""
         if self.backend == "bandit":
             return BANDIT, _as_findings
-        from execrl.rewards import ruff_backend
+        from execrl.rewards.ruff_backend import ruff_analysis
 
-        return ruff_backend.ruff_analysis(), _ruff_security
+        return ruff_analysis(), _ruff_security
 
-    @property
-    def analysis(self) -> Analysis:
-        return self._backend[0]
-
-    def __call__(self, sample: Sample) -> RewardResult:
-        analysis, read = self._backend
-        raw = analysed(sample, analysis)
-        if raw is None or isinstance(raw, Failed):  # no program, no parse, or unanalysable
-            return unvouched(self.name, self.max_penalty, raw)
+    def penalty(self, found: list[tuple[str, str]]) -> float:
         w = {**DEFAULT_SEVERITY, **self.severity}
-        penalty = sum(w.get(sev, 0.0) for sev, _ in read(raw))
-        return leaf(self.name, -min(self.max_penalty, penalty))
+        return sum(w.get(sev, 0.0) for sev, _ in found)
 
 
 def _as_findings(findings: list[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from execrl.rewards.analysis import Analysis, Failed, analysed, parse, unvouched
-from execrl.rewards.base import leaf, require
-from execrl.rewards.result import RewardResult
-from execrl.rewards.sample import Sample
+from execrl.rewards.analysis import Analysis, parse
+from execrl.rewards.analysis_leaf import AnalysisPenalty
+from execrl.rewards.base import require
+from execrl.rewards.unreachable import unreachable_blocks
 
 # pyflakes message classes by category; anything else it reports is "other".
 _CATEGORIES = {
@@ -30,7 +30,6 @@ _CATEGORIES = {
     "UnusedAnnotation": "unused",
 }
 DEFAULT_WEIGHTS = {"undefined": 0.5, "unused": 0.1, "unreachable": 0.2, "other": 0.1}
-_TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
 
 def issue_counts(program: str) -> Counter[str] | None:
@@ -51,28 +50,8 @@ def tree_issue_counts(program: str, tree: ast.Module) -> Counter[str]:
     return counts
 
 
-def unreachable_blocks(tree: ast.AST) -> int:
-    """Statement lists with statements after a return, raise, continue or break."""
-    n = 0
-    for node in ast.walk(tree):
-        for attr in ("body", "orelse", "finalbody"):
-            body = getattr(node, attr, None)
-            if not isinstance(body, list):
-                continue
-            for stmt in body[:-1]:
-                if isinstance(stmt, _TERMINAL):
-                    n += 1
-                    break
-        for handler in getattr(node, "handlers", ()) or ():
-            for stmt in handler.body[:-1]:
-                if isinstance(stmt, _TERMINAL):
-                    n += 1
-                    break
-    return n
-
-
 @dataclass(frozen=True)
-class StaticAnalysis:
+class StaticAnalysis(AnalysisPenalty):
     name: str = "static"
     weights: dict[str, float] = field(default_factory=dict)  # per issue, over DEFAULT_WEIGHTS
     max_penalty: float = 1.0
@@ -87,35 +66,18 @@ class StaticAnalysis:
         if self.backend not in ("pyflakes", "ruff"):
             raise ValueError(f'static backend: {self.backend!r} must be "pyflakes" or "ruff"')
 
-    @property
-    def needs(self) -> frozenset[str]:
-        return frozenset()
-
-    @property
-    def bounds(self) -> tuple[float, float]:
-        return (-self.max_penalty, 0.0)
-
     @cached_property
     def _backend(self) -> tuple[Analysis, Callable[[Any], Counter[str]]]:
         """The analysis and the reading of its result into categories, chosen once."""
         if self.backend == "pyflakes":
             return PYFLAKES, _as_counts
-        from execrl.rewards import ruff_backend  # it imports unreachable_blocks from here
+        from execrl.rewards.ruff_backend import ruff_analysis, static_counts
 
-        return ruff_backend.ruff_analysis(), ruff_backend.static_counts
+        return ruff_analysis(), static_counts
 
-    @property
-    def analysis(self) -> Analysis:
-        return self._backend[0]
-
-    def __call__(self, sample: Sample) -> RewardResult:
-        analysis, read = self._backend
-        raw = analysed(sample, analysis)
-        if raw is None or isinstance(raw, Failed):  # no program, no parse, or unanalysable
-            return unvouched(self.name, self.max_penalty, raw)
+    def penalty(self, found: Counter[str]) -> float:
         w = {**DEFAULT_WEIGHTS, **self.weights}
-        penalty = sum(w[cat] * n for cat, n in read(raw).items())
-        return leaf(self.name, -min(self.max_penalty, penalty))
+        return sum(w[cat] * n for cat, n in found.items())
 
 
 def _as_counts(counts: Counter[str]) -> Counter[str]:

@@ -8,10 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from execrl.rewards.analysis import Analysis, Failed, Unanalysable, analysed, unvouched
-from execrl.rewards.base import leaf, require
-from execrl.rewards.result import RewardResult
-from execrl.rewards.sample import Sample
+from execrl.rewards.analysis import Analysis, Unanalysable
+from execrl.rewards.analysis_leaf import AnalysisPenalty
+from execrl.rewards.base import require
 
 # pycodestyle's DEFAULT_IGNORE, which an empty `ignore` keeps (pycodestyle 2.x); ruff has only
 # E226, E241 and E242 of these, and the ruff backend ignores them the same way.
@@ -77,7 +76,7 @@ def _tree_style_violations(
 
 
 @dataclass(frozen=True)
-class Style:
+class Style(AnalysisPenalty):
     """-min(max_penalty, per_violation * violations); a program that does not parse gets
     -max_penalty. `ignore` replaces pycodestyle's default ignore list (codes or prefixes like
     "E501", "E2"); the ruff backend applies the same list to ruff's codes."""
@@ -97,35 +96,19 @@ class Style:
                 f"style max_line_length: {self.max_line_length}; ruff accepts 1 to 320"
             )
 
-    @property
-    def needs(self) -> frozenset[str]:
-        return frozenset()
-
-    @property
-    def bounds(self) -> tuple[float, float]:
-        return (-self.max_penalty, 0.0)
-
     @functools.cached_property
     def _backend(self) -> tuple[Analysis, Callable[[Any], int]]:
         """The analysis and the reading of its result into a violation count, chosen once."""
         if self.backend == "pycodestyle":
             args = (self.max_line_length, tuple(self.ignore))
             return Analysis("pycodestyle", _tree_style_violations, args), int
-        from execrl.rewards import ruff_backend
+        from execrl.rewards.ruff_backend import ruff_analysis, style_count
 
         ignore = tuple(self.ignore) or PYCODESTYLE_DEFAULT_IGNORE
         return (
-            ruff_backend.ruff_analysis(self.max_line_length),
-            functools.partial(ruff_backend.style_count, ignore=ignore),
+            ruff_analysis(self.max_line_length),
+            functools.partial(style_count, ignore=ignore),
         )
 
-    @property
-    def analysis(self) -> Analysis:
-        return self._backend[0]
-
-    def __call__(self, sample: Sample) -> RewardResult:
-        analysis, read = self._backend
-        raw = analysed(sample, analysis)
-        if raw is None or isinstance(raw, Failed):  # no program, no parse, or unanalysable
-            return unvouched(self.name, self.max_penalty, raw)
-        return leaf(self.name, -min(self.max_penalty, self.per_violation * read(raw)))
+    def penalty(self, found: int) -> float:
+        return self.per_violation * found

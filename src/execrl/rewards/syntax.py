@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from execrl.rewards.analysis import parse
-from execrl.rewards.base import leaf
-from execrl.rewards.result import RewardResult
+from execrl.rewards.base import Check
 from execrl.rewards.sample import Sample
 
 
@@ -16,18 +15,10 @@ def parses(program: str | None) -> bool:
 
 
 @dataclass(frozen=True)
-class SyntaxValid:
+class SyntaxValid(Check):
     """1.0 when the program parses as Python, else 0.0 (also 0.0 when no code was found)."""
 
     name: str = "syntax"
 
-    @property
-    def needs(self) -> frozenset[str]:
-        return frozenset()
-
-    @property
-    def bounds(self) -> tuple[float, float]:
-        return (0.0, 1.0)
-
-    def __call__(self, sample: Sample) -> RewardResult:
-        return leaf(self.name, float(parses(sample.program)))
+    def holds(self, sample: Sample) -> bool:
+        return parses(sample.program)

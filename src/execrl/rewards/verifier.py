@@ -14,46 +14,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from execrl.rewards.base import HIDDEN, leaf, masked_if_infra
-from execrl.rewards.execution import check_tests
-from execrl.rewards.result import RewardResult
+from execrl.rewards.base import HIDDEN
+from execrl.rewards.execution import OnTests
 from execrl.rewards.sample import Sample
+from execrl.sandbox.grading.verdict import ExecutionResult
 from execrl.sandbox.verifiers import load_verifier, verification_of
 from execrl.tasks.schema import VerifierTests
 
 
 @dataclass(frozen=True)
-class VerifierScore:
+class VerifierScore(OnTests):
     """The verifier's score in [0, 1], or the component named `component`."""
 
     name: str = "verifier"
     component: str = ""  # "" the whole score; else e.g. "matches", "feasible", "image"
     tests: str = HIDDEN  # "hidden" or "visible"
 
-    def __post_init__(self) -> None:
-        check_tests(self.tests)
-
-    @property
-    def needs(self) -> frozenset[str]:
-        return frozenset({self.tests})
-
-    @property
-    def bounds(self) -> tuple[float, float]:
-        return (0.0, 1.0)
-
-    def __call__(self, sample: Sample) -> RewardResult:
-        masked = masked_if_infra(sample, self.tests)
-        if masked:
-            return masked
-        result = sample.execution(self.tests)
+    def score(self, result: ExecutionResult, sample: Sample) -> float:
         verification = verification_of(result)
         if verification is None:
-            return leaf(self.name, float(result.passed))
+            return float(result.passed)
         if not self.component:
-            return leaf(self.name, verification.score)
+            return verification.score
         if self.component not in verification.components:
             _check_component(sample, self.component)
-        return leaf(self.name, verification.components.get(self.component, 0.0))
+        return verification.components.get(self.component, 0.0)
 
 
 def _check_component(sample: Sample, component: str) -> None:

@@ -113,7 +113,7 @@ def check_credit(credit: CreditConfig, env: EnvConfig, algorithm: Algorithm, nam
         raise ConfigError(f"{where}: credit.from_turn must be in 1..env.max_turns "
                           f"({env.max_turns}), got {credit.from_turn}: turns before it get no "
                           "advantage")  # fmt: skip
-    if credit.correction_coef > 0 and env.name != "self_correct":
+    if credit.correction_coef > 0 and not env.kind.corrects:
         raise ConfigError(f"{where}: credit.correction_coef = {credit.correction_coef} needs "
                           'env.name = "self_correct" (a failed attempt with feedback), got '
                           f"{env.name!r}")  # fmt: skip

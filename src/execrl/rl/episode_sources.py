@@ -18,9 +18,9 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -37,8 +37,15 @@ from execrl.rl.episodes.turn_loop import TurnLoop, play_out
 from execrl.rl.scored import Scored, Segment, Turns
 from execrl.tasks.schema import Task
 
-if TYPE_CHECKING:
-    from execrl.rl.rollouts import RolloutTimes
+
+# what `Rollouts` spent on a step; a source's grading adds its sandbox time here
+@dataclass(slots=True)
+class RolloutTimes:
+    generate_s: float = 0.0
+    execute_s: float = 0.0  # sandbox busy time (overlaps generation)
+    wait_s: float = 0.0  # time generation waited for the sandbox at the end
+    executions: int = 0
+    latencies: list[float] = field(default_factory=list)  # wall seconds of each execution
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +58,7 @@ class NextTurn:
 
 # What generating a chunk leaves to the scoring thread: grading it gives the chunk's groups of
 # episodes (prompt-major), or its next turn to generate
-Grading = Callable[["RolloutTimes"], "list[list[Scored]] | NextTurn"]
+Grading = Callable[[RolloutTimes], "list[list[Scored]] | NextTurn"]
 
 
 class EpisodeSource(Protocol):
@@ -150,7 +157,7 @@ class MultiTurn:
         episodes run whole here (its program calls the policy server itself)."""
         order = [t for t in task_indices for _ in range(group_size)]
         tasks = [self.tasks[t] for t in order]
-        if self.config.name == "harness":  # a user's agent program runs each episode
+        if self.config.kind.runs_harness:  # a user's agent program runs each episode
             from execrl.rl.episodes.harness import run_harness_episodes
 
             episodes = run_harness_episodes(tasks, self.engine, self.tokenizer, self.params,

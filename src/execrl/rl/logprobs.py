@@ -22,7 +22,11 @@ from dataclasses import dataclass
 import torch
 
 from execrl.models.hf_forward import cache_keyword, cache_of, forward_params
-from execrl.rl.losses import entropy_from_logprobs
+
+
+def entropy_from_logprobs(logp: torch.Tensor) -> torch.Tensor:
+    """H(pi(. | s_t)) = -sum_v p log p, from normalised log-probabilities (B, T, V) -> (B, T)."""
+    return -(logp.exp() * logp).sum(-1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ import torch
 
 from execrl.rl.tis import tis_weights
 
-if TYPE_CHECKING:  # logprobs imports this module (for the entropy)
+if TYPE_CHECKING:
     from execrl.rl.logprobs import SequenceBatch
 
 
@@ -82,11 +82,6 @@ def seq_mean_constant(
     m = mask.float()
     n = (m.sum(1) > 0).float().sum().clamp(min=1) if denominator is None else denominator
     return (loss * m).sum() / (normaliser * n)
-
-
-def entropy_from_logprobs(logp: torch.Tensor) -> torch.Tensor:
-    """H(pi(. | s_t)) = -sum_v p log p, from normalised log-probabilities (B, T, V) -> (B, T)."""
-    return -(logp.exp() * logp).sum(-1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,22 +18,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 
 import torch
 
-from execrl.rl.episode_sources import EpisodeSource, Grading, NextTurn
+from execrl.rl.episode_sources import EpisodeSource, Grading, NextTurn, RolloutTimes
 from execrl.rl.scored import Scored
-
-
-@dataclass(slots=True)
-class RolloutTimes:
-    generate_s: float = 0.0
-    execute_s: float = 0.0  # sandbox busy time (overlaps generation)
-    wait_s: float = 0.0  # time generation waited for the sandbox at the end
-    executions: int = 0
-    latencies: list[float] = field(default_factory=list)  # wall seconds of each execution
 
 
 class Rollouts:

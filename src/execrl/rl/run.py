@@ -117,7 +117,7 @@ def train_step(run: Run, step: int) -> tuple[dict[str, Any], Gathered]:
     row.update(source_kl(update.kl_by_task, run.built.sampler))
     if run.config.credit.correction_coef > 0:
         row["episode/correction_samples"] = built.correction_rows
-    if run.config.env.name == "harness":  # segments of rewritten histories, trained
+    if run.config.env.kind.runs_harness:  # segments of rewritten histories, trained
         row["episode/segment_samples"] = built.segment_rows
     return row, got
 

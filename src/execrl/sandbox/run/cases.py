@@ -199,7 +199,7 @@ def _prepare(unit: dict[str, Any], limits: dict[str, Any], ctx: dict[str, Any]) 
     address_space = ctx["vm_kb"] * 1024 + limits["memory_mb"] * (1 << 20)
     resource.setrlimit(resource.RLIMIT_CPU, (_within(cpu_soft, cpu_was[1]), cpu_was[1]))
     resource.setrlimit(resource.RLIMIT_AS, (_within(address_space, as_was[1]), as_was[1]))
-    start = ctx["prepared"].prepare_unit(unit, ctx["prepared"])
+    start = ctx["prepared"].prepare_unit(unit, ctx["prepared"].parts)
     resource.setrlimit(resource.RLIMIT_CPU, cpu_was)
     resource.setrlimit(resource.RLIMIT_AS, as_was)
     return start

@@ -1,7 +1,7 @@
 """A dict's version tag (PEP 509), read without touching its contents: the restore's fast path.
 
 After every call into the candidate the harness checks that the modules the tests use, their
-classes and the builtins still hold what they held (`guard.make_restore`): by identity, binding by
+classes and the builtins still hold what they held (`restorer.make_restore`): by identity, binding by
 binding, some 60 dicts and thousands of bindings a call on HumanEval. Walking a dict's values
 writes each value's reference count, and in a forked run every page written is copied first;
 that walk was a tenth of a run's CPU. CPython gives every dict a version tag, which it sets from

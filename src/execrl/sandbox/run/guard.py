@@ -43,16 +43,8 @@ to the inside of its own calls and checks everything that crosses the boundary:
   `leftovers.tests_world` takes the tests' namespace and builtins, the classes the tests define, the
   closure cells of their functions and of the functions handed over, and the class of each
   object handed over; after it, what changed is put back and the run fails.
-- `make_restore`: after each call, the modules the tests import or use, every module reachable
-  from those (`re._compiler`, `json.decoder`, `_strptime` behind `datetime`), their classes,
-  and the builtins are put back as they were, and so is the import system (finders, path hooks,
-  the path, the importer cache); modules first imported while the candidate could act are
-  dropped from `sys.modules`, so the tests import them afresh. What had to be undone is
-  reported, and a run that bent any of it does not pass (`grade`). What the tests themselves
-  changed between calls (KodCode's tests point `sys.stdout` at a buffer to read what the
-  program prints) is theirs: as a call begins, with no candidate code run since the last
-  restore, a module whose changes are all plain data, output buffers or values it held at the
-  start is taken as it is now, and the restore after the call puts that back (`tests_may_set`).
+- `restorer.make_restore`: after each call, the modules the tests use, their classes, the
+  builtins and the import system are put back as they were (see there).
 
 What is still open:
 - Data the tests keep, reached through an object they hand over: the attributes of that
@@ -80,14 +72,7 @@ What is still open:
 
 from __future__ import annotations
 
-import builtins
-import importlib
-import io
-import sys
-import types
-from operator import is_  # bound here: the candidate may patch `operator`
-
-from execrl.sandbox.run import dict_version, leftovers, plain
+from execrl.sandbox.run import leftovers, plain, restorer
 
 TYPE_CHECKING = False  # typing stays out of the worker
 if TYPE_CHECKING:
@@ -97,27 +82,6 @@ if TYPE_CHECKING:
 _CONTROL_FLOW = (StopIteration, StopAsyncIteration, GeneratorExit)
 CHANGED_EXCEPTION = "the candidate changed the arguments of an exception it raised"
 NOT_PLAIN_ARGUMENT = "the candidate put a value that is not plain data into one of its arguments"
-_HEAPTYPE = 1 << 9
-
-
-def class_snapshots(mod: types.ModuleType, name: str) -> list[tuple[Any, ...]]:
-    """The pure-Python classes a module defines, with their attributes, the fingerprint of
-    those and their dict's version tag (`dict_version.watch`), for restoring."""
-    out = []
-    for value in list(vars(mod).values()):
-        if isinstance(value, type) and value.__module__ == name and value.__flags__ & _HEAPTYPE:
-            proxy = vars(value)
-            seen = dict_version.watch(proxy)
-            snap = dict(proxy)
-            out.append((value, snap, *fingerprint(snap), seen))
-    return out
-
-
-def module_snapshot(mod: types.ModuleType) -> tuple[dict[str, Any], Any, Any, Any]:
-    """A module's bindings, their fingerprint and its dict's version tag, for restoring."""
-    seen = dict_version.watch(mod.__dict__)
-    snap = dict(mod.__dict__)
-    return (snap, *fingerprint(snap), seen)
 
 
 def _template(*args: Any, _execrl_call: Any, **kwargs: Any) -> Any:
@@ -154,7 +118,7 @@ def _call(
     plain_given = []  # containers to check again after the call
     exposed = not strict  # maybe an object of the tests: a way to their globals (docstring)
     for x in given:
-        if _scalar(x):
+        if plain.is_scalar(x):
             continue
         # Kept alive until the run ends, so that nothing the candidate hung on it (a finalizer,
         # a weakref callback) runs when the tests drop it. Scalars can carry neither: a test
@@ -196,7 +160,7 @@ def _call(
         raise crossing
     if exposed:  # the tests hold objects of the candidate's, whose methods they may call
         state["dirty"] = True
-    if not _scalar(value):
+    if not plain.is_scalar(value):
         keep.append(value)
     try:
         return _checked(value, plain_given, strict, state)
@@ -204,11 +168,6 @@ def _call(
         if state["nonplain"] is None:  # the check itself failed: out of memory, say
             state["broken"] = (_type_name(type(exc)), "the harness could not check a value")
         raise
-
-
-def _scalar(x: Any) -> bool:
-    t = type(x)
-    return x is None or t is int or t is str or t is float or t is bool
 
 
 def _container(x: Any) -> bool:
@@ -291,7 +250,7 @@ def _crossing(exc: BaseException) -> BaseException:
             # 479 turns it into a RuntimeError in generators, and so does the boundary.
             message = f"the candidate raised {_text(_type_name(cls))}: {describe(exc)}"
             return RuntimeError(message).with_traceback(tb)
-    if not cls.__flags__ & _HEAPTYPE:
+    if not cls.__flags__ & restorer.HEAPTYPE:
         args = _args(exc)
         if all(plain.is_exact(a) for a in args):
             try:
@@ -300,7 +259,7 @@ def _crossing(exc: BaseException) -> BaseException:
                 pass
     message = describe(exc)
     for base in _mro(cls):
-        if not base.__flags__ & _HEAPTYPE:
+        if not base.__flags__ & restorer.HEAPTYPE:
             try:
                 return base(message).with_traceback(tb)
             except BaseException:  # noqa: BLE001 - a type that wants other arguments
@@ -329,20 +288,10 @@ def quiet(state: dict[str, Any]) -> None:
             return
 
 
-def _differs(d: Any, keys: tuple[Any, ...], values: tuple[Any, ...]) -> bool:
-    """Whether a dict (or a class's mappingproxy) is no longer what `fingerprint` saw. Identity,
-    never ==: comparing would call a planted object's __eq__. In C (map over operator.is_), as it
-    runs after every call into the candidate over every binding of every module the tests use;
-    a key deleted and added again moves, and is seen too."""
-    return (
-        len(d) != len(keys) or not all(map(is_, d.values(), values)) or not all(map(is_, d, keys))
-    )
-
-
 def _restore_dict(
     d: dict[str, Any], snap: dict[str, Any], what: str, state: dict[str, Any]
 ) -> None:
-    if not _differs(d, *fingerprint(snap)):
+    if not restorer.differs(d, *restorer.fingerprint(snap)):
         return
     state["tampered"].append(f"modified {what}")
     d.clear()
@@ -363,195 +312,9 @@ def describe(exc: BaseException) -> str:
 MAX_MESSAGE = 2000  # characters of an exception message kept
 
 
-def make_restore(unit: dict[str, Any], state: dict[str, Any]) -> Any:
-    """The function that restores the modules the tests import, their classes, and builtins.
-
-    The harness itself needs none of this (its globals are private); tests that import nothing
-    get a restore that does nothing. What a restore had to undo is recorded as tampering. A dict
-    whose version tag has not moved since it last matched is not walked (`dict_version`)."""
-    names = module_closure(unit.get("imports") or ())
-    state["real_modules"] = {}
-    state["rebase"] = _nothing
-    if not names:
-        return _nothing
-    parts = state["p"]
-    # Each table: (name, dict, snapshot, keys, values, [tag reader, tag] or None).
-    tables = [("builtins", builtins.__dict__, *parts["builtins_snapshot"])]
-    classes: list[tuple[Any, ...]] = []
-    entries: list[tuple[str, types.ModuleType]] = []
-    for name in names:
-        if name == "builtins":  # in `tables` already
-            continue
-        # `sys` is snapshotted here: the harness set its streams after the worker's snapshot.
-        if name in parts["modules"] and name != "sys":
-            mod, *snapshot = parts["modules"][name]
-            cls_snaps = parts["classes"][name]
-        else:  # not prepared in the worker: snapshot it here, still before the candidate runs
-            mod = sys.modules[name]
-            snapshot, cls_snaps = module_snapshot(mod), class_snapshots(mod, name)
-            state["extra_globals"].add(id(mod.__dict__))
-        entries.append((name, mod))
-        state["real_modules"][name] = mod
-        tables.append((name, mod.__dict__, *snapshot))
-        classes.extend(cls_snaps)
-    # Bound now: the candidate may replace the builtins.
-    len_, range_, vars_, list_ = len, range, vars, list
-    setattr_, delattr_, type_name, text = type.__setattr__, type.__delattr__, _type_name, _text
-    sysmods, tampered = sys.modules, state["tampered"]
-    # Modules first imported after this point are the candidate's (or were imported while its
-    # code could act): dropped after each call, so that what the tests import is loaded afresh,
-    # never a module it imported and then patched (or planted: `sys.modules['_strptime']`).
-    known = frozenset(sysmods)
-    # The import system: a finder planted here would serve the modules stdlib code imports
-    # lazily while the tests run. Honest code extends sys.path, so that is put back unreported.
-    import_lists = [
-        (sys.meta_path, list_(sys.meta_path), "sys.meta_path"),
-        (sys.path_hooks, list_(sys.path_hooks), "sys.path_hooks"),
-        (sys.path, list_(sys.path), None),
-    ]
-    importer_cache, importer_snap = sys.path_importer_cache, dict(sys.path_importer_cache)
-    importer_print = fingerprint(importer_snap)
-    changed, read_tag = _differs, dict_version.read
-
-    def moved(d: Any, keys: Any, values: Any, seen: list[Any] | None) -> bool:
-        """`_differs`, asked only of a dict whose version tag moved since it last matched."""
-        if seen is None:
-            return changed(d, keys, values)
-        tag = read_tag(seen[0])
-        if tag == seen[1]:
-            return False
-        if changed(d, keys, values):
-            return True
-        seen[1] = tag  # changed and changed back (a test's `x = x`): the same bindings
-        return False
-
-    # What each table held when the run began: a test putting one of these back is no change.
-    # Taken when first needed: a walk over every value, which most runs never need.
-    first_snaps = [snap for _, _, snap, _, _, _ in tables]
-    originals: list[frozenset[int] | None] = [None] * len(tables)
-
-    def rebase() -> None:
-        """Called as a call into the candidate begins, when no candidate code can have run since
-        the last restore: what the tests changed since is theirs (KodCode's tests point
-        `sys.stdout` at a buffer), and becomes what the restore puts back."""
-        for i, (name, d, snap, keys, values, seen) in enumerate(tables):
-            if not moved(d, keys, values, seen):
-                continue
-            if originals[i] is None:
-                originals[i] = frozenset(map(id, first_snaps[i].values()))
-            if tests_may_set(d, snap, originals[i]):
-                tag = [seen[0], read_tag(seen[0])] if seen is not None else None
-                now = dict(d)
-                tables[i] = (name, d, now, *fingerprint(now), tag)
-
-    state["rebase"] = rebase
-
-    def restore() -> None:
-        for name, mod in entries:
-            if sysmods.get(name) is not mod:
-                sysmods[name] = mod
-                tampered.append(f"replaced module {name}")
-        for name in sysmods.keys() - known:
-            del sysmods[name]
-        for current, snap, name in import_lists:
-            if len_(current) != len_(snap) or not all(map(is_, current, snap)):
-                current[:] = snap
-                if name is not None:
-                    tampered.append(f"modified {name}")
-        if changed(importer_cache, *importer_print):
-            importer_cache.clear()
-            importer_cache.update(importer_snap)
-        for _ in range_(2):  # a planted __del__ may run while a table is cleared; go once more
-            dirty = False
-            for name, d, snap, keys, values, seen in tables:
-                if moved(d, keys, values, seen):
-                    dirty = True
-                    tampered.append(f"modified module {name}")
-                    d.clear()
-                    d.update(snap)
-            for cls, snap, keys, values, seen in classes:
-                if seen is not None and read_tag(seen[0]) == seen[1]:
-                    continue
-                current = vars_(cls)
-                if moved(current, keys, values, seen):
-                    dirty = True
-                    tampered.append(f"modified class {text(type_name(cls))}")
-                    for key in list_(current):
-                        if key not in snap:
-                            delattr_(cls, key)
-                    for key, value in snap.items():
-                        if current.get(key) is not value:
-                            setattr_(cls, key, value)
-            if not dirty:
-                return
-
-    return restore
-
-
-# Standard modules that others import only when a function of theirs is first called (from C,
-# so no module attribute leads to them): snapshotted with those others where already loaded.
-LAZY_DEPENDENCIES = {"datetime": ("_strptime",), "time": ("_strptime",)}
-
-
-def module_closure(imports: Any) -> list[str]:
-    """The modules `imports` name (imported now, before the candidate runs), their parent
-    packages (`import os.path` binds `os`, and reads `path` off it), and every module reachable
-    from those through module attributes (`re` uses `re._compiler`, `json` `json.decoder`):
-    a test that calls `re.match` runs their code too. Modules that fail to import are left to
-    the test code, which reports the failure itself."""
-    todo = [".".join(n.split(".")[:k]) for n in imports for k in range(1, n.count(".") + 2)]
-    seen: dict[str, None] = {}
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        mod = sys.modules.get(name)
-        if mod is None:
-            try:
-                mod = importlib.import_module(name)
-            except Exception:  # noqa: BLE001
-                continue
-        seen[name] = None
-        for value in list(vars(mod).values()):
-            if type(value) is types.ModuleType and sys.modules.get(value.__name__) is value:
-                todo.append(value.__name__)
-        todo.extend(n for n in LAZY_DEPENDENCIES.get(name, ()) if n in sys.modules)
-    return list(seen)
-
-
-# Values a test may bind in a module it uses without it counting as the program's tampering:
-# buffers to capture output into (they hold text or bytes, never code).
-_BUFFERS = (io.StringIO, io.BytesIO)
-
-
-def tests_may_set(d: dict[str, Any], snap: dict[str, Any], originals: frozenset[int]) -> bool:
-    """Whether every change from `snap` to `d` is one the tests may make: no binding removed,
-    and each new value plain data, an output buffer, or a value the module held at the start
-    (`sys.stdout = sys.__stdout__`). Anything else (a function, an object of a class some code
-    defined) stays a change the restore undoes and reports."""
-    for key, value in d.items():
-        old = snap.get(key, _nothing)
-        if old is value or id(value) in originals:
-            continue
-        if type(value) not in _BUFFERS and not plain.is_exact(value):
-            return False
-    return all(key in d for key in snap)
-
-
-def fingerprint(snap: dict[str, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    """A dict's keys and values, in order, for `_differs`."""
-    return tuple(snap), tuple(snap.values())
-
-
-def _nothing() -> None:
-    return None
-
-
 # Unbound descriptors: a candidate's exception class cannot override them with properties.
 _get_traceback = BaseException.__dict__["__traceback__"].__get__
-_type_name = type.__dict__["__name__"].__get__
-# A name as an exact string: a class's or a function's name may be a str subclass of the
-# candidate's, whose own __format__ would run where the name is formatted.
-_text = str.__str__
+_type_name = restorer.type_name
+_text = restorer.text
 _mro = type.__dict__["__mro__"].__get__
 _args = BaseException.__dict__["args"].__get__

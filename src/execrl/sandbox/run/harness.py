@@ -19,6 +19,7 @@ program's load, a call into the candidate, or a test (`leftovers.sole_thread`): 
 there, failed, with a message that says so.
 
 The harness's own functions run on private copies of this module's, `audit_hook`'s, `guard`'s,
+`restorer`'s,
 `leftovers'` and `plain`'s globals, with a private copy of the builtins (made in the worker by
 `Prepared`), so patching a module or a builtin cannot change what the harness does or reports.
 The test code gets a private copy of the builtins too; the standard modules it imports, and the
@@ -37,13 +38,11 @@ import os
 import sys
 import types
 
-from execrl.sandbox.run import audit_hook, guard, leftovers, plain
+from execrl.sandbox.run import audit_hook, guard, leftovers, plain, restorer
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the worker 2 MB
 if TYPE_CHECKING:
     from typing import Any
-
-    from execrl.sandbox.run.prepared import Prepared
 
 CANDIDATE_FILE = "<candidate>"
 CHANNEL_REPLACED = 86  # the exit status of a run whose program replaced the harness's channel
@@ -51,37 +50,21 @@ TESTS_FILE = "<tests>"
 CODE_CACHE_SIZE = 512  # compiled test sources kept by a worker
 
 
-def run_unit(unit: dict[str, Any], channel_fd: int, key: bytes, prepared: Prepared) -> None:
+def run_unit(unit: dict[str, Any], channel_fd: int, key: bytes, parts: dict[str, Any]) -> None:
     """Run one unit (a program and its tests) and report through `channel_fd`. Never returns.
 
-    Called as `prepared.run_unit`, the private copy. Its state is a dict, never an instance of
-    a Python class, for the reason given on `Prepared`."""
-    prepare_unit(unit, prepared)(channel_fd, key)
+    Called as `prepared.run_unit`, the private copy, with `Prepared.parts`. Its state is a
+    dict, never an instance of a Python class, for the reason given on `prepared.Prepared`."""
+    prepare_unit(unit, parts)(channel_fd, key)
 
 
-def prepare_unit(unit: dict[str, Any], prepared: Prepared) -> Any:
+def prepare_unit(unit: dict[str, Any], parts: dict[str, Any]) -> Any:
     """Everything `run_unit` does before the candidate's code first runs (its state, the audit
     hook, the program compiled); returns `start(channel_fd, key)`, which runs the rest and
     never returns. A stdin/stdout sample's case server (`cases`) calls this once and `start`
     in a fresh fork per case: the candidate's code never runs in the process that prepared it.
     Nothing here may be bound to the process (a descriptor, its pid): `start` opens those."""
-    parts = prepared.parts
-    state: dict[str, Any] = {
-        "p": parts,
-        "privileged": True,  # until the candidate's code first runs; then a thread's id or False
-        # Whether candidate code may have run since its signal handlers and timers were last
-        # undone (`guard.quiet`): then they are undone before the next message is written.
-        "dirty": False,  # and its changes to the tests' modules were last undone
-        "nonplain": None,
-        "broken": None,  # (exception name, message) when `guard` could not restore or check
-        "extra_globals": set(),
-        "calls": 0,  # calls into the candidate under way (`guard._call`)
-        "tampered": [],
-        "keep": [],  # what crossed between the tests and the candidate: never freed (`guard`)
-        "gc_enabled": parts["gc_isenabled"](),
-        "stray": None,  # why the run must end now: a thread of the candidate's outlived a call
-        "tasks": None,  # `_open_tasks`, in `start`: /proc/self is the process that runs
-    }
+    state = _new_state(parts)
     # This run's channel and key, set by `start` (one process may prepare and another run).
     run: dict[str, Any] = {}
     write, dumps, fstat, blake2b = (
@@ -95,7 +78,7 @@ def prepare_unit(unit: dict[str, Any], prepared: Prepared) -> Any:
     # Modules the worker did not preload compile from source: cached bytecode would be read
     # through marshal.loads, which the hook denies.
     sys.pycache_prefix = "/proc/execrl-no-bytecode"
-    restore = state["restore"] = guard.make_restore(unit, state)
+    restore = state["restore"] = restorer.make_restore(unit, state)
     exit_ = parts["exit"]
 
     tampered = state["tampered"]
@@ -152,6 +135,26 @@ def prepare_unit(unit: dict[str, Any], prepared: Prepared) -> Any:
         _run_candidate(unit, code, inputs, state, send)
 
     return start
+
+
+def _new_state(parts: dict[str, Any]) -> dict[str, Any]:
+    """A run's state, as the harness and `guard` share it (a dict, for the reason on `Prepared`)."""
+    return {
+        "p": parts,
+        "privileged": True,  # until the candidate's code first runs; then a thread's id or False
+        # Whether candidate code may have run since its signal handlers and timers were last
+        # undone (`guard.quiet`): then they are undone before the next message is written.
+        "dirty": False,  # and its changes to the tests' modules were last undone
+        "nonplain": None,
+        "broken": None,  # (exception name, message) when `guard` could not restore or check
+        "extra_globals": set(),
+        "calls": 0,  # calls into the candidate under way (`guard._call`)
+        "tampered": [],
+        "keep": [],  # what crossed between the tests and the candidate: never freed (`guard`)
+        "gc_enabled": parts["gc_isenabled"](),
+        "stray": None,  # why the run must end now: a thread of the candidate's outlived a call
+        "tasks": None,  # `_open_tasks`, in `start`: /proc/self is the process that runs
+    }
 
 
 def _run_candidate(
@@ -446,4 +449,4 @@ def _candidate_line(exc: BaseException, state: dict[str, Any]) -> int | None:
 
 
 _get_traceback = guard._get_traceback
-_type_name = guard._type_name
+_type_name = restorer.type_name

@@ -4,7 +4,7 @@ checks after each call these are). Run, like `guard`, on private copies of its g
 
 from __future__ import annotations
 
-from execrl.sandbox.run import guard
+from execrl.sandbox.run import plain, restorer
 
 TYPE_CHECKING = False  # typing stays out of the worker
 if TYPE_CHECKING:
@@ -75,13 +75,13 @@ def tests_world(state: dict[str, Any], given: tuple[Any, ...]) -> list[Any]:
             functions.append(value)
         elif issubclass(kind, type) and cand_ns.get(name) is not value:
             # A class of the tests (the program's own classes are its business).
-            if _flags(value) & guard._HEAPTYPE:
+            if _flags(value) & restorer.HEAPTYPE:
                 snap = dict(_class_dict(value))
-                classes.append((value, snap, *guard.fingerprint(snap)))
+                classes.append((value, snap, *restorer.fingerprint(snap)))
     classes_of = []
     for x in given:
         kind = type(x)
-        if guard._scalar(x):
+        if plain.is_scalar(x):
             continue
         classes_of.append((x, kind))
         if kind is function_type:
@@ -95,19 +95,19 @@ def tests_world(state: dict[str, Any], given: tuple[Any, ...]) -> list[Any]:
             except ValueError:  # an empty cell
                 continue
     snap = dict(ns)
-    return [ns, snap, *guard.fingerprint(snap), classes, cells, classes_of]
+    return [ns, snap, *restorer.fingerprint(snap), classes, cells, classes_of]
 
 
 def restore_world(world: list[Any], state: dict[str, Any]) -> None:
     ns, snap, keys, values, classes, cells, classes_of = world
     tampered = state["tampered"]
-    if guard._differs(ns, keys, values):
+    if restorer.differs(ns, keys, values):
         tampered.append("modified the tests' namespace")
         ns.clear()
         ns.update(snap)
     for cls, cls_snap, keys, values in classes:
-        if guard._differs(_class_dict(cls), keys, values):
-            tampered.append(f"modified class {guard._text(guard._type_name(cls))} of the tests")
+        if restorer.differs(_class_dict(cls), keys, values):
+            tampered.append(f"modified class {restorer.text(restorer.type_name(cls))} of the tests")
             _put_back_class(cls, cls_snap)
     for cell, contents in cells:
         try:
@@ -119,7 +119,7 @@ def restore_world(world: list[Any], state: dict[str, Any]) -> None:
             cell.cell_contents = contents
     for x, cls in classes_of:
         if type(x) is not cls:
-            name = guard._text(guard._type_name(cls))
+            name = restorer.text(restorer.type_name(cls))
             tampered.append(f"modified the class of a {name} of the tests")
 
 

@@ -45,6 +45,11 @@ def to_json(value: Any) -> Any:
     return _enc(value, 0, [MAX_NODES])
 
 
+def is_scalar(x: Any) -> bool:
+    t = type(x)
+    return x is None or t is int or t is str or t is float or t is bool
+
+
 def is_exact(value: Any) -> bool:
     """Whether `value` is made only of exact built-in data types (no dict subclass either)."""
     try:

@@ -15,7 +15,7 @@ import sys
 import time
 import types
 
-from execrl.sandbox.run import audit_hook, guard, harness, leftovers, plain
+from execrl.sandbox.run import audit_hook, guard, harness, leftovers, plain, restorer
 from execrl.sandbox.run.harness import CODE_CACHE_SIZE, TESTS_FILE
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the worker 2 MB
@@ -41,9 +41,9 @@ class Prepared:
 
         handlers = tuple((sig, _signal.getsignal(sig)) for sig in sorted(_catchable()))
         modules: dict[str, tuple[Any, ...]] = {}
-        for name in guard.module_closure(protect):
+        for name in restorer.module_closure(protect):
             mod = sys.modules[name]
-            modules[name] = (mod, *guard.module_snapshot(mod))
+            modules[name] = (mod, *restorer.module_snapshot(mod))
         # The C encoder reads no module globals, so no patched module can change a report.
         c_encoder = _json.make_encoder(
             None, _unencodable, _json.encode_basestring_ascii, None, ":", ",", False, False, False
@@ -52,11 +52,11 @@ class Prepared:
             "builtins": dict(builtins.__dict__),
             # The tests' private builtins (`harness._run_asserts`), made once: every run is a fork.
             "test_builtins": dict(builtins.__dict__),
-            # The builtins' snapshot for the restore (`guard.make_restore`), taken once here.
-            "builtins_snapshot": guard.module_snapshot(builtins),
+            # The builtins' snapshot for the restore (`restorer.make_restore`), taken once here.
+            "builtins_snapshot": restorer.module_snapshot(builtins),
             "modules": modules,
             "classes": {
-                name: guard.class_snapshots(entry[0], name) for name, entry in modules.items()
+                name: restorer.class_snapshots(entry[0], name) for name, entry in modules.items()
             },
             "encode_json": lambda obj: "".join(c_encoder(obj, 0)),
             "write": os.write,
@@ -77,18 +77,7 @@ class Prepared:
             "protected_globals": {
                 id(m.__dict__) for m in list(sys.modules.values()) if hasattr(m, "__dict__")
             },
-            # Text streams over fds 0-2, which each child points at its own pipes before use.
-            "streams": (
-                io.TextIOWrapper(
-                    io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace"
-                ),
-                io.TextIOWrapper(
-                    io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="replace"
-                ),
-                io.TextIOWrapper(
-                    io.FileIO(2, "w", closefd=False), encoding="utf-8", line_buffering=True
-                ),
-            ),
+            "streams": _streams(),
             "code_cache": {},
             # For `guard`, bound here because the candidate may patch the modules they are in.
             "candidate_code": guard.CANDIDATE_CODE,
@@ -129,6 +118,15 @@ class Prepared:
                 cache[key] = compile(source, TESTS_FILE, "exec", dont_inherit=True, optimize=0)
 
 
+def _streams() -> tuple[io.TextIOWrapper, io.TextIOWrapper, io.TextIOWrapper]:
+    """Text streams over fds 0-2, which each child points at its own pipes before use."""
+    return (
+        io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace"),
+        io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="replace"),
+        io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", line_buffering=True),
+    )
+
+
 def _catchable() -> set[int]:
     """The signals a handler can be set for (not SIGKILL, SIGSTOP, or those Python refuses)."""
     out = set()
@@ -142,15 +140,15 @@ def _catchable() -> set[int]:
 
 
 def _privatize() -> dict[str, dict[str, Any]]:
-    """Copies of the functions of `plain`, `guard`, `leftovers`, `audit_hook` and `harness`, on
-    private globals and a private copy of the builtins; each module sees the others' private
-    copies (`harness` itself is imported by none of them).
+    """Copies of the functions of `plain`, `restorer`, `guard`, `leftovers`, `audit_hook` and
+    `harness`, on private globals and a private copy of the builtins; each module sees the
+    others' private copies (`harness` itself is imported by none of them).
 
     Returns the private globals by module name. Nothing at module level may refer to them, and
     no module-level value they share with the public modules may be mutable: the candidate
     reaches the public modules through `sys.modules` (tests/sandbox/test_harness_private.py)."""
     private_builtins = dict(builtins.__dict__)
-    modules = (plain, guard, leftovers, audit_hook, harness)
+    modules = (plain, restorer, guard, leftovers, audit_hook, harness)
     spaces: dict[str, dict[str, Any]] = {}
     for mod in modules:
         g = dict(mod.__dict__)

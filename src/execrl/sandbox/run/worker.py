@@ -241,12 +241,7 @@ def _spawn_once(
     limits = dict(limits, rlimits=_rlimits(limits, ctx["vm_kb"], processes))
     memory = ctx["memory"]
     if memory is not None:
-        # The same bound as each process's address space (`_rlimits`), which binds a lone
-        # process first (its resident memory is below its address space); the cgroup binds
-        # the run's processes together.
-        # A case server's own pages are in the cgroup too: the run keeps its full allowance.
-        held = ctx["server"].held_bytes if ctx["server"] is not None else 0
-        memory.before_run(ctx["vm_kb"] * 1024 + limits["memory_mb"] * (1 << 20) + held)
+        _charge_memory(memory, ctx, limits)
     t0 = time.monotonic()
     server = ctx["server"]
     try:
@@ -254,23 +249,15 @@ def _spawn_once(
             unit, limits, ctx, scratch, (stdin_fd, ch_w, out_w, err_w), (ch_r, out_r, err_r), key
         )
     except cases.Lost:
-        for fd in (ch_r, out_r, err_r):
-            os.close(fd)
-        remove_scratch(scratch)
+        _abandon((ch_r, out_r, err_r), scratch)
         raise
     reader = protocol.ChannelReader(key)
     watch = watch_run(pid, ch_r, out_r, err_r, limits, t0, reader)
-    if server is not None:
-        try:
-            status, cpu_s, maxrss_kb = server.reap()
-        except cases.Lost:
-            for fd in (ch_r, out_r, err_r):
-                os.close(fd)
-            remove_scratch(scratch)
-            raise
-    else:
-        _, status, usage = os.wait4(pid, 0)
-        cpu_s, maxrss_kb = usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+    try:
+        status, cpu_s, maxrss_kb = _wait(pid, server)
+    except cases.Lost:
+        _abandon((ch_r, out_r, err_r), scratch)
+        raise
     wall = time.monotonic() - t0
     if memory is not None:
         # Reading what the run wrote (kept in this worker, which lives in the run's cgroup)
@@ -280,15 +267,7 @@ def _spawn_once(
     drain(watch, limits)
     reader.feed(watch["channel"], final=True)
     events, forged = reader.events, reader.forged(watch["channel"])
-    # The harness kills the run's other processes itself when it finishes normally.
-    clean_end = os.WIFEXITED(status) and any(e.get("t") == "done" for e in events)
-    if uid is not None and not clean_end:
-        isolation.reap_uid(uid)
-    elif ctx["userns"] and not clean_end:
-        isolation.reap_namespace()
-    # Killed orphans are our children now (we are their subreaper): wait, bounded, until every
-    # one is collected. With none, waitpid says so at once.
-    _reap_orphans(block_s=2.0, server=server)
+    _end_processes(status, events, uid, ctx, server)
     for fd in (ch_r, out_r, err_r):
         os.close(fd)
     # Every process of the run is gone now, so nothing can swap a path while it is read.
@@ -300,7 +279,6 @@ def _spawn_once(
     left = not remove_scratch(scratch)
     if left:
         ctx["retire"] = "the run's scratch directory could not be removed"
-    watch_end = watch
     if memory is not None:  # after the scratch is gone: its tmpfs pages were the run's too
         kept.update(memory.after_run())
     return {
@@ -312,14 +290,60 @@ def _spawn_once(
         "output_limit": watch["output_limit"],
         "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-        "stdout": bytes(watch_end["stdout"][:KEEP_OUTPUT]).decode("utf-8", "replace"),
-        "stdout_full": bytes(watch_end["stdout"]).decode("utf-8", "replace")
-        if unit["kind"] == "stdio"
-        else "",
-        "stderr": bytes(watch_end["stderr"][:KEEP_OUTPUT]).decode("utf-8", "replace"),
+        **_outputs(watch, unit["kind"] == "stdio"),
         "cpu_s": cpu_s,
         "wall_s": wall,
         "maxrss_kb": maxrss_kb,
+    }
+
+
+def _charge_memory(memory: Any, ctx: dict[str, Any], limits: dict[str, Any]) -> None:
+    """The same bound as each process's address space (`_rlimits`), which binds a lone process
+    first (its resident memory is below its address space); the cgroup binds the run's
+    processes together. A case server's own pages are in the cgroup too: the run keeps its
+    full allowance."""
+    held = ctx["server"].held_bytes if ctx["server"] is not None else 0
+    memory.before_run(ctx["vm_kb"] * 1024 + limits["memory_mb"] * (1 << 20) + held)
+
+
+def _wait(pid: int, server: Any) -> tuple[int, float, int]:
+    """The run's exit status, CPU seconds and peak resident KB: from the case server that
+    forked it, else from our own child."""
+    if server is not None:
+        return server.reap()
+    _, status, usage = os.wait4(pid, 0)
+    return status, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+
+
+def _abandon(fds: tuple[int, ...], scratch: str) -> None:
+    """A run lost before it could be read (its case server died): its pipes and scratch go."""
+    for fd in fds:
+        os.close(fd)
+    remove_scratch(scratch)
+
+
+def _end_processes(
+    status: int, events: list[Any], uid: int | None, ctx: dict[str, Any], server: Any
+) -> None:
+    """Every process the run left is killed and collected. The harness kills the run's other
+    processes itself when it finishes normally."""
+    clean_end = os.WIFEXITED(status) and any(e.get("t") == "done" for e in events)
+    if uid is not None and not clean_end:
+        isolation.reap_uid(uid)
+    elif ctx["userns"] and not clean_end:
+        isolation.reap_namespace()
+    # Killed orphans are our children now (we are their subreaper): wait, bounded, until every
+    # one is collected. With none, waitpid says so at once.
+    _reap_orphans(block_s=2.0, server=server)
+
+
+def _outputs(watch: dict[str, Any], stdio: bool) -> dict[str, str]:
+    """The run's output as the result reports it: cut to KEEP_OUTPUT, and a stdio program's
+    whole standard output, which its tests compare."""
+    return {
+        "stdout": bytes(watch["stdout"][:KEEP_OUTPUT]).decode("utf-8", "replace"),
+        "stdout_full": bytes(watch["stdout"]).decode("utf-8", "replace") if stdio else "",
+        "stderr": bytes(watch["stderr"][:KEEP_OUTPUT]).decode("utf-8", "replace"),
     }
 
 
@@ -425,7 +449,7 @@ def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, key, start=
         os._exit(1)
     if start is not None:
         start(3, key)
-    ctx["prepared"].run_unit(unit, 3, key, ctx["prepared"])
+    ctx["prepared"].run_unit(unit, 3, key, ctx["prepared"].parts)
     os._exit(0)
 
 

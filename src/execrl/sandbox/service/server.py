@@ -80,7 +80,7 @@ class Metrics:
                 self.buckets[i] += 1
 
     def answered(self, verdict: Verdict) -> None:
-        """One program judged, by the verdict its client was told (see `create_app.answer`)."""
+        """One program judged, by the verdict its client was told (see `Endpoints.answer`)."""
         self.verdicts[verdict.value] += 1
 
     def reject(self, reason: str) -> None:
@@ -227,13 +227,29 @@ def create_app(backend: Backend, config: ServerConfig) -> Any:
         openapi_url=None,
     )
     app.state.backend, app.state.metrics, app.state.config = backend, metrics, config
-    task_sets = TaskSets(config)  # what a request's `task` names, loaded off the event loop
-    available = [s.name for s in languages.probe_languages() if s.available]  # once: it forks
+    e = Endpoints(backend, config, metrics)
+    app.exception_handler(RequestValidationError)(e.invalid)
+    app.exception_handler(StarletteHTTPException)(e.refused)
+    app.get("/health")(e.health)
+    app.get("/metrics", dependencies=[Depends(e.auth)])(e.metrics_text)
+    app.post("/run_code", dependencies=[Depends(e.auth)])(e.run_code)
+    app.post("/v1/run", dependencies=[Depends(e.auth)])(e.run)
+    app.post("/v1/run_batch", dependencies=[Depends(e.auth)])(e.run_batch)
+    app.post("/v1/verify", dependencies=[Depends(e.auth)])(e.verify)
+    return _BodyLimit(app, config.max_body_bytes, metrics)
 
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+
+class Endpoints:
+    """The routes of `create_app` and what they share: the backend, the metrics, the token."""
+
+    def __init__(self, backend: Backend, config: ServerConfig, metrics: Metrics) -> None:
+        self.backend, self.config, self.metrics = backend, config, metrics
+        self.task_sets = TaskSets(config)  # what a request's `task` names, loaded off the loop
+        self.available = [s.name for s in languages.probe_languages() if s.available]  # forks
+
+    async def invalid(self, request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
-        metrics.reject("invalid")
+        self.metrics.reject("invalid")
         if any(e.get("type") == "json_invalid" for e in errors):
             return AsciiJSONResponse({"detail": "the body is not valid JSON"}, status_code=400)
         lines = [
@@ -244,113 +260,106 @@ def create_app(backend: Backend, config: ServerConfig) -> Any:
         more = f"; and {len(errors) - 20} more" if len(errors) > 20 else ""
         return AsciiJSONResponse({"detail": "; ".join(lines) + more}, status_code=422)
 
-    @app.exception_handler(StarletteHTTPException)
-    async def refused(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def refused(self, request: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = _parse_failure(exc) if exc.status_code == 400 else exc.detail
         return AsciiJSONResponse({"detail": detail}, exc.status_code, headers=exc.headers)
 
-    def has_token(request: Request) -> bool:
-        if config.token is None:
+    def has_token(self, request: Request) -> bool:
+        if self.config.token is None:
             return True
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(
-            given.encode(), config.token.encode()
+            given.encode(), self.config.token.encode()
         )
 
-    def auth(request: Request) -> None:
-        if not has_token(request):
-            metrics.reject("unauthorized")
+    def auth(self, request: Request) -> None:
+        if not self.has_token(request):
+            self.metrics.reject("unauthorized")
             raise HTTPException(
                 401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"}
             )
 
-    async def execute(jobs: Sequence[Job]) -> list[ExecutionResult]:
+    async def execute(self, jobs: Sequence[Job]) -> list[ExecutionResult]:
         t0 = time.monotonic()
         try:
-            futures = backend.submit_many(jobs)
+            futures = self.backend.submit_many(jobs)
         except QueueFull as exc:
-            metrics.reject("queue_full")
+            self.metrics.reject("queue_full")
             raise HTTPException(
-                503, str(exc), headers={"Retry-After": str(config.retry_after_s)}
+                503, str(exc), headers={"Retry-After": str(self.config.retry_after_s)}
             ) from None
         except Closed as exc:
-            metrics.reject("shutting_down")
+            self.metrics.reject("shutting_down")
             raise HTTPException(503, str(exc), headers={"Retry-After": "5"}) from None
         waiting = [asyncio.wrap_future(f) for f in futures]
         results: list[ExecutionResult] = []
         for w in waiting:
             results.append(await w)
-            metrics.observe(time.monotonic() - t0)
+            self.metrics.observe(time.monotonic() - t0)
         return results
 
-    def answer(results: Sequence[ExecutionResult]) -> Sequence[ExecutionResult]:
+    def answer(self, results: Sequence[ExecutionResult]) -> Sequence[ExecutionResult]:
         """Every endpoint's judged results pass here, once each, on their way to the client:
         the one place verdicts are counted (not the raw runs a verifier or /run_code makes)."""
         for result in results:
-            metrics.answered(result.verdict)
+            self.metrics.answered(result.verdict)
         return results
 
-    @app.get("/health")
-    async def health(request: Request) -> dict[str, Any]:
-        if not has_token(request):  # a probe learns that the server is up, nothing of its workers
+    async def health(self, request: Request) -> dict[str, Any]:
+        if not self.has_token(request):  # a probe learns the server is up, not its workers
             return {"status": "ok"}
         return {
             "status": "ok",
-            "queue_depth": backend.queue_depth(),
-            "in_flight": backend.in_flight(),
-            "languages": available,
-            **backend.describe(),
+            "queue_depth": self.backend.queue_depth(),
+            "in_flight": self.backend.in_flight(),
+            "languages": self.available,
+            **self.backend.describe(),
         }
 
-    @app.get("/metrics", dependencies=[Depends(auth)])
-    async def metrics_text() -> PlainTextResponse:
+    async def metrics_text(self) -> PlainTextResponse:
         return PlainTextResponse(
-            metrics.render(backend), media_type="text/plain; version=0.0.4; charset=utf-8"
+            self.metrics.render(self.backend), media_type="text/plain; version=0.0.4; charset=utf-8"
         )
 
-    @app.post("/run_code", dependencies=[Depends(auth)])
-    async def run_code(req: RunCodeRequest) -> JSONResponse:
-        job = await asyncio.to_thread(_request_job, run_code_job, req, config)
-        (result,) = await execute([job])
+    async def run_code(self, req: RunCodeRequest) -> JSONResponse:
+        job = await asyncio.to_thread(_request_job, run_code_job, req, self.config)
+        (result,) = await self.execute([job])
         response = run_code_response(result, job)
         # No expected output: a run that finished with exit status 0 passed, whatever it printed
         ran = Verdict.PASSED if response["status"] == "Success" else result.verdict
-        answer([dataclasses.replace(result, verdict=ran)])
+        self.answer([dataclasses.replace(result, verdict=ran)])
         return AsciiJSONResponse(response)
 
-    @app.post("/v1/run", dependencies=[Depends(auth)])
-    async def run(req: GradedRun) -> JSONResponse:
-        loaded = await task_sets.for_request([req.task.benchmark] if req.task else [])
-        job = await asyncio.to_thread(_request_job, graded_job, req, config, loaded)
-        (result,) = answer(await server_verifiers.run_graded([job], execute))
+    async def run(self, req: GradedRun) -> JSONResponse:
+        loaded = await self.task_sets.for_request([req.task.benchmark] if req.task else [])
+        job = await asyncio.to_thread(_request_job, graded_job, req, self.config, loaded)
+        (result,) = self.answer(await server_verifiers.run_graded([job], self.execute))
         return AsciiJSONResponse(server_verifiers.result_json(result))
 
-    @app.post("/v1/run_batch", dependencies=[Depends(auth)])
-    async def run_batch(req: Batch) -> JSONResponse:
-        if len(req.runs) > config.max_batch:
-            raise HTTPException(413, f"{len(req.runs)} runs; the limit is {config.max_batch}")
+    async def run_batch(self, req: Batch) -> JSONResponse:
+        if len(req.runs) > self.config.max_batch:
+            raise HTTPException(413, f"{len(req.runs)} runs; the limit is {self.config.max_batch}")
         if not req.runs:
             raise HTTPException(422, "runs: the batch is empty")
-        loaded = await task_sets.for_request(r.task.benchmark for r in req.runs if r.task)
+        loaded = await self.task_sets.for_request(r.task.benchmark for r in req.runs if r.task)
         jobs = []
         for n, r in enumerate(req.runs):
             try:
-                jobs.append(await asyncio.to_thread(_request_job, graded_job, r, config, loaded))
+                jobs.append(
+                    await asyncio.to_thread(_request_job, graded_job, r, self.config, loaded)
+                )
             except HTTPException as exc:
                 raise HTTPException(exc.status_code, f"runs.{n}: {exc.detail}") from None
-        results = answer(await server_verifiers.run_graded(jobs, execute))
+        results = self.answer(await server_verifiers.run_graded(jobs, self.execute))
         return AsciiJSONResponse({"results": [server_verifiers.result_json(r) for r in results]})
 
-    @app.post("/v1/verify", dependencies=[Depends(auth)])
-    async def verify(req: server_verifiers.VerifyRun) -> JSONResponse:
-        loaded = await task_sets.for_request([req.task.benchmark] if req.task else [])
+    async def verify(self, req: server_verifiers.VerifyRun) -> JSONResponse:
+        loaded = await self.task_sets.for_request([req.task.benchmark] if req.task else [])
         planned = await asyncio.to_thread(
-            _request_job, server_verifiers.plan_verify, req, config, loaded
+            _request_job, server_verifiers.plan_verify, req, self.config, loaded
         )
-        (result,) = answer([await server_verifiers.run_planned(planned, execute)])
+        (result,) = self.answer([await server_verifiers.run_planned(planned, self.execute)])
         return AsciiJSONResponse(server_verifiers.verification_to_json(result))
-
-    return _BodyLimit(app, config.max_body_bytes, metrics)
 
 
 def _request_job(build: Any, *args: Any) -> Job:
