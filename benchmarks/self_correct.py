@@ -76,11 +76,11 @@ def warmup(out: Path) -> Path:
     return final
 
 
-def train(out: Path, model: str, seed: int, extra: list[str]) -> dict:
+def train(out: Path, config: Path, model: str, seed: int, extra: list[str]) -> dict:
     before = load_average()
     print(f"self_correct: seed {seed} (load {before})", file=sys.stderr, flush=True)
     sets = [f"model.path={model}", f"run.seed={seed}", f"run.out_dir={out}", f"run.name=seed{seed}"]
-    execrl("train", "--config", str(CONFIG), *[a for s in sets + extra for a in ("--set", s)])
+    execrl("train", "--config", str(config), *[a for s in sets + extra for a in ("--set", s)])
     return {"seed": seed, "load_before": before, "load_after": load_average()}
 
 
@@ -191,6 +191,8 @@ def plot(rows: dict, path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("runs/self-correct"))
+    parser.add_argument("--config", type=Path, default=CONFIG, help="the execrl train config")
+    parser.add_argument("--model", default="default", help="the starting model (without --warmup)")
     parser.add_argument("--warmup", action="store_true", help="start from a correction warm-up")
     parser.add_argument("--control", action="store_true", help="also the verdict-only control")
     parser.add_argument("--set", action="append", default=[], help="passed to execrl train")
@@ -199,8 +201,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="RL seeds")
     args = parser.parse_args()
     seeds = tuple(args.seeds)
-    model = str(warmup(args.out)) if args.warmup and not args.collect else "default"
-    loads = [] if args.collect else [train(args.out, model, seed, args.set) for seed in seeds]
+    model = str(warmup(args.out)) if args.warmup and not args.collect else args.model
+    runs = [] if args.collect else seeds
+    loads = [train(args.out, args.config, model, seed, args.set) for seed in runs]
     rows = table(args.out, seeds)
     if args.control:
         start = args.out / "warmup" / "final"
