@@ -102,6 +102,7 @@ def run_execrl(args, model_dir: Path, tasks, out: Path) -> dict:
         "sampling.temperature=1.0", "sampling.top_p=1.0",
         f"optim.lr={args.lr}", "optim.beta2=0.99", "optim.grad_clip=1.0", "optim.schedule='constant'",
         f"sandbox.workers={args.workers}", f"sandbox.limits.wall_s={args.wall_s}",
+        f"model.threads={args.threads}",
     ])  # fmt: skip
     train(config, tasks=tasks, heldout=[], reward=PassFraction(), quiet=True)
     rows = [json.loads(x) for x in (out / "execrl" / "metrics.jsonl").read_text().splitlines()]
@@ -157,11 +158,14 @@ def _has_field(section: str, name: str) -> bool:
 
 
 def run_trl(args, model_dir: Path, tasks, out: Path) -> dict:
+    import torch
     from datasets import Dataset
     from transformers import AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     from execrl.sandbox import Limits, Sandbox
+
+    torch.set_num_threads(args.threads)  # as execrl's side: not whatever the last run left
 
     class StepTimer(TrainerCallback):
         def __init__(self) -> None:
@@ -225,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wall-s", type=float, default=2.0)
     p.add_argument("--last", type=int, default=3, help="steps averaged for the training reward")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch's CPU threads, the same for both sides (execrl's model.threads)")  # fmt: skip
     p.add_argument("--rounds", type=int, default=3, help="back-to-back pairs of runs")
     p.add_argument("--eval-samples", type=int, default=8,
                    help="samples per task when scoring each final policy on every task")  # fmt: skip
