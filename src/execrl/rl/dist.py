@@ -11,7 +11,6 @@ copy, "ddp" and one process), `rl.fsdp.Sharded` for dist.strategy = "fsdp".
 from __future__ import annotations
 
 import contextlib
-import gc
 import math
 import os
 from collections.abc import Iterable, Iterator
@@ -60,9 +59,6 @@ def group_of_one(wanted: bool) -> Iterator[None]:
         yield
     finally:
         torch_dist.destroy_process_group()
-        # Free what still holds the group (cycles through FSDP's device mesh) while its threads
-        # exist: freed later, in a forked child that has none of them, its destructor hangs.
-        gc.collect()
 
 
 def all_reduce_sum(x: torch.Tensor) -> torch.Tensor:

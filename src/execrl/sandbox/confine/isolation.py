@@ -101,7 +101,6 @@ that the `uid` layer would forbid: read files the user can read outside the hidd
 
 from __future__ import annotations
 
-import gc
 import os
 import signal
 import sys
@@ -182,23 +181,6 @@ def probe_layers() -> list[LayerStatus]:
     return out
 
 
-def fork_without_collector() -> int:
-    """`os.fork()` from the host process (a trainer, an evaluation), for a child that makes a few
-    system calls and exits: the cyclic garbage collector is off in the child. The host may hold
-    objects whose owners are threads the fork does not copy (a torch process group left in a
-    cache after `destroy_process_group`); a collection in the child that frees one runs its
-    destructor, which waits forever for those threads: the reaper hung, and the pool with it."""
-    enabled = gc.isenabled()
-    gc.disable()
-    pid = -1
-    try:
-        pid = os.fork()
-    finally:
-        if pid != 0 and enabled:  # the parent (or a failed fork) collects as before
-            gc.enable()
-    return pid
-
-
 _USERNS_PROBE: list[bool] = []  # the answer, once found: the kernel's setting does not change
 
 
@@ -206,7 +188,7 @@ def userns_available() -> bool:
     """Whether this process may create the user, network, mount and pid namespaces a worker
     enters without root. Tried in a throwaway child, which changes nothing here."""
     if not _USERNS_PROBE:
-        pid = fork_without_collector()
+        pid = os.fork()
         if pid == 0:
             try:
                 _unshare_mapped()
@@ -370,7 +352,7 @@ class UidLease:
 
 def reap_uid(uid: int) -> None:
     """Kill every process running under `uid` (a forked reaper drops to it and kills -1)."""
-    pid = fork_without_collector()
+    pid = os.fork()
     if pid == 0:
         try:
             os.setresgid(uid, uid, uid)
