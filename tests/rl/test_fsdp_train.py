@@ -126,3 +126,21 @@ def test_execrl_train_refuses_fsdp_with_a_rollout_thread_before_loading_anything
     assert main(["train", "--set", FSDP, "--set", "rl.max_staleness=1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "dist.strategy" in err[0] and "Traceback" not in err[0]
+
+
+def test_a_group_of_one_leaves_no_reference_to_itself_in_dtensors_cache():
+    """The default tier hung in a forked child (the sandbox's reaper, forked from a thread)
+    destroying a gloo group that DTensor's thread-local cache still held: the group of one
+    frees it on the way out, while its threads exist."""
+    from torch.distributed.fsdp import fully_shard
+
+    from execrl.rl import dist
+
+    with dist.group_of_one(True):
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 1))
+        fully_shard(model[0])
+        fully_shard(model)
+        model(torch.ones(2, 4)).sum().backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        assert sum(torch._C._get_DTensor_sharding_propagator_cache_stats()) > 0
+    assert torch._C._get_DTensor_sharding_propagator_cache_stats() == (0, 0)

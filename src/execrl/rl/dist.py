@@ -11,6 +11,7 @@ copy, "ddp" and one process), `rl.fsdp.Sharded` for dist.strategy = "fsdp".
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import os
 from collections.abc import Iterable, Iterator
@@ -59,6 +60,19 @@ def group_of_one(wanted: bool) -> Iterator[None]:
         yield
     finally:
         torch_dist.destroy_process_group()
+        release_group_references()
+
+
+def release_group_references() -> None:
+    """Free, in this process while its threads exist, what still holds a destroyed group:
+    DTensor's sharding cache is thread-local, and a fork from another thread (the sandbox
+    pool's reaper) clears this thread's state in the child, where the last reference's
+    destructor then waits forever on a gloo thread the fork did not copy (gdb: the default
+    test tier hung in ~ProcessGroupGloo, under PyOS_AfterFork_Child)."""
+    clear = getattr(torch._C, "_clear_DTensor_sharding_propagator_cache", None)
+    if clear is not None:
+        clear()
+    gc.collect()
 
 
 def all_reduce_sum(x: torch.Tensor) -> torch.Tensor:
