@@ -78,6 +78,9 @@ def test_an_interrupt_finishes_the_step_saves_and_says_how_to_resume(
 ):
     config = tiny_config(tiny_model_dir, tmp_path, "run.steps=4", "rl.dynamic_sampling=false")
     reward = SignalOnFirstCall(signum=signum, sent=[])
+    # what the run must put back: default_int_handler, or SIG_IGN where the tests were started
+    # in the background of a shell without job control
+    before = signal.getsignal(signal.SIGINT)
     summary = train(config, tasks=tasks(), heldout=[], reward=reward)
     err = capsys.readouterr().err
     assert summary["interrupted_at"] == 1 and summary["steps"] == 1
@@ -85,7 +88,7 @@ def test_an_interrupt_finishes_the_step_saves_and_says_how_to_resume(
     run = tmp_path / "run"
     state = torch.load(run / "checkpoint" / "state.pt", weights_only=False)
     assert state["step"] == 1 and len((run / "metrics.jsonl").read_text().splitlines()) == 1
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers put back
+    assert signal.getsignal(signal.SIGINT) is before  # handlers put back
 
 
 def test_warnings_for_settings_that_cannot_learn():
