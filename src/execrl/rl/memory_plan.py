@@ -13,7 +13,10 @@ and counts what execrl itself allocates:
 - fsdp gathered units: FSDP gathers a unit's parameters for its compute, in the compute dtype:
   the root unit (the embedding, the LM head and the final norm, kept gathered from the forward
   to the backward, as fully_shard does for the root) and two decoder layers (one computing, the
-  next prefetched), with the larger unit's unsharded gradient before its reduce-scatter.
+  next prefetched), with the larger unit's unsharded gradient before its reduce-scatter. And
+  outside the update, the whole policy (and a separate reference) gathered in the compute
+  dtype: execrl samples and computes the batch's log-probs on it (`rl.fsdp`), so FSDP saves
+  the states, not this peak.
 - all-reduce buffer (ddp): execrl's `rl.dist.all_reduce_grads` concatenates every gradient into
   one flat tensor for a single all-reduce, one more copy of the gradients after the backward.
 - activations: what autograd keeps for the backward of one micro-batch, per decoder layer and
@@ -190,6 +193,11 @@ def plan(model: ModelShape, s: PlanSettings) -> MemoryPlan:
         gathered = (model.root_params + 2 * model.layer_params) * compute
         unsharded_grad = max(model.root_params, model.layer_params) * store
         parts.append(Component("fsdp gathered units", gathered + unsharded_grad))
+        # execrl samples and computes the batch's log-probs on the whole gathered policy (and
+        # reference), `rl.fsdp.Sharded.gathered`: outside the update, beside the shards
+        copies = 1 + (s.reference and not s.lora_r)
+        parts.append(Component("fsdp whole model (sampling)",
+                               copies * model.params * compute, phase="generation"))  # fmt: skip
     if s.strategy == "ddp" and s.devices > 1:
         parts.append(Component("all-reduce buffer", trainable * store, phase="update"))
     if s.reference and not s.lora_r:
