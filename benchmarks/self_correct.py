@@ -19,6 +19,15 @@ line is JSON, with the load average before and after each run.
     python benchmarks/self_correct.py --out runs/sc-warm --warmup --control \\
         --set credit.from_turn=2 --seeds 0 1 2 3 4                  # docs/results.md
     python benchmarks/self_correct.py --out runs/sc-warm --collect                # tabulate only
+
+SmolLM2 (docs/results.md "SmolLM2-135M-Instruct: self-correction"): the correction warm-up from
+the MBPP SFT warm-up, on MBPP's train split, its targets the reference in one fenced block:
+
+    .venv-vllm/bin/python benchmarks/self_correct.py --config configs/smollm2-self-correct.toml \
+        --warmup --warmup-from runs/smollm2-mbpp/warmup/final --correction-tasks mbpp-train \
+        --correction-sampling 1 0.8 --warmup-set run.steps=30 --warmup-set run.batch_size=8 \
+        --warmup-set optim.lr=3e-5 --warmup-set optim.warmup_steps=3 --control --seeds 0 \
+        --out runs/smollm2-sc-warm --plot docs/smollm2_self_correct_warm.png
 """
 
 from __future__ import annotations
@@ -58,21 +67,32 @@ def execrl(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, check=True, env=env, stdout=subprocess.PIPE, text=True)
 
 
-def warmup(out: Path) -> Path:
-    """The warm-up model's directory, built unless it is there."""
+def warmup(out: Path, config: Path, base: str, tasks: str, sampling: tuple[str, ...],
+           settings: dict[str, str]) -> Path:  # fmt: skip
+    """The warm-up model's directory, built unless it is there: `base`'s failed attempts on
+    `tasks` (train split) with the reference as the correction, then `execrl sft` on them. The
+    directory gets the run config's held-out spec, so that the control evaluates it as RL does."""
     final = out / "warmup" / "final"
     if (final / "config.json").is_file():
         return final
     corrections = out / "corrections"
+    spec = f"{base}/execrl_eval.json"  # a model execrl trained: sampled with its run's engine
     if not (corrections / "corrections.jsonl").is_file():
-        print(f"self_correct: correction examples from {CORRECTION_TASKS}", file=sys.stderr)
-        execrl("eval", "--model", "default", "--benchmark", CORRECTION_TASKS, "--env",
-               "self_correct", "--turns", "2", *CORRECTION_SAMPLING, "--corrections",
-               "--out-dir", str(corrections))  # fmt: skip
-    print("self_correct: warm-up (execrl sft on the corrections)", file=sys.stderr, flush=True)
-    sets = {**WARMUP, "model.path": "default", "data.train": corrections / "corrections.jsonl",
-            "run.out_dir": out, "run.name": "warmup"}  # fmt: skip
+        print(f"self_correct: correction examples from {tasks} (load {load_average()})",
+              file=sys.stderr, flush=True)  # fmt: skip
+        limit = ("--limit", "0") if Path(spec).is_file() else ()  # not the run's held-out count
+        execrl("eval", "--model", base, "--benchmark", tasks, "--env", "self_correct",
+               "--turns", "2", *sampling, *limit, "--corrections", "--out-dir", str(corrections))  # fmt: skip
+    print(f"self_correct: warm-up, execrl sft on the corrections (load {load_average()})",
+          file=sys.stderr, flush=True)  # fmt: skip
+    sets = {**WARMUP, **settings, "model.path": base,
+            "data.train": corrections / "corrections.jsonl", "run.out_dir": out,
+            "run.name": "warmup"}  # fmt: skip
     execrl("sft", *[arg for key, value in sets.items() for arg in ("--set", f"{key}={value}")])
+    from execrl.rl.config import load_config
+    from execrl.rl.eval_spec import heldout_spec
+
+    heldout_spec(load_config(config, [f"model.path={final}"])).save(final)
     return final
 
 
@@ -194,6 +214,11 @@ def main() -> None:
     parser.add_argument("--config", type=Path, default=CONFIG, help="the execrl train config")
     parser.add_argument("--model", default="default", help="the starting model (without --warmup)")
     parser.add_argument("--warmup", action="store_true", help="start from a correction warm-up")
+    parser.add_argument("--warmup-from", default="default", help="the warm-up's base model")
+    parser.add_argument("--correction-tasks", default=CORRECTION_TASKS, help="train-split tasks")
+    parser.add_argument("--correction-sampling", nargs=2, metavar=("N", "T"),
+                        default=CORRECTION_SAMPLING[1::2], help="episodes a task, temperature")  # fmt: skip
+    parser.add_argument("--warmup-set", action="append", default=[], help="passed to execrl sft")
     parser.add_argument("--control", action="store_true", help="also the verdict-only control")
     parser.add_argument("--set", action="append", default=[], help="passed to execrl train")
     parser.add_argument("--collect", action="store_true", help="only tabulate finished runs")
@@ -201,12 +226,20 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="RL seeds")
     args = parser.parse_args()
     seeds = tuple(args.seeds)
-    model = str(warmup(args.out)) if args.warmup and not args.collect else args.model
+    model = args.model
+    start = args.out / "warmup" / "final"
+    if args.warmup and not args.collect:
+        n, temperature = args.correction_sampling
+        sampling = ("-n", n, "--temperature", temperature)
+        settings = dict(item.split("=", 1) for item in args.warmup_set)
+        model = str(warmup(args.out, args.config, args.warmup_from, args.correction_tasks,
+                           sampling, settings))  # fmt: skip
+        if args.control:  # what the warm-up alone does to the second turn, before any RL
+            control(args.out, start, "start", start, evaluate=True)
     runs = [] if args.collect else seeds
     loads = [train(args.out, args.config, model, seed, args.set) for seed in runs]
     rows = table(args.out, seeds)
     if args.control:
-        start = args.out / "warmup" / "final"
         spec_from = args.out / f"seed{seeds[0]}" / "final"
         if start.is_dir():
             rows["control_start"] = control(args.out, start, "start", spec_from, not args.collect)

@@ -117,6 +117,35 @@ def test_corrections_are_the_episode_context_and_the_reference(tmp_path, bench):
     assert json.loads(sft.stdout.strip().splitlines()[-1])["examples"] == 2
 
 
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{{ eos_token }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}"
+)
+
+
+def test_a_chat_models_corrections_answer_in_one_fenced_block(tmp_path, bench):
+    """A chat model answers in fenced blocks, so its correction target is the reference in one
+    (not the bare body a continuing model is given, which would teach it to drop the fence)."""
+    tokenizer = train_bpe_tokenizer([t["prompt"] + t["canonical_solution"] for t in TASKS] * 5, 300)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    shape = TinyLlamaShape(hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64)
+    model = save_pretrained(new_llama(tokenizer, shape, seed=0), tokenizer, tmp_path / "m")
+    out = tmp_path / "out"
+    proc = run("eval", "--model", str(model), "--benchmark", bench, "--env", "self_correct",
+               "--turns", "2", "--max-new-tokens", "8", "--device", "cpu", "--json",
+               "--corrections", "--out-dir", str(out), cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in (out / "corrections.jsonl").read_text().splitlines()]
+    assert len(rows) == 2
+    for row, task in zip(rows, TASKS, strict=True):
+        name = task["entry_point"]
+        # the whole function, its docstring too: the chat prompt does not end inside it
+        completion = row["completion"]
+        assert completion.startswith(f"```python\ndef {name}(a, b):\n    \"\"\"Add.")
+        assert completion.endswith("\n    return a + b\n```") and completion.count("```") == 2
+        assert row["prompt"].endswith("<assistant>")  # the next turn's answer starts here
+
+
 def test_corrections_need_episodes_and_a_local_model(tmp_path, bench):
     proc = run("eval", "--model", "default", "--benchmark", bench, "--corrections", cwd=tmp_path)
     assert proc.returncode == 2 and "add --env self_correct" in proc.stderr

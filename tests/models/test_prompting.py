@@ -7,6 +7,8 @@ from execrl.models.loading import load_policy
 from execrl.models.prompting import (
     named_prompt,
     names_entry_point,
+    reference_answer,
+    reference_completion,
     signature_prompt,
     signature_split,
     with_named_entry_points,
@@ -128,3 +130,22 @@ def test_every_prompt_format_names_the_function_the_tests_call(data_dir, benchma
     for chat in (True, False):
         texts = [prompt_text(t, chat) for t in with_named_entry_points(tasks)]
         assert all(names_entry_point(x, t.entry_point) for x, t in zip(texts, tasks, strict=True))
+
+
+def test_a_chat_models_reference_answer_is_one_clean_fenced_block():
+    """Correction and warm-up targets for a chat model: the reference in one fenced block, as its
+    answers are read; MBPP's tabs and CRLF re-printed, so a warm-up does not teach them."""
+    from execrl.rewards.extract import extract_code
+
+    mbpp = Task(id="mbpp/1", prompt="Write a function f.", tests=TESTS, entry_point="f",
+                reference="def f(x):\r\n\treturn x * 80 \r\n")  # fmt: skip
+    answer = reference_answer(mbpp, chat=True)
+    assert answer == "```python\ndef f(x):\n    return x * 80\n```"
+    assert extract_code(answer, "f").code == "def f(x):\n    return x * 80\n"
+    # a model continuing the prompt is given what follows it, as before
+    assert reference_answer(TIMES, chat=False) == reference_completion(TIMES)
+    # other languages keep their text and their tag; no reference, no answer
+    sql = Task(id="q/1", prompt="Count the rows.", tests=TESTS, language="sql",
+               reference="SELECT COUNT(*) FROM t;\r\n")  # fmt: skip
+    assert reference_answer(sql, chat=True) == "```sql\nSELECT COUNT(*) FROM t;\n```"
+    assert reference_answer(Task(id="x", prompt="p", tests=TESTS), chat=True) is None

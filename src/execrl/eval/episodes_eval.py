@@ -30,6 +30,7 @@ from execrl.eval.as_trained import benchmark_for
 from execrl.eval.evaluate import print_summary, write_jsonl_atomic
 from execrl.eval.generation import stops_for
 from execrl.models.backends import ServerError
+from execrl.models.chat import uses_chat_template
 from execrl.rewards.config import RewardConfig
 from execrl.rewards.grading import DEFAULT_LIMITS
 from execrl.rewards.scorer import RewardScorer
@@ -98,7 +99,9 @@ def run_episodes_eval(args: argparse.Namespace) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     write_jsonl_atomic(out_dir / "episodes.jsonl", [episode_record(e) for e in episodes])
     if args.corrections:
-        rows = correction_examples(tasks, episodes, _tokenizer_of(args.model))
+        tokenizer = _tokenizer_of(args.model)
+        chat = uses_chat_template(tokenizer, {"on": True, "off": False}.get(args.chat))
+        rows = correction_examples(tasks, episodes, tokenizer, chat=chat)
         write_jsonl_atomic(out_dir / "corrections.jsonl", rows)
         summary["corrections"] = len(rows)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
@@ -294,18 +297,19 @@ def episode_record(episode: Episode) -> dict[str, Any]:
 
 
 def correction_examples(
-    tasks: list[Task], episodes: list[Episode], tokenizer: Any
+    tasks: list[Task], episodes: list[Episode], tokenizer: Any, *, chat: bool
 ) -> list[dict[str, Any]]:
     """One SFT example per attempt that got feedback and was followed by another turn: the
     trajectory's ids before that next turn (the failed attempt and its feedback included), and
-    the reference completion of the task (None: the task is skipped, it has no reference)."""
-    from execrl.models.prompting import reference_completion
+    the task's reference as the model answers (`reference_answer`: a chat model's in one fenced
+    block; a task without a reference is skipped)."""
+    from execrl.models.prompting import reference_answer
 
     by_id = {t.id: t for t in tasks}
     rows = []
     for episode in episodes:
         trajectory = episode.trajectory
-        completion = reference_completion(by_id[episode.task_id])
+        completion = reference_answer(by_id[episode.task_id], chat=chat)
         if trajectory is None or not completion:
             continue
         for turn, (start, _) in enumerate(trajectory.turn_spans[1:], start=1):

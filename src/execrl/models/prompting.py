@@ -23,6 +23,7 @@ NAME.` (a comment line at the end of a code prompt), which leaks nothing the tes
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 
@@ -52,6 +53,25 @@ def reference_completion(task: Task) -> str | None:
         return split[1]
     ref = task.reference
     return ref[len(task.prompt) :] if ref.startswith(task.prompt) else ref
+
+
+def reference_answer(task: Task, *, chat: bool) -> str | None:
+    """The reference as the model's answer would carry it: `reference_completion` for a model
+    that continues the prompt, and for a chat model one fenced block tagged with the task's
+    language with nothing after it, the form its answers are read in (`rewards.extract`). A
+    Python reference is re-printed by `ast.unparse` when it parses: MBPP's mix tabs, CRLF and
+    trailing blanks, which a warm-up would otherwise teach. None without a reference."""
+    if not chat:
+        return reference_completion(task)
+    if not task.reference:
+        return None
+    code = task.reference.replace("\r\n", "\n").strip("\n")
+    if task.language == "python":
+        try:
+            code = ast.unparse(ast.parse(code))
+        except (SyntaxError, ValueError):
+            pass  # the sandbox judges it as written; keep it so
+    return f"```{task.language}\n{code}\n```"
 
 
 def is_code_prompt(prompt: str) -> bool:
