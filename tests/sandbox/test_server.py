@@ -116,6 +116,20 @@ def test_graded_runs_with_per_test_detail(client):
     assert client.run(Job(c, stdio, language="c")).passed
 
 
+def test_a_job_that_stops_at_its_first_failure_stops_there_through_the_server(client):
+    """`Job.stop_at_first_failure` (reward.stop_at_first_failure) means the same through the
+    server as on the local pool: the cases after the first failing one are not run."""
+    cases = tuple(StdioCase(str(n), str(n)) for n in range(6))
+    program = "import sys\nn = int(sys.stdin.read())\nprint(n if n != 1 else -1)\n"
+    job = Job(program, StdioTests(cases), stop_at_first_failure=True)
+    result = client.run(job)
+    assert result.verdict is Verdict.WRONG_ANSWER
+    # windows of 1 then 4 cases: case 1 fails in the second, case 5 is never run
+    assert len(result.tests) == 5 and result.extra["skipped_after_failure"] == 1
+    (batched,) = client.run_many([job])
+    assert batched.extra["skipped_after_failure"] == 1
+
+
 def test_a_served_task_with_a_checker_program_is_judged_by_its_checker(client):
     """A problem with several right answers: the checker accepts 12's largest divisor, which
     is not the expected answer (the server ran it without its checker: WRONG_ANSWER)."""

@@ -244,6 +244,7 @@ class Endpoints:
 
     def __init__(self, backend: Backend, config: ServerConfig, metrics: Metrics) -> None:
         self.backend, self.config, self.metrics = backend, config, metrics
+        self.workers = config.sandbox.workers  # a first-failure window is split among them
         self.task_sets = TaskSets(config)  # what a request's `task` names, loaded off the loop
         self.available = [s.name for s in languages.probe_languages() if s.available]  # forks
 
@@ -333,7 +334,9 @@ class Endpoints:
     async def run(self, req: GradedRun) -> JSONResponse:
         loaded = await self.task_sets.for_request([req.task.benchmark] if req.task else [])
         job = await asyncio.to_thread(_request_job, graded_job, req, self.config, loaded)
-        (result,) = self.answer(await server_verifiers.run_graded([job], self.execute))
+        (result,) = self.answer(
+            await server_verifiers.run_graded([job], self.execute, self.workers)
+        )
         return AsciiJSONResponse(server_verifiers.result_json(result))
 
     async def run_batch(self, req: Batch) -> JSONResponse:
@@ -350,7 +353,7 @@ class Endpoints:
                 )
             except HTTPException as exc:
                 raise HTTPException(exc.status_code, f"runs.{n}: {exc.detail}") from None
-        results = self.answer(await server_verifiers.run_graded(jobs, self.execute))
+        results = self.answer(await server_verifiers.run_graded(jobs, self.execute, self.workers))
         return AsciiJSONResponse({"results": [server_verifiers.result_json(r) for r in results]})
 
     async def verify(self, req: server_verifiers.VerifyRun) -> JSONResponse:

@@ -66,6 +66,8 @@ class GradedRun(BaseModel):
     id: str = ""
     files: dict[str, str] = {}
     fetch_files: list[str] = []
+    # stdin/stdout tests: stop at the first failing case (`Job.stop_at_first_failure`)
+    stop_at_first_failure: bool = False
 
 
 class Batch(BaseModel):
@@ -281,6 +283,7 @@ def graded_job(req: GradedRun, config: ServerConfig, loaded: dict[str, dict[str,
         language=lang,
         files=_decode_files(dict(req.files), config),
         fetch_files=tuple(req.fetch_files),
+        stop_at_first_failure=req.stop_at_first_failure,
     )
 
 

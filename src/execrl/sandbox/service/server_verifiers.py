@@ -26,9 +26,11 @@ from typing import Any
 from fastapi import HTTPException
 from pydantic import BaseModel, ConfigDict
 
-from execrl.sandbox.grading.custom_checker import needs_checker, run_checked
+from execrl.sandbox.first_failure import run_stopping
+from execrl.sandbox.grading.custom_checker import run_checked
 from execrl.sandbox.grading.job import Job
 from execrl.sandbox.grading.verdict import ExecutionResult
+from execrl.sandbox.runner import CHECKER, FIRST_FAILURE, route
 from execrl.sandbox.service import wire
 from execrl.sandbox.service.server_config import ServerConfig
 from execrl.sandbox.service.server_jobs import (
@@ -122,33 +124,46 @@ async def run_planned(planned: Planned, execute: Execute) -> ExecutionResult:
     return await judge(planned, await execute(planned.jobs))
 
 
-async def run_graded(jobs: Sequence[Job], execute: Execute) -> list[ExecutionResult]:
+async def run_graded(
+    jobs: Sequence[Job], execute: Execute, workers: int = 1
+) -> list[ExecutionResult]:
     """`execute(jobs)` for /v1/run and /v1/run_batch, each job routed as the runner routes it
     (`runner.py`): a job whose task is graded by a verifier is replaced by the runs its verifier
     asks for (one submission for all) and judged here; one whose outputs a checker program
-    judges goes to `custom_checker.run_checked`, whose case and checker runs go through the
-    same queue; order preserved."""
-    checked = [i for i, j in enumerate(jobs) if needs_checker(j)]
-    rest = [i for i in range(len(jobs)) if i not in set(checked)]
+    judges goes to `custom_checker.run_checked`, and one that stops at its first failing case
+    to `first_failure.run_stopping` (its windows split among `workers`), whose runs go through
+    the same queue; order preserved."""
+    off_loop = {CHECKER: [], FIRST_FAILURE: []}
+    for i, job in enumerate(jobs):
+        if (name := route(job)) in off_loop:
+            off_loop[name].append(i)
+    rest = [i for i in range(len(jobs)) if route(jobs[i]) not in off_loop]
     loop = asyncio.get_running_loop()
 
-    def run(batch: Sequence[Job]) -> list[ExecutionResult]:  # from the checker's thread
+    def run(batch: Sequence[Job]) -> list[ExecutionResult]:  # from a route's thread
         return asyncio.run_coroutine_threadsafe(execute(batch), loop).result()
 
-    async def judged() -> list[ExecutionResult]:
-        return await asyncio.to_thread(run_checked, run, [jobs[i] for i in checked])
+    def checked(batch: list[Job]) -> list[ExecutionResult]:
+        return run_checked(run, batch)
 
-    graded, by_checker = await asyncio.gather(
-        _verified_or_run([jobs[i] for i in rest], execute), judged() if checked else _none()
+    def stopping(batch: list[Job]) -> list[ExecutionResult]:
+        return run_stopping(run, batch, workers)
+
+    async def in_thread(how: Callable[[list[Job]], list[ExecutionResult]],
+                        idx: list[int]) -> list[ExecutionResult]:  # fmt: skip
+        return await asyncio.to_thread(how, [jobs[i] for i in idx]) if idx else []
+
+    graded, by_checker, by_windows = await asyncio.gather(
+        _verified_or_run([jobs[i] for i in rest], execute),
+        in_thread(checked, off_loop[CHECKER]),
+        in_thread(stopping, off_loop[FIRST_FAILURE]),
     )
     results: list[ExecutionResult | None] = [None] * len(jobs)
-    for i, r in [*zip(rest, graded, strict=True), *zip(checked, by_checker, strict=True)]:
-        results[i] = r
+    for idx, ran in ((rest, graded), (off_loop[CHECKER], by_checker),
+                     (off_loop[FIRST_FAILURE], by_windows)):  # fmt: skip
+        for i, r in zip(idx, ran, strict=True):
+            results[i] = r
     return [r for r in results if r is not None]
-
-
-async def _none() -> list[ExecutionResult]:
-    return []
 
 
 async def _verified_or_run(jobs: Sequence[Job], execute: Execute) -> list[ExecutionResult]:

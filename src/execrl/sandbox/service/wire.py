@@ -131,6 +131,8 @@ def job_to_json(job: Job) -> dict[str, Any]:
         out["files"] = {p: base64.b64encode(d).decode() for p, d in job.files}
     if job.fetch_files:
         out["fetch_files"] = list(job.fetch_files)
+    if job.stop_at_first_failure:
+        out["stop_at_first_failure"] = True
     return out
 
 
