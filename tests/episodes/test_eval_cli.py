@@ -141,7 +141,7 @@ def test_a_chat_models_corrections_answer_in_one_fenced_block(tmp_path, bench):
         name = task["entry_point"]
         # the whole function, its docstring too: the chat prompt does not end inside it
         completion = row["completion"]
-        assert completion.startswith(f"```python\ndef {name}(a, b):\n    \"\"\"Add.")
+        assert completion.startswith(f'```python\ndef {name}(a, b):\n    """Add.')
         assert completion.endswith("\n    return a + b\n```") and completion.count("```") == 2
         assert row["prompt"].endswith("<assistant>")  # the next turn's answer starts here
 
@@ -205,16 +205,21 @@ def test_an_unknown_env_is_refused_before_any_model_loads(tmp_path, bench):
     assert proc.returncode == 2 and "env.name 'nope'" in proc.stderr
 
 
-def test_episodes_prompt_a_model_as_it_was_trained(tmp_path):
+def test_episodes_prompt_a_model_as_it_was_trained(tmp_path, bench):
     from execrl.eval.episodes_eval import _prompt_format
 
-    assert _prompt_format("default") == "signature"  # the embedded default continues a def line
-    assert _prompt_format(str(tmp_path)) == "plain"  # a model execrl did not train
-    (tmp_path / "execrl_recipe.json").write_text("{}")  # built by the default's recipe
-    assert _prompt_format(str(tmp_path)) == "signature"
-    (tmp_path / "execrl_eval.json").write_text("{not json")
-    with pytest.raises(ValueError, match="execrl_eval.json"):
-        _prompt_format(str(tmp_path))
+    model = tmp_path / "m"
+    model.mkdir()
+    assert _prompt_format("default", None) == "signature"  # the default continues a def line
+    assert _prompt_format(str(model), None) == "plain"  # a model execrl did not train
+    (model / "execrl_recipe.json").write_text("{}")  # built by the default's recipe
+    assert _prompt_format(str(model), None) == "signature"
+    # a broken spec is refused once, before anything loads, naming the file
+    (model / "execrl_eval.json").write_text("{not json")
+    proc = run("eval", "--model", str(model), "--benchmark", bench, "--env", "self_correct",
+               cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 2 and "execrl_eval.json" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 class ToolCaller(Corrector):
@@ -248,6 +253,7 @@ def test_a_trained_model_is_evaluated_on_its_held_out_tasks(tmp_path):
     import argparse
 
     from execrl.eval.episodes_eval import _tasks_named
+    from execrl.rl.eval_spec import HeldoutSpec
 
     spec = {"benchmark": "synthetic:split=test,n=8", "limit": 5, "prompt_format": "signature",
             "chat": "off", "temperature": 0.0, "top_p": 1.0, "max_new_tokens": 64, "stop": [],
@@ -255,13 +261,14 @@ def test_a_trained_model_is_evaluated_on_its_held_out_tasks(tmp_path):
             "wall_s": 2.0, "memory_mb": 512, "dtype": "float32"}  # fmt: skip
     (tmp_path / "execrl_eval.json").write_text(json.dumps(spec))
     args = argparse.Namespace(model=str(tmp_path), benchmark=None, limit=0)
-    assert _tasks_named(args) == ("synthetic:split=test,n=8", 5)
+    saved = HeldoutSpec.load(tmp_path)
+    assert _tasks_named(args, saved) == ("synthetic:split=test,n=8", 5)
     args.benchmark = "mbpp"
-    assert _tasks_named(args) == ("mbpp", 0)
+    assert _tasks_named(args, saved) == ("mbpp", 0)
     (tmp_path / "execrl_eval.json").write_text(json.dumps({**spec, "benchmark": ""}))
     args.benchmark = None
     with pytest.raises(ValueError, match="no held-out tasks"):
-        _tasks_named(args)
+        _tasks_named(args, HeldoutSpec.load(tmp_path))
 
 
 def test_an_unreachable_server_is_an_error_for_people(tmp_path, bench):
@@ -291,8 +298,10 @@ def test_episodes_of_a_trained_model_sample_with_its_runs_engine(tmp_path, monke
             "samples_per_task": 1, "seed": 0, "groups_per_generate": 1, "program": "auto",
             "wall_s": 2.0, "memory_mb": 512, "dtype": "float32", "engine": "vllm"}  # fmt: skip
     (tmp_path / "execrl_eval.json").write_text(json.dumps(spec))
-    assert engine_of(str(tmp_path)) == "vllm"
-    assert engine_of("default") == "loop"
+    from execrl.rl.eval_spec import HeldoutSpec
+
+    assert engine_of(HeldoutSpec.load(tmp_path)) == "vllm"
+    assert engine_of(None) == "loop"
     # where vLLM is missing, the evaluation is refused before any model loads, naming the fix
     import importlib.util
 

@@ -39,7 +39,7 @@ from execrl.models.registry import require_fetched
 from execrl.models.sampling import out_of_range
 from execrl.models.threads import Machine, choose_threads, threads_used
 from execrl.rl.episodes.env import ONE_TURN, is_one_turn
-from execrl.rl.eval_spec import SPEC_FILE, HeldoutSpec
+from execrl.rl.eval_spec import HeldoutSpec
 from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
 from execrl.sandbox.config import SandboxConfigError
 from execrl.sandbox.grading.languages import require_toolchains
@@ -172,25 +172,25 @@ def run_eval(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         return _fail(str(exc))
     if args.model.startswith(OPENAI_PREFIX):  # the server computes with its own threads
-        return _run_eval(args)
-    problem = _engine_problem(args.model)
+        return _run_eval(args, None)
+    try:  # a model execrl trained: read once, here, for every step below
+        spec = HeldoutSpec.load(args.model) if Path(args.model).is_dir() else None
+    except ValueError as exc:
+        return _fail(str(exc))
+    problem = _engine_problem(args.model, spec)
     if problem:
         return _fail(problem)
     # A model execrl trained samples as its run did: the sandbox scores while it generates
-    beside = args.workers if (Path(args.model) / SPEC_FILE).is_file() else 0
+    beside = args.workers if spec is not None else 0
     threads = choose_threads(args.threads, beside, Machine.now(), "--threads")
     print(f"execrl eval: {threads.line()}", file=sys.stderr)
     with threads_used(threads):
-        return _run_eval(args)
+        return _run_eval(args, spec)
 
 
-def _engine_problem(model: str) -> str | None:
+def _engine_problem(model: str, spec: HeldoutSpec | None) -> str | None:
     """A model whose run generated with vLLM is evaluated with vLLM (as trained, one turn or
     episodes): said before anything loads where vLLM is not installed."""
-    try:
-        spec = HeldoutSpec.load(model) if Path(model).is_dir() else None
-    except ValueError:
-        return None  # the spec's own error is reported where it is read
     if spec is None or spec.engine != "vllm" or importlib.util.find_spec("vllm") is not None:
         return None
     from execrl.models.vllm_engine import INSTALL_HINT
@@ -198,21 +198,18 @@ def _engine_problem(model: str) -> str | None:
     return f"{model} was trained with sampling.engine = 'vllm' and is evaluated as trained. {INSTALL_HINT}"
 
 
-def _run_eval(args: argparse.Namespace) -> int:
+def _run_eval(args: argparse.Namespace, spec: HeldoutSpec | None) -> int:
+    """`spec`: the model's saved `execrl_eval.json` (None: not a model execrl trained)."""
     if not is_one_turn(args.env):  # multi-turn episodes, pass@1 by turn
         from execrl.eval.episodes_eval import run_episodes_eval
 
-        return run_episodes_eval(args)
+        return run_episodes_eval(args, spec)
     if args.repeat_ngram is not None and args.repeat_ngram < 0:
         return _fail(f"--repeat-ngram {args.repeat_ngram}: give 0 (off) or a token count")
     try:
         ks = sorted({int(k) for k in args.k.split(",") if k.strip()})
     except ValueError:
         return _fail(f"-k {args.k!r}: give comma-separated integers, e.g. -k 1,10")
-    try:
-        spec = HeldoutSpec.load(args.model) if Path(args.model).is_dir() else None
-    except ValueError as exc:
-        return _fail(str(exc))
     if spec is not None:
         return _run_as_trained(args, spec, ks)
     for name, default in _DEFAULTS.items():

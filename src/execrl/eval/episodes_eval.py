@@ -58,14 +58,15 @@ def _fail(message: str) -> int:
     return 2
 
 
-def run_episodes_eval(args: argparse.Namespace) -> int:
+def run_episodes_eval(args: argparse.Namespace, spec: HeldoutSpec | None) -> int:
+    """`execrl eval --env`; `spec`: the model's saved `execrl_eval.json`, None without one."""
     try:
         config = EnvConfig(name=args.env, max_turns=args.turns, feedback=args.feedback)
     except ValueError as exc:
         return _fail(f"--env {args.env} --turns {args.turns}: {exc}")
     n = args.n or 1
     try:
-        benchmark, limit = _tasks_named(args)
+        benchmark, limit = _tasks_named(args, spec)
     except ValueError as exc:
         return _fail(str(exc))
     temperature = args.temperature if args.temperature is not None else (0.0 if n == 1 else 0.8)
@@ -76,7 +77,7 @@ def run_episodes_eval(args: argparse.Namespace) -> int:
     if limit > 0:
         tasks = tasks[:limit]
     try:
-        prompt_format = _prompt_format(args.model)
+        prompt_format = _prompt_format(args.model, spec)
     except ValueError as exc:
         return _fail(str(exc))
     tasks = prompted(tasks, prompt_format)
@@ -87,9 +88,8 @@ def run_episodes_eval(args: argparse.Namespace) -> int:
                             limits=limits)  # fmt: skip
         with Sandbox(box) as sb:
             with RewardScorer(RewardConfig(), sb, sandbox_config=box) as scorer:
-                episodes = _episodes(
-                    args, config, scorer, [t for t in tasks for _ in range(n)], temperature
-                )
+                repeated = [t for t in tasks for _ in range(n)]
+                episodes = _episodes(args, spec, config, scorer, repeated, temperature)
     except (SandboxUnavailable, TaskDataError, ServerError, ValueError, OSError) as exc:
         return _fail(str(exc))
     summary = summarize_episodes(benchmark, config, tasks, episodes)
@@ -121,9 +121,8 @@ def episode_limits(tasks: list[Task]) -> Limits:
     return Limits(wall_s=max([DEFAULT_LIMITS.wall_s, *walls]))
 
 
-def _tasks_named(args: argparse.Namespace) -> tuple[str, int]:
+def _tasks_named(args: argparse.Namespace, spec: HeldoutSpec | None) -> tuple[str, int]:
     """(benchmark, limit): --benchmark, else a trained model's held-out tasks, else humaneval."""
-    spec = HeldoutSpec.load(args.model) if Path(args.model).is_dir() else None
     if spec is None:
         return args.benchmark or "humaneval", args.limit
     benchmark, limit = benchmark_for(args, spec)
@@ -135,7 +134,7 @@ def _tasks_named(args: argparse.Namespace) -> tuple[str, int]:
     return benchmark, limit
 
 
-def _prompt_format(model: str) -> str:
+def _prompt_format(model: str, spec: HeldoutSpec | None) -> str:
     """The prompt format the model was trained with: a run's saved spec, "signature" for the
     embedded default or a model built by its recipe (`execrl_recipe.json`: it continues a `def`
     line), else the task's own prompt ("plain")."""
@@ -143,7 +142,6 @@ def _prompt_format(model: str) -> str:
 
     if model == "default":  # the name, before any directory of that name
         return "signature"
-    spec = HeldoutSpec.load(model) if Path(model).is_dir() else None
     if spec is not None:
         return spec.prompt_format
     return "signature" if is_default_model(model) else "plain"
@@ -151,6 +149,7 @@ def _prompt_format(model: str) -> str:
 
 def _episodes(
     args: argparse.Namespace,
+    spec: HeldoutSpec | None,
     config: EnvConfig,
     scorer: RewardScorer,
     tasks: list[Task],
@@ -181,7 +180,7 @@ def _episodes(
     from execrl.models.sampling import SamplingParams
 
     tokenizer = generator.policy.tokenizer
-    engine = make_engine(engine_of(args.model), generator.policy.model, tokenizer)
+    engine = make_engine(engine_of(spec), generator.policy.model, tokenizer)
     episodes = []
     try:
         # One generate call shares its stop sequences: tasks are run by their kind of prompt.
@@ -197,11 +196,10 @@ def _episodes(
     return episodes
 
 
-def engine_of(model: str) -> str:
+def engine_of(spec: HeldoutSpec | None) -> str:
     """The rollout engine of a model execrl trained (its run's `sampling.engine`, as the
     one-turn evaluation samples it: a run that generated with vLLM is evaluated with vLLM),
     else execrl's own decode loop."""
-    spec = HeldoutSpec.load(model) if Path(model).is_dir() else None
     return spec.engine if spec is not None else "loop"
 
 
