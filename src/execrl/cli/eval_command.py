@@ -14,7 +14,6 @@ summary is also the last line of stdout with --json, as `eval-samples` prints it
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import re
 import sys
@@ -191,11 +190,12 @@ def run_eval(args: argparse.Namespace) -> int:
 def _engine_problem(model: str, spec: HeldoutSpec | None) -> str | None:
     """A model whose run generated with vLLM is evaluated with vLLM (as trained, one turn or
     episodes): said before anything loads where vLLM is not installed."""
-    if spec is None or spec.engine != "vllm" or importlib.util.find_spec("vllm") is not None:
-        return None
-    from execrl.models.vllm_engine import INSTALL_HINT
+    from execrl.models.engine import engine_missing  # imports torch: not for --help
 
-    return f"{model} was trained with sampling.engine = 'vllm' and is evaluated as trained. {INSTALL_HINT}"
+    missing = engine_missing(spec.engine) if spec is not None else None
+    if not missing or spec is None:
+        return None
+    return f"{model} was trained with sampling.engine = {spec.engine!r} and is evaluated as trained. {missing}"
 
 
 def _run_eval(args: argparse.Namespace, spec: HeldoutSpec | None) -> int:

@@ -254,3 +254,15 @@ def make_engine(name: str, model: Any, tokenizer: Any, **options: Any) -> Rollou
         watch = {k: options.pop(k) for k in _SUPERVISION if k in options}
         return SupervisedEngine(lambda m: VLLMEngine(m, tokenizer, **options), model, **watch)
     raise ValueError(f"sampling.engine = {name!r}; choose one of {', '.join(ENGINES)}")
+
+
+def engine_missing(name: str) -> str | None:
+    """What to install when engine `name` cannot run in this environment (vLLM absent), else
+    None: every command asks this before any model loads."""
+    import importlib.util
+
+    if name != "vllm" or importlib.util.find_spec("vllm") is not None:
+        return None
+    from execrl.models.vllm_engine import INSTALL_HINT
+
+    return INSTALL_HINT

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from execrl.models.device import device_problem
-from execrl.models.engine import ENGINES
+from execrl.models.engine import ENGINES, engine_missing
 from execrl.models.sampling import out_of_range
 from execrl.rewards.config import RewardConfig, RewardConfigError
 from execrl.rl import algorithms, toml_config
@@ -388,11 +388,9 @@ def validate(config: TrainConfig, where: str = "config", this_machine: bool = Tr
         raise ConfigError(f"{where}: model.device = {problem}")
     if config.model.threads < 0:
         raise ConfigError(f"{where}: model.threads must be at least 0 (0: chosen at start)")
-    vllm_here = not this_machine or importlib.util.find_spec("vllm") is not None
-    if config.sampling.engine == "vllm" and not vllm_here:
-        from execrl.models.vllm_engine import INSTALL_HINT
-
-        raise ConfigError(f"{where}: {INSTALL_HINT}")
+    missing = engine_missing(config.sampling.engine) if this_machine else None
+    if missing:
+        raise ConfigError(f"{where}: {missing}")
     check_data(config.data, where)
 
 
