@@ -65,3 +65,26 @@ def test_ray_backend_runs_retries_and_reports_lost_actors():
         stop.set()
         t.join()
         assert lost.verdict is Verdict.SANDBOX_ERROR and "actor was lost" in lost.message
+
+
+def test_actors_reserve_a_cpu_per_worker_and_never_wait_forever_for_one():
+    """Actors that reserve no CPU are all packed onto the first node Ray finds (a cluster's
+    sandbox on one machine); reserving one per worker, an actor the cluster cannot place is a
+    clear error within the start timeout, never a wait without end."""
+    import ray
+
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False,
+             _node_ip_address="127.0.0.1", object_store_memory=80 << 20)  # fmt: skip
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(RuntimeError, match="sandbox.ray_cpus_per_actor") as caught:
+            RaySandbox("local", actors=2, workers_per_actor=1, start_timeout_s=20)
+        assert time.monotonic() - t0 < 45 and "1 CPUs in all" in str(caught.value)
+        with RaySandbox("local", actors=2, workers_per_actor=1, cpus_per_actor=0) as rs:
+            assert [r.verdict for r in rs.run_many([OK, BAD])] == [Verdict.PASSED,
+                                                                   Verdict.WRONG_ANSWER]  # fmt: skip
+        with RaySandbox("local", actors=1, workers_per_actor=1) as rs:
+            assert ray.available_resources().get("CPU", 0) == 0  # its worker's CPU is taken
+            assert rs.run(OK).passed
+    finally:
+        ray.shutdown()

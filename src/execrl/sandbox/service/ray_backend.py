@@ -14,6 +14,7 @@ first-failure windows) above it, in this process; it also has the server's `Back
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import threading
 from collections.abc import Sequence
@@ -79,9 +80,13 @@ class RaySandbox:
         max_retries: int = 2,
         max_actor_retries: int = 2,
         allow_missing_layers: bool = False,
-        cpus_per_actor: float = 0,
+        cpus_per_actor: float | None = None,
         init_kwargs: dict[str, Any] | None = None,
+        start_timeout_s: float = 60.0,
     ) -> None:
+        # Each worker runs one program at a time on a core: an actor reserves a CPU per worker
+        # (None), so that Ray spreads actors over nodes instead of packing them onto one
+        cpus = float(workers_per_actor if cpus_per_actor is None else cpus_per_actor)
         ray = self._ray = _import_ray()
         self._owns_ray = False
         if not ray.is_initialized():
@@ -91,13 +96,16 @@ class RaySandbox:
             if address in (None, "local"):
                 self._owns_ray = True
                 kwargs.setdefault("_node_ip_address", "127.0.0.1")  # this machine only
+                # this machine's cores, or what the actors reserve if more: they start, and
+                # share the cores as a local pool of that many workers would
+                kwargs.setdefault("num_cpus", max(os.cpu_count() or 1, math.ceil(actors * cpus)))
                 ray.init(**kwargs)
             else:
                 ray.init(address=address, **kwargs)
         self.workers_per_actor = workers_per_actor
         self.max_queue, self.max_actor_retries = max_queue, max_actor_retries
         self._actor_options = {
-            "num_cpus": cpus_per_actor,
+            "num_cpus": cpus,
             # run_many calls in threads, as many as the actor has workers (and one queued each)
             "max_concurrency": 2 * workers_per_actor,
         }
@@ -108,7 +116,17 @@ class RaySandbox:
         self._closing = False
         self.actor_restarts = 0
         self._slots = [self._new_slot() for _ in range(actors)]
-        self._ray.get([s.handle.info.remote() for s in self._slots])  # started, or raise here
+        try:  # started, or raise here; an actor Ray cannot place would wait forever
+            self._ray.get([s.handle.info.remote() for s in self._slots], timeout=start_timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            self._abandon()
+            raise RuntimeError(
+                f"sandbox.backend = 'ray': {actors} actors reserving {cpus:g} CPUs each did not "
+                f"start within {start_timeout_s:g} s on the cluster at {address!r} "
+                f"({ray.cluster_resources().get('CPU', 0):g} CPUs in all, "
+                f"{ray.available_resources().get('CPU', 0):g} free); lower sandbox.ray_actors "
+                "or sandbox.ray_cpus_per_actor (0 reserves none), or add nodes"
+            ) from None
 
     def _new_slot(self) -> _Slot:
         return _Slot(self._remote_cls.options(**self._actor_options).remote(*self._actor_args))
@@ -226,6 +244,14 @@ class RaySandbox:
             ray.kill(s.handle)
         if self._owns_ray:
             ray.shutdown()
+
+    def _abandon(self) -> None:
+        """Kill the actors without asking them to close (some never started)."""
+        self._closing = True
+        for s in self._slots:
+            self._ray.kill(s.handle)
+        if self._owns_ray:
+            self._ray.shutdown()
 
     def __enter__(self) -> RaySandbox:
         return self
