@@ -201,3 +201,28 @@ def test_sandbox_doctor_and_bench():
     report = json.loads(doctor.stdout)
     assert report["memory"]["mode"] in ("cgroup v1", "cgroup v2", "rlimit")
     assert "refused" in report["keyrings"]
+
+
+def test_execrl_eval_asks_each_call_to_stop_on_a_block_in_its_tasks_language(tmp_path):
+    """`execrl eval` on a mix of python and sql tasks generates them in separate calls, each
+    whose stop rule closes on its own language's block (`code_language`)."""
+    from execrl.eval.generation import GenerationMeta, SamplesFile, generate_missing
+    from execrl.models.backends import GenerationParams
+    from execrl.tasks.schema import CallTests, Task
+
+    seen: list[tuple[str, int]] = []
+
+    class Recording:
+        chat = True
+
+        def generate(self, prompts, n, params):
+            seen.append((params.code_language, len(prompts)))
+            return [["```\nx\n```"] * n for _ in prompts]
+
+    tests = CallTests(((1,),), (1,))
+    work = [Task("p/0", "Write f.", tests, "f"), Task("q/0", "Count rows.", tests, language="sql"),
+            Task("p/1", "Write g.", tests, "g")]  # fmt: skip
+    meta = GenerationMeta("m", "mix", 1, 0.0, 1.0, 8, True, code_end=True)
+    made = generate_missing(Recording(), work, SamplesFile(tmp_path / "s.jsonl", meta),
+                            GenerationParams(code_end=True))  # fmt: skip
+    assert made == 3 and sorted(seen) == [("python", 2), ("sql", 1)]

@@ -1,6 +1,7 @@
 """Stop rules: a row that closes the code block its prompt asked for stops, a looping row stops,
 in every engine, and what is scored means what the whole row would have meant."""
 
+import dataclasses
 import json
 
 import pytest
@@ -108,6 +109,33 @@ def test_a_row_stops_at_its_closed_block_or_its_loop_in_every_engine(tiny, monke
     assert loop.token_ids.tolist() == rows[1][: loop.n_tokens]
     # no fence asked for in its prompt, no loop: the whole budget
     assert plain.finish == "length" and plain.token_ids.tolist() == rows[2][:budget]
+
+
+SQL_BLOCK = "```sql\nSELECT 1;\n```\n"
+
+
+def test_a_row_stops_at_its_first_block_in_its_tasks_language(tiny, monkeypatch):
+    """A sql task's answer in a ```sql block ends the row there (it ran to the token budget:
+    SmolLM2 tags every query so); for a Python task the same block is not its answer."""
+    from execrl.tasks.languages import fence_tags
+
+    assert closes_code_block(SQL_BLOCK, fence_tags("sql"))
+    assert not closes_code_block(SQL_BLOCK)  # Python's tags, the default
+    assert not closes_code_block(BLOCK, fence_tags("sql"))  # a Python block is no sql answer
+    assert closes_code_block("```\nSELECT 1;\n```\n", fence_tags("sql"))  # untagged: any
+    assert closes_code_block("```C++\nint x;\n```\n", fence_tags("c++"))  # aliases, any case
+    model, tokenizer = tiny
+    answer = SQL_BLOCK + "This query counts.\n" * 6
+    rows = _script(tokenizer, [answer])
+    _force(monkeypatch, "loop", rows)
+    params = SamplingParams(temperature=0.0, max_new_tokens=len(rows[0]), code_end=True)
+    prompts = _script(tokenizer, ["Answer in a ``` block.\n"])
+    (python,) = sample(model, tokenizer, prompts, params)
+    assert python.finish == "length"
+    _force(monkeypatch, "loop", rows)
+    sql = dataclasses.replace(params, code_language="sql")
+    (done,) = sample(model, tokenizer, prompts, sql)
+    assert (done.finish, done.text) == ("code_end", SQL_BLOCK)
 
 
 def test_the_rules_are_off_by_default_outside_one_turn_training_and_eval(tiny, monkeypatch):

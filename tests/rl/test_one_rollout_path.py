@@ -70,6 +70,41 @@ def test_the_one_turn_source_grades_a_chunk_as_the_single_environment_grades_a_s
     assert [env.step("eeee").reward, env.step("ex").reward] == [1.0, 0.5]
 
 
+def test_a_chunk_of_two_languages_stops_each_row_on_a_block_in_its_own():
+    """A task mix's chunk (python and sql) is one engine call per language, each with that
+    language's stop rule (`SamplingParams.code_language`); the episodes come back in the
+    chunk's order, as one call would give them, and are graded against their own tasks."""
+    import dataclasses
+
+    calls: list[tuple[str, list[list[int]]]] = []
+
+    class Recording(Scripted):
+        def generate(self, prompt_ids, params, *, n):
+            calls.append((params.code_language, [list(p) for p in prompt_ids]))
+            done = super().generate(prompt_ids, params, n=n)
+            return [dataclasses.replace(c, text=f"{params.code_language}{c.prompt_index}")
+                    for c in done]  # fmt: skip
+
+    work = tasks(3)
+    work[1] = dataclasses.replace(work[1], language="sql")
+    tokenizer = train_bpe_tokenizer(CORPUS, vocab_size=300)
+    source = episode_source(EnvConfig(), Recording(["e"]), tokenizer, work,
+                            RewardScorer(reward=LetterE()), SamplingParams(), chat=False)  # fmt: skip
+    grading = source.generate([0, 1, 2], 2)
+    assert [language for language, _ in calls] == ["python", "sql"]
+    assert [len(prompts) for _, prompts in calls] == [2, 1]
+    task_indices, completions, group_size = grading.args
+    assert task_indices == [0, 1, 2] and group_size == 2
+    assert [c.prompt_index for c in completions] == [0, 0, 1, 1, 2, 2]
+    assert [c.text for c in completions] == ["python0", "python0", "sql0", "sql0",
+                                             "python1", "python1"]  # fmt: skip
+    assert [c.prompt_ids.tolist() for c in completions[::2]] == [
+        source.prompt_ids[0], source.prompt_ids[1], source.prompt_ids[2]]  # fmt: skip
+    calls.clear()
+    source.generate([0, 2], 2)  # one language: one call, as before
+    assert [language for language, _ in calls] == ["python"]
+
+
 def test_every_environment_but_single_rolls_out_through_the_turn_loop():
     scorer = RewardScorer(reward=LetterE())
     tokenizer = train_bpe_tokenizer(CORPUS, vocab_size=300)

@@ -157,18 +157,20 @@ def generate_missing(
     if progress is not None:
         progress(sum(min(have[t.id], out.meta.n) for t in tasks))
     made = 0
-    # One generate call shares its stop sequences, so tasks are chunked by their kind of prompt.
-    for stops in sorted({stops_for(t) for t in todo}):
-        group = [t for t in todo if stops_for(t) == stops]
+    # One generate call shares its stop sequences and its stop rule's language (a row ends at
+    # its first block in its task's language), so tasks are chunked by both.
+    for stops, language in sorted({(stops_for(t), t.language) for t in todo}):
+        group = [t for t in todo if stops_for(t) == stops and t.language == language]
+        call = replace(params, stop=stops, code_language=language)
         for start in range(0, len(group), chunk_tasks):
             chunk = group[start : start + chunk_tasks]
-            made += _generate_chunk(generator, chunk, have, out, params, stops)
+            made += _generate_chunk(generator, chunk, have, out, call)
             if progress is not None:
                 progress(sum(out.meta.n - have[t.id] for t in chunk))
     return made
 
 
-def _generate_chunk(generator, chunk, have, out: SamplesFile, params, stops) -> int:
+def _generate_chunk(generator, chunk, have, out: SamplesFile, params) -> int:
     """One chunk of tasks; tasks with some samples already get the rest. Tasks are grouped by
     how many they still need, since one call gives the same number to every prompt."""
     records = []
@@ -177,7 +179,7 @@ def _generate_chunk(generator, chunk, have, out: SamplesFile, params, stops) -> 
         texts = generator.generate(
             [prompt_text(t, generator.chat) for t in tasks],
             need,
-            replace(params, stop=stops),
+            params,
         )
         for task, raws in zip(tasks, texts, strict=True):
             for i, raw in enumerate(raws):

@@ -31,6 +31,7 @@ class GenerationParams:
     # the stop rules (`models.stop_rules`), in-process only: a server stops at eos and `stop`
     code_end: bool = False
     repeat_ngram: int = 0
+    code_language: str = "python"  # the language whose block ends a row (code_end)
 
 
 class Generator(Protocol):
@@ -83,6 +84,7 @@ class HFGenerator:
             batch_size=params.batch_size,
             code_end=params.code_end,
             repeat_ngram=params.repeat_ngram,
+            code_language=params.code_language,
         )
         completions = sample(self.policy.model, tokenizer, ids, sampling, n=n)
         return [[c.text for c in completions[i * n : (i + 1) * n]] for i in range(len(prompts))]

@@ -44,12 +44,14 @@ class SamplingParams:
     # "loop": execrl's KV-cache loop (`models.decode`), several times less overhead per token on
     # small models; "hf": `model.generate`, for models whose cache the loop does not drive
     engine: str = "loop"
-    # Stop rules (`models.stop_rules`): end a row at the line closing its first Python fenced
-    # block when its prompt shows a ``` fence (for one-turn code answers: an agent's or an
-    # episode's turn may go on after a block); end a row whose last repeat_ngram tokens
-    # appeared REPEAT_COPIES times (a loop; 0 turns it off)
+    # Stop rules (`models.stop_rules`): end a row at the line closing its first fenced block in
+    # `code_language` (the call's tasks' language; untagged blocks too) when its prompt shows a
+    # ``` fence (for one-turn code answers: an agent's or an episode's turn may go on after a
+    # block); end a row whose last repeat_ngram tokens appeared REPEAT_COPIES times (a loop; 0
+    # turns it off)
     code_end: bool = False
     repeat_ngram: int = 0
+    code_language: str = "python"
 
     def __post_init__(self) -> None:
         problem = out_of_range(temperature=self.temperature, top_p=self.top_p)
@@ -139,7 +141,9 @@ def _sample_chunk(model, tokenizer, prompts, indices, params: SamplingParams) ->
         input_ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
         attention[row, width - len(p) :] = 1
     engine = _decode_loop if params.engine == "loop" else _generate
-    rules = RowStops.of(tokenizer, prompts, params.code_end, params.repeat_ngram)
+    rules = RowStops.of(
+        tokenizer, prompts, params.code_end, params.repeat_ngram, params.code_language
+    )
     generated, logprobs, ends = engine(
         model, tokenizer, input_ids.to(device), attention.to(device), params, rules
     )

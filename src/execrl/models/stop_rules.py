@@ -7,7 +7,8 @@ Face `generate`; vLLM has no per-token hook for them, so its completions are cut
 token afterwards: the same completions, without the time saved):
 
 - `code_end`: a row whose prompt shows a ``` fence (it asks for a fenced answer) ends at the line
-  that closes its first complete Python (or untagged) fenced block, outside reasoning blocks. The
+  that closes its first complete fenced block in the call's task language (`code_language`: a
+  block tagged as `tasks.languages.fence_tags` says, or untagged), outside reasoning blocks. The
   closing fence is kept, so the block is complete and `rewards.extract` finds it; what the model
   would have written after it (prose, usage examples, a second answer the prompt did not ask
   for) is not scored. Finish reason "code_end".
@@ -27,16 +28,18 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from execrl.tasks.languages import fence_tags
+
 REPEAT_COPIES = 4  # an n-gram seen this many times in one row is a loop
 _OPENING = re.compile(r"[ \t]*```[ \t]*([\w+#.-]*)")
 _CLOSING = re.compile(r"[ \t]*```[ \t]*")
-_PYTHON_TAGS = frozenset({"", "python", "py", "python3", "py3"})
+_PYTHON_TAGS = fence_tags("python")
 _REASONING = re.compile(r"<think>.*?(?:</think>|\Z)", re.S)
 
 
-def closes_code_block(text: str) -> bool:
-    """Whether `text`, outside reasoning blocks, holds a complete Python or untagged fenced block
-    whose closing line has ended (a newline follows it)."""
+def closes_code_block(text: str, tags: frozenset[str] = _PYTHON_TAGS) -> bool:
+    """Whether `text`, outside reasoning blocks, holds a complete fenced block tagged with one of
+    `tags` (lower case; "" is untagged) whose closing line has ended (a newline follows it)."""
     # reasoning blocks blanked as `rewards.extract.blank_reasoning` does (an unclosed one runs
     # to the end): a block there is not the answer
     text = _REASONING.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
@@ -46,7 +49,7 @@ def closes_code_block(text: str) -> bool:
             match = _OPENING.match(line)
             opening = None if match is None else match.group(1)
         elif _CLOSING.fullmatch(line):
-            if opening.lower() in _PYTHON_TAGS:
+            if opening.lower() in tags:
                 return True
             opening = None
     return False
@@ -56,8 +59,9 @@ class RowStops:
     """The stop rules of one batch of rows: `check(row, generated ids)` after each token."""
 
     def __init__(self, tokenizer: Any, prompts: Sequence[Sequence[int]], code_end: bool,
-                 repeat_ngram: int) -> None:  # fmt: skip
+                 repeat_ngram: int, code_language: str = "python") -> None:  # fmt: skip
         self.tokenizer, self.n = tokenizer, repeat_ngram
+        self.tags = fence_tags(code_language)
         asked = [code_end and "```" in tokenizer.decode(list(p)) for p in prompts]
         self.code_end = asked
         self.fence_ids = _fence_ids(tokenizer) if any(asked) else frozenset()
@@ -66,9 +70,9 @@ class RowStops:
 
     @classmethod
     def of(cls, tokenizer: Any, prompts: Sequence[Sequence[int]], code_end: bool,
-           repeat_ngram: int) -> RowStops | None:  # fmt: skip
+           repeat_ngram: int, code_language: str = "python") -> RowStops | None:  # fmt: skip
         """The rules for these rows, or None when none can fire (nothing to check)."""
-        rules = cls(tokenizer, prompts, code_end, repeat_ngram)
+        rules = cls(tokenizer, prompts, code_end, repeat_ngram, code_language)
         return rules if any(rules.code_end) or repeat_ngram > 0 else None
 
     def check(self, row: int, ids: Any) -> str | None:
@@ -84,7 +88,8 @@ class RowStops:
                 return "repeat"
         if self.code_end[row] and any(t in self.fence_ids for t in _ints(ids[-2:])):
             # a closing fence is typed, then its newline (often one token, "```\n")
-            if closes_code_block(self.tokenizer.decode(_ints(ids), skip_special_tokens=True)):
+            text = self.tokenizer.decode(_ints(ids), skip_special_tokens=True)
+            if closes_code_block(text, self.tags):
                 return "code_end"
         return None
 

@@ -128,7 +128,8 @@ class VLLMEngine:
             for choice in sorted(out.outputs, key=lambda c: c.index):
                 results.append(_completion(index, prompt, choice))
         rows = [ids for ids in prompt_ids for _ in range(n)]
-        rules = RowStops.of(self.tokenizer, rows, params.code_end, params.repeat_ngram)
+        rules = RowStops.of(self.tokenizer, rows, params.code_end, params.repeat_ngram,
+                            params.code_language)  # fmt: skip
         if rules is None:
             return results
         return [cut_by_rules(c, rules, row, self.tokenizer) for row, c in enumerate(results)]

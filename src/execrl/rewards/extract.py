@@ -2,8 +2,8 @@
 code, reasoning blocks, several blocks.
 
 Rules, in order: code inside reasoning blocks (`<think>...</think>`, or an unclosed `<think>` to
-the end) never counts. Among complete fenced blocks tagged with the task's language (`FENCE_TAGS`:
-```python for Python, ```sql for SQL, ```cpp for C++...) or untagged, take the last one that
+the end) never counts. Among complete fenced blocks tagged with the task's language
+(`tasks.languages.FENCE_TAGS`: ```python for Python, ```sql for SQL, ```cpp for C++...) or untagged, take the last one that
 defines the entry point, else the last one. With no complete fence, a Python answer is the text
 itself when it parses, else the longest stretch that starts at a `def`/`class`/`import` line and
 parses. Otherwise there is no code: a truncated fence is not a program, and a block in another
@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from execrl.rewards.syntax import parses
-from execrl.sandbox.grading.languages import ALIASES
+from execrl.tasks.languages import fence_tags
 
 # What a fenced block is, as one regex: `fences` finds exactly its matches, in linear time (this
 # regex's lazy body rescans to the end from every unclosed opening line: 10,000 lines of
@@ -24,19 +24,6 @@ from execrl.sandbox.grading.languages import ALIASES
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.M | re.S)
 _OPENING = re.compile(r"[ \t]*```[ \t]*([\w+#.-]*)")
 _CLOSING = re.compile(r"[ \t]*```[ \t]*")
-# The fence tags that name each task language (`Task.language`), as models write them; an
-# untagged block counts for every language. SmolLM2-135M-Instruct answers every sql task in a
-# ```sql block although the prompt asks for none (issue 27): a block in the task's own language
-# is its answer.
-FENCE_TAGS = {
-    "python": frozenset({"python", "py", "python3", "py3"}),
-    "sql": frozenset({"sql", "sqlite", "sqlite3"}),
-    "c": frozenset({"c", "h"}),
-    "cpp": frozenset({"cpp", "c++", "cc", "cxx", "hpp"}),
-    "javascript": frozenset({"javascript", "js", "node", "nodejs"}),
-    "bash": frozenset({"bash", "sh", "shell", "zsh"}),
-    "verilog": frozenset({"verilog", "v", "systemverilog", "sv"}),
-}
 _CODE_START = re.compile(r"^(def |async def |class |import |from \S+ import |@)", re.M)
 _MAX_SCAN_LINES = 400  # bound on the prose fallback's quadratic search
 
@@ -107,12 +94,6 @@ def blank_reasoning(text: str, tags: tuple[str, ...] = ("think",)) -> str:
     for s, e in reasoning_spans(text, tags):
         out[s:e] = [c if c == "\n" else " " for c in text[s:e]]
     return "".join(out)
-
-
-def fence_tags(language: str) -> frozenset[str]:
-    """The tags (lower case) of a block in `language`, the empty tag included."""
-    name = ALIASES.get(language.lower(), language.lower())  # the sandbox's names: c++ is cpp
-    return FENCE_TAGS.get(name, frozenset({name})) | {""}
 
 
 def extract_code(

@@ -64,8 +64,8 @@ class SamplingConfig:
     # `generate`, for models whose cache the loop does not drive (`models.engine`)
     engine: str = "loop"
     # Stop rules (`models.stop_rules`), in every engine: a row whose prompt shows a ``` fence
-    # ends at the line closing its first Python block (the code scored is that block); one-turn
-    # rollouts only: an episode's turn may go on after a block
+    # ends at the line closing its first block in its task's language (the code scored is that
+    # block); one-turn rollouts only: an episode's turn may go on after a block
     code_end: bool = True
     # > 0: a row whose last repeat_ngram tokens appeared 4 times ends (a loop; counted as
     # truncated). Off by default in training: a cut changes which tokens the loss sees

@@ -92,10 +92,26 @@ class OneTurn:
         self.offsets = scorer.config.token_credit.enabled  # token credit maps lines to tokens
 
     def generate(self, task_indices: list[int], group_size: int) -> Grading:
-        completions = self.engine.generate(
-            [self.prompt_ids[t] for t in task_indices], self.params, n=group_size
-        )
+        """One engine call for the chunk; a chunk of tasks in several languages (a task mix)
+        gets one call per language, since a row's stop rule closes on a block in its own."""
+        languages = sorted({self.tasks[t].language for t in task_indices})
+        completions: list[Completion] = []
+        for language in languages:
+            positions = [
+                i for i, t in enumerate(task_indices) if self.tasks[t].language == language
+            ]
+            made = self._generate([task_indices[i] for i in positions], group_size, language)
+            completions += [replace(c, prompt_index=positions[c.prompt_index]) for c in made]
+        completions.sort(key=lambda c: c.prompt_index)  # stable: prompt-major, as one call gives
         return partial(self._grade, task_indices, completions, group_size)
+
+    def _generate(
+        self, task_indices: list[int], group_size: int, language: str
+    ) -> list[Completion]:
+        params = replace(self.params, code_language=language)
+        return self.engine.generate(
+            [self.prompt_ids[t] for t in task_indices], params, n=group_size
+        )
 
     def _grade(self, tasks: list[int], completions: list[Completion], group_size: int,
                times: RolloutTimes) -> list[list[Scored]]:  # fmt: skip

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from execrl.sandbox.confine import isolation
+from execrl.tasks.languages import ALIASES, canonical_name
 
 PYTHON = "python"
 BINARY = "{bin}"  # in a run command: the cached output of the compile step
@@ -83,14 +84,6 @@ SPECS: dict[str, LanguageSpec] = {
         "apt-get install iverilog",
     ),
 }
-# Names other tools use for the same languages (SandboxFusion says "nodejs").
-ALIASES = {
-    "c++": "cpp",
-    "nodejs": "javascript",
-    "js": "javascript",
-    "node": "javascript",
-    "sh": "bash",
-}
 LANGUAGES = (PYTHON, *SPECS)
 
 
@@ -100,7 +93,7 @@ class LanguageUnavailable(ValueError):
 
 def canonical(language: str) -> str:
     """The language's name here, or LanguageUnavailable naming the known ones."""
-    name = ALIASES.get(language.lower(), language.lower())
+    name = canonical_name(language)
     if name != PYTHON and name not in SPECS:
         known = ", ".join([*LANGUAGES, *ALIASES])
         raise LanguageUnavailable(f"unknown language {language!r}; known: {known}")
@@ -112,7 +105,7 @@ def require_toolchains(names: Iterable[str]) -> None:
     toolchain is missing here: asked when the tasks load, before a model loads or a run needs
     it. Names this module does not run (a verifier's "sql") are the verifier's to check."""
     for name in sorted(set(names)):
-        if ALIASES.get(name.lower(), name.lower()) in SPECS:
+        if canonical_name(name) in SPECS:
             commands(name)
 
 
