@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from execrl.sandbox import Job, Sandbox, Verdict
+from execrl.sandbox import Job, Limits, Sandbox, Verdict
 from execrl.sandbox.grading import languages
 from execrl.tasks.schema import StdioCase, StdioTests
 from sandbox.test_userns import _run, nobody  # noqa: F401 - nobody is a fixture used here
@@ -156,8 +156,12 @@ def _pid(sb) -> int:
 
 
 def _spend(sb, k: int) -> None:
-    job = Job(PID_SPENDER.format(k=k), StdioTests((StdioCase("", ""),)), allow_threads=True)
-    assert sb.run(job).passed
+    # a thousand threads one after another: seconds on a loaded 2-core host (load 11 timed out
+    # at the default 3 s), and the test is about the pids, not the time
+    job = Job(PID_SPENDER.format(k=k), StdioTests((StdioCase("", ""),)), allow_threads=True,
+              limits=Limits(wall_s=30.0))  # fmt: skip
+    result = sb.run(job)
+    assert result.passed, (result.verdict, result.message)
 
 
 @pytest.mark.parametrize("case_server", [True, False])

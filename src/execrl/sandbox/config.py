@@ -28,7 +28,6 @@ class SandboxConfig:
     layers: tuple[str, ...] = isolation.LAYERS  # isolation layers required
     allow_missing_layers: bool = False  # start anyway, weaker, when a required layer is missing
     max_retries: int = 2  # extra attempts for a run that ended in SANDBOX_ERROR
-    scratch_mb: int = 64  # tmpfs size of each worker's scratch
     hide: tuple[str, ...] | None = None  # directories hidden from programs; None: homes and cwd
     start_timeout_s: float = 60.0
     # How long past a job's own time limits (wall clock per unit, compile) its worker may take
@@ -66,7 +65,7 @@ class SandboxConfig:
 
 
 # [sandbox]'s old names of the limits -> their field in [sandbox.limits]
-MOVED_TO_LIMITS = ("wall_s", "memory_mb")
+MOVED_TO_LIMITS = ("wall_s", "memory_mb", "scratch_mb")
 
 
 class SandboxConfigError(ValueError):

@@ -142,7 +142,7 @@ class WorkerPool:
             "layers": list(self.layers),
             "hide": self._hide,
             "keep": self._keep,
-            "scratch_mb": self.config.scratch_mb,
+            "scratch_mb": self.config.limits.scratch_mb,  # until a job asks for another
             "uid": lease.uid if lease else None,
             # Not root: the network and filesystem layers live in a user namespace.
             "userns": os.geteuid() != 0 and bool({"network", "filesystem"} & set(self.layers)),

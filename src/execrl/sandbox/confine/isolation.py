@@ -407,10 +407,7 @@ def _confine_filesystem(hide: list[str], keep: list[str], scratch_mb: int) -> No
     inner = [h for h in hide if any(inside(h, k) and h != k for k in keep)]
     outer = [h for h in hide if h not in inner]
     for directory in [*outermost(outer), "/tmp"]:
-        # One inode per KiB of scratch: a run that makes millions of empty files (tmpfs counts
-        # no bytes for them) would otherwise hold the worker for seconds removing them.
-        scratch = f"size={scratch_mb}m,nr_inodes={max(4096, scratch_mb * 1024)},mode=0711"
-        options = scratch if directory == "/tmp" else "size=1m,mode=0755"
+        options = _scratch_options(scratch_mb) if directory == "/tmp" else "size=1m,mode=0755"
         _hide(directory, [k for k in keep if inside(k, directory)], stage, options)
     for path in outermost(inner):
         _hide(path, [k for k in keep if inside(k, path)], stage, "size=1m,mode=0755")
@@ -419,6 +416,20 @@ def _confine_filesystem(hide: list[str], keep: list[str], scratch_mb: int) -> No
     syscalls.set_readonly("/tmp", False, recursive=False)
     syscalls.mount("proc", "/proc", "proc", syscalls.MS_NOSUID | syscalls.MS_NODEV, "hidepid=2")
     _lock_sysctls()
+
+
+def _scratch_options(scratch_mb: int) -> str:
+    # One inode per KiB of scratch: a run that makes millions of empty files (tmpfs counts no
+    # bytes for them) would otherwise hold the worker for seconds removing them.
+    return f"size={scratch_mb}m,nr_inodes={max(4096, scratch_mb * 1024)},mode=0711"
+
+
+def resize_scratch(scratch_mb: int) -> None:
+    """The worker's /tmp (the scratch tmpfs of the filesystem layer) resized to the next run's
+    `Limits.scratch_mb`, between runs (it is empty then: tmpfs refuses a size below what it
+    holds)."""
+    flags = syscalls.MS_REMOUNT | syscalls.MS_NOSUID | syscalls.MS_NODEV
+    syscalls.mount("execrl-hidden", "/tmp", "tmpfs", flags, _scratch_options(scratch_mb))
 
 
 def _lock_sysctls() -> None:

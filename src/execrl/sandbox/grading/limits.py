@@ -18,7 +18,9 @@ class Limits:
     file_size_mb: int = 16  # largest file the program may write
     open_files: int = 64
     processes: int = 32  # threads, and processes with Job.allow_threads, of the run at once
-    scratch_mb: int = 64  # size of the worker's scratch filesystem
+    # Size of the run's scratch filesystem (the filesystem layer's tmpfs, the only place a run
+    # may write; a worker resizes it between runs when a job asks for another size)
+    scratch_mb: int = 64
     compile_wall_s: float = 10.0  # wall clock of the compile step (C, C++, Verilog), on its own
 
     def to_wire(self) -> dict[str, object]:

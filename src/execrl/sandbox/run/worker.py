@@ -162,6 +162,9 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
         "userns": userns,
         "vm_kb": _vm_size_kb(),
         "fixed_scratch": fixed_scratch,
+        # the size of the scratch tmpfs now (the filesystem layer): resized when a job's limits
+        # ask for another (`Limits.scratch_mb`)
+        "scratch_mb": config["scratch_mb"] if fixed_scratch else None,
         "prepared": prepared,
         "cache": ctx_cache,
         "memory": memory,
@@ -223,6 +226,13 @@ def _spawn_once(
     if ctx["retire"]:  # a compile step left the scratch unusable: no run on top of it
         raise RuntimeError(ctx["retire"])
     uid = ctx["uid"]
+    if ctx["scratch_mb"] is not None and limits["scratch_mb"] != ctx["scratch_mb"]:
+        try:
+            isolation.resize_scratch(limits["scratch_mb"])
+        except OSError as exc:  # something of an earlier run is left there: no run on it
+            ctx["retire"] = f"the scratch filesystem could not be resized: {exc}"
+            raise RuntimeError(ctx["retire"]) from None
+        ctx["scratch_mb"] = limits["scratch_mb"]
     scratch = make_scratch(uid, "filesystem" in ctx["layers"])
     if unit.get("files") or unit.get("source") or unit.get("binary") is not None:
         execunit.put_files(scratch, unit, uid)
