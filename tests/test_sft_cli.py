@@ -110,6 +110,30 @@ def test_resume_continues_as_an_uninterrupted_run(on_default, tmp_path, capsys):
     assert "cannot change optim.lr" in capsys.readouterr().err
 
 
+def test_micro_batches_take_the_same_step_as_the_whole_batch(on_default, tmp_path, capsys):
+    """run.micro_batch_size: rows of different completion lengths go two (or one) at a time,
+    each piece's mean weighted by its share of the batch's target tokens: the loss and the
+    weights after four steps are the whole batch's (within float summation order)."""
+    # completions of 1 to 8 terms: a plain mean of the pieces' means would weigh them wrong
+    uneven = tmp_path / "uneven.jsonl"
+    uneven.write_text("".join(json.dumps({"prompt": f"# sum {i}\ndef f():\n",
+                                          "completion": f"    return {'+'.join(['1'] * (i + 1))}\n"})
+                              + "\n" for i in range(8)))  # fmt: skip
+    data = f"data.train={str(uneven)!r}"
+    assert main(sft_args(tmp_path, "whole", data)) == 0
+    assert main(sft_args(tmp_path, "pieces", data, "run.micro_batch_size=1")) == 0
+    assert main(sft_args(tmp_path, "uneven", data, "run.micro_batch_size=3")) == 0
+    capsys.readouterr()
+    whole = weights(tmp_path / "whole" / "final")
+    losses = lambda run: [json.loads(x)["loss"] for x in (tmp_path / run / "metrics.jsonl").open()]  # noqa: E731
+    for run in ("pieces", "uneven"):
+        pieces = weights(tmp_path / run / "final")
+        assert all(torch.allclose(whole[k], pieces[k], atol=1e-5) for k in whole)
+        assert losses(run) == pytest.approx(losses("whole"), rel=1e-5)
+    assert main(sft_args(tmp_path, "bad", "run.micro_batch_size=-1")) == 2
+    assert "run.micro_batch_size" in capsys.readouterr().err
+
+
 def test_loss_is_on_completion_tokens_only():
     """Labels are -100 over the prompt: a batch of one pair, prompt 3 tokens, completion 2."""
     from execrl.models.sft import collate_sft

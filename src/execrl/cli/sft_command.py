@@ -141,9 +141,8 @@ def _run_sft(config: Any, resume: Path | None) -> dict[str, Any]:
                 _save_checkpoint(run_dir, step + 1, model, optimizer, scheduler)
 
         steps = range(start, config.run.steps)
-        losses = train_steps(
-            model, optimizer, scheduler, batch_for_step, steps, o.grad_clip, on_step
-        )
+        losses = train_steps(model, optimizer, scheduler, batch_for_step, steps, o.grad_clip,
+                             on_step, micro_batch_size=config.run.micro_batch_size)  # fmt: skip
     for tracker in trackers:
         tracker.close()
     _save_checkpoint(run_dir, config.run.steps, model, optimizer, scheduler)

@@ -30,6 +30,9 @@ class SFTDataConfig:
 class SFTRunConfig:
     steps: int = 100
     batch_size: int = 8  # examples per step, drawn without replacement within a step
+    # > 0: the step's examples go forward and backward this many at a time, the gradients
+    # accumulated (the same step in less memory: a real model's long examples need it); 0: all
+    micro_batch_size: int = 0
     seed: int = 0
     out_dir: str = "runs"  # run directories are created under it
     name: str = ""  # run directory name; default: a timestamp
@@ -91,6 +94,8 @@ def validate(config: SFTConfig, where: str) -> None:
     for key, value in positive.items():
         if value <= 0:
             raise ConfigError(f"{where}: {key} must be positive, got {value!r}")
+    if config.run.micro_batch_size < 0:
+        raise ConfigError(f"{where}: run.micro_batch_size must be 0 (the whole batch) or more")
     if config.run.checkpoint_every < 0 or config.model.lora_r < 0 or config.model.threads < 0:
         raise ConfigError(
             f"{where}: run.checkpoint_every, model.lora_r and model.threads cannot be negative"

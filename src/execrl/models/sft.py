@@ -51,28 +51,51 @@ def train_steps(
     steps: range,
     grad_clip: float,
     on_step: Callable[[int, float, dict[str, torch.Tensor]], None] | None = None,
+    micro_batch_size: int = 0,
 ) -> list[float]:
     """The SFT loop: for each step, its batch (`collate_sft`'s fields), the mean cross-entropy
     of the completion tokens (labels != -100), one optimizer and one schedule step; then
     `on_step(step, loss, batch)` (logs, checkpoints). Returns each step's loss. What differs
-    between callers is given: how a step's batch is drawn, the optimizer, the schedule."""
+    between callers is given: how a step's batch is drawn, the optimizer, the schedule.
+    `micro_batch_size` > 0: the batch's rows go forward and backward that many at a time, the
+    gradients accumulated to the whole batch's (each piece's mean weighted by its share of the
+    batch's target tokens): the same step in less memory."""
     params = [p for p in model.parameters() if p.requires_grad]
     model.train()
     losses = []
     for step in steps:
         batch = batch_for_step(step)  # input_ids, attention_mask, labels: (B, L)
-        loss = model(**batch).loss  # () mean over the completion tokens of the batch
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss = _accumulated_loss(model, batch, micro_batch_size)
         if grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(params, grad_clip)
         optimizer.step()
         scheduler.step()
-        losses.append(loss.item())
+        losses.append(loss)
         if on_step is not None:
             on_step(step, losses[-1], batch)
     model.eval()
     return losses
+
+
+def _accumulated_loss(model, batch: dict[str, torch.Tensor], micro_batch_size: int) -> float:
+    """Backward of the batch's mean completion-token loss, in pieces of `micro_batch_size` rows
+    (0: one piece); the loss's value."""
+    rows = batch["input_ids"].shape[0]
+    size = micro_batch_size if 0 < micro_batch_size < rows else rows
+    # the tokens a causal LM's loss counts: each label after the first position, not -100
+    targets = (batch["labels"][:, 1:] != -100).sum(dim=1)  # (B,)
+    total = max(int(targets.sum()), 1)
+    value = 0.0
+    for start in range(0, rows, size):
+        piece = {k: v[start : start + size] for k, v in batch.items()}
+        share = int(targets[start : start + size].sum()) / total
+        if share == 0:
+            continue  # no target token in these rows: nothing to learn, no NaN mean
+        loss = model(**piece).loss * share  # () this piece's part of the batch's mean
+        loss.backward()
+        value += loss.item()
+    return value
 
 
 def sft(
