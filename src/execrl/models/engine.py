@@ -238,19 +238,28 @@ class SupervisedEngine:
 _SUPERVISION = ("timeout_s", "restarts", "poll_s")
 
 
-def make_engine(name: str, model: Any, tokenizer: Any, **options: Any) -> RolloutEngine:
+def make_engine(name: str, model: Any, tokenizer: Any, *, device: str = "",
+                **options: Any) -> RolloutEngine:  # fmt: skip
     """The engine `sampling.engine` names, generating with `model` (a HF causal LM) and
     `tokenizer`. `options` go to engines that take them (vLLM: `models.vllm_engine`, and
-    `SupervisedEngine`'s timeout_s, restarts and poll_s)."""
-    if name in ("loop", "hf"):
-        if options:
-            raise ValueError(
-                f"sampling.engine = {name!r} takes no engine options, got {', '.join(options)}"
-            )
-        return InProcessEngine(name, model, tokenizer)
-    if name == "vllm":
-        from execrl.models.vllm_engine import VLLMEngine
+    `SupervisedEngine`'s timeout_s, restarts and poll_s). With a `device` (one entry of
+    `sampling.engine_devices`) the engine runs in a process of its own on that device
+    (`models.remote_engine`), supervised as vLLM is; `weights` is then the source each push
+    sends, and the other options go to the engine in that process."""
+    if name not in ENGINES:
+        raise ValueError(f"sampling.engine = {name!r}; choose one of {', '.join(ENGINES)}")
+    watch = {k: options.pop(k) for k in _SUPERVISION if k in options}
+    if device:
+        from execrl.models.remote_engine import RemoteEngine
 
-        watch = {k: options.pop(k) for k in _SUPERVISION if k in options}
-        return SupervisedEngine(lambda m: VLLMEngine(m, tokenizer, **options), model, **watch)
-    raise ValueError(f"sampling.engine = {name!r}; choose one of {', '.join(ENGINES)}")
+        return SupervisedEngine(
+            lambda m: RemoteEngine(name, m, tokenizer, device, **options), model, **watch
+        )
+    if name in ("loop", "hf"):
+        if options or watch:
+            raise ValueError(f"sampling.engine = {name!r} takes no engine options, got "
+                             f"{', '.join([*options, *watch])}")  # fmt: skip
+        return InProcessEngine(name, model, tokenizer)
+    from execrl.models.vllm_engine import VLLMEngine  # "vllm", the one left
+
+    return SupervisedEngine(lambda m: VLLMEngine(m, tokenizer, **options), model, **watch)
