@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from execrl.models import SamplingParams
 from execrl.models.adapter import absolute_base
-from execrl.models.engine import RolloutEngine, make_engine
+from execrl.models.engine import InProcessEngine, RolloutEngine, make_engine
 from execrl.models.threads import (
     Machine,
     choose_threads,
@@ -183,10 +183,12 @@ def _train(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | 
     ):
         tok = built.policy.tokenizer
         chat = {"auto": None, "on": True, "off": False}[c.model.chat]
-        # an engine with its own copy takes the weights as the strategy yields them (FSDP:
-        # one decoder layer gathered at a time, never the whole model)
-        pushed = {"weights": built.learner.strategy.weights} if c.sampling.engine == "vllm" else {}
-        engine = make_engine(c.sampling.engine, built.policy.model, tok, **pushed)
+        # an engine with its own copy (vLLM, or any engine on a device of its own) takes the
+        # weights as the strategy yields them (FSDP: one decoder layer gathered at a time)
+        device = c.sampling.engine_devices[dist.rank()] if c.sampling.engine_devices else ""
+        own_copy = c.sampling.engine == "vllm" or device
+        pushed = {"weights": built.learner.strategy.weights} if own_copy else {}
+        engine = make_engine(c.sampling.engine, built.policy.model, tok, device=device, **pushed)
         params = SamplingParams(c.sampling.temperature, c.sampling.top_p,
                                 c.sampling.max_new_tokens, tuple(c.sampling.stop),
                                 code_end=c.sampling.code_end and c.env.one_turn,
@@ -267,11 +269,12 @@ def _loop(run: Run, sandbox: Any, log: Callable[[str], None], quiet: bool,
 
 
 def _prefetcher(run: Run, first_step: int) -> Prefetcher:
-    """The rollout thread (`rl.prefetch`), on its own copy of the policy; a vLLM engine
-    holds its own weights, which only the thread pushes to and samples while the steps run."""
+    """The rollout thread (`rl.prefetch`), on its own copy of the policy; an engine with its own
+    weights (vLLM, or one on a device of its own) is the thread's alone to push to and sample
+    while the steps run."""
     c, policy = run.config, run.built.policy
     shadow = policy_copy(policy.model)
-    own = run.engine.name != "vllm"
+    own = isinstance(run.engine, InProcessEngine)  # else it holds its own copy of the weights
     engine = make_engine(run.engine.name, shadow, policy.tokenizer) if own else run.engine
     rollouts = run.rollouts_on(engine)
     queued = load_prefetched(run.run_dir, first_step) if c.run.resume else []
