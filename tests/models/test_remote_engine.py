@@ -122,3 +122,27 @@ def test_a_dead_engine_process_fails_the_call_naming_its_device_never_hangs(poli
         assert "exit code -9" in message and not engine.alive()
     finally:
         engine.kill()
+
+
+@pytest.mark.slow
+def test_a_supervised_remote_engine_restarts_from_the_last_pushed_weights(policy, tiny_model_dir):
+    """make_engine(device=...) supervises the engine process as it does vLLM: killed, it is
+    started again from the weights last pushed (not the start's), and the call is repeated
+    with the same draws."""
+    model = load_policy(str(tiny_model_dir)).model
+    engine = make_engine("loop", model, policy.tokenizer, device="cpu", poll_s=0.2)
+    try:
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(torch.randn_like(p) * 0.5)
+        engine.sync_weights(model)
+        os.kill(engine.engine.process.pid, signal.SIGKILL)
+        ids = _prompts(policy)
+        params = SamplingParams(temperature=0.8, max_new_tokens=12)
+        got, rng = _draws(engine, ids, params, seed=3)
+        expected, expected_rng = _draws(make_engine("loop", model, policy.tokenizer), ids,
+                                        params, seed=3)  # fmt: skip
+        assert engine.restarts == 1
+        assert _same(got, expected) and torch.equal(rng, expected_rng)
+    finally:
+        engine.close()
