@@ -3,6 +3,9 @@ on the CPU beside the trainer) trains as the colocated run does; a list that doe
 run is a config error before any model loads."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -63,3 +66,23 @@ def test_engine_devices_that_do_not_fit_the_run_are_config_errors_before_loading
     assert code == 2, err
     assert "sampling.engine_devices" in err and says in err
     assert len(err.strip().splitlines()) == 1  # one line, no traceback
+
+
+@pytest.mark.slow
+def test_torchrun_with_an_engine_process_per_trainer_process_trains_as_colocated(
+    tiny_model_dir, tmp_path
+):
+    """Two FSDP processes, each with its engine process on the CPU (rank r uses entry r), each
+    pushed its own gathered units over its own weight group: the same metrics as the two
+    processes with their engines colocated."""
+    for name, extra in (("here", []), ("there", ["sampling.engine_devices=['cpu','cpu']"])):
+        sets = [*SMALL, f"model.path={str(tiny_model_dir)!r}", "dist.strategy='fsdp'",
+                f"run.out_dir={str(tmp_path)!r}", f"run.name={name!r}", *extra]  # fmt: skip
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                   "--nproc_per_node", "2", "-m", "execrl.cli", "train"]  # fmt: skip
+        command += sum((["--set", s] for s in sets), [])
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+    here, there = _rows(tmp_path / "here"), _rows(tmp_path / "there")
+    assert [r["step"] for r in there] == [0, 1] and there == here
