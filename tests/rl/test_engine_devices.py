@@ -31,11 +31,15 @@ def _rows(run_dir) -> list[dict]:
     return [{k: v for k, v in r.items() if not k.startswith(TIMES)} for r in rows]
 
 
+# asynchronous: the rollout thread pushes to the engine process and samples from it
+@pytest.mark.parametrize(
+    "mode", ["rl.max_staleness=0", pytest.param("rl.max_staleness=1", marks=pytest.mark.slow)]
+)
 def test_a_run_with_its_engine_on_a_device_of_its_own_trains_as_the_colocated_run(
-    tiny_model_dir, tmp_path, capsys
+    tiny_model_dir, tmp_path, capsys, mode
 ):
-    assert _train(tiny_model_dir, tmp_path, "here") == 0
-    assert _train(tiny_model_dir, tmp_path, "there", "sampling.engine_devices=['cpu']") == 0
+    assert _train(tiny_model_dir, tmp_path, "here", mode) == 0
+    assert _train(tiny_model_dir, tmp_path, "there", mode, "sampling.engine_devices=['cpu']") == 0
     here, there = _rows(tmp_path / "here"), _rows(tmp_path / "there")
     assert [r["step"] for r in there] == [0, 1]
     # the engine process drew the same completions with the same log-probabilities, and the
