@@ -128,16 +128,18 @@ def _copy_into(model: Any, pairs: Iterator[tuple[str, torch.Tensor]]) -> None:
 
 
 def _build(spec: messages.EngineSpec, device: torch.device) -> tuple[Any, Any]:
-    """The engine, and the model it samples (vLLM: the one it was started from)."""
+    """The engine, and the model it samples: none for vLLM, which holds its own copy (the
+    module it starts from is loaded on the CPU and dropped, never a second copy on the device)."""
     from execrl.models.engine import InProcessEngine
     from execrl.models.loading import load_policy
 
-    policy = load_policy(spec.directory, device=str(device), dtype=spec.dtype)
     if spec.name == "vllm":
         from execrl.models.vllm_engine import VLLMEngine
 
+        policy = load_policy(spec.directory, device="cpu", dtype=spec.dtype)
         # unsupervised here: the trainer supervises this whole process (`SupervisedEngine`)
-        return VLLMEngine(policy.model, policy.tokenizer, **spec.options), policy.model
+        return VLLMEngine(policy.model, policy.tokenizer, **spec.options), None
+    policy = load_policy(spec.directory, device=str(device), dtype=spec.dtype)
     return InProcessEngine(spec.name, policy.model, policy.tokenizer), policy.model
 
 
