@@ -48,6 +48,20 @@ def test_a_run_with_its_engine_on_a_device_of_its_own_trains_as_the_colocated_ru
     assert there[0]["loss"] != 0  # it trained: step 1 sampled the weights pushed after step 0
 
 
+@pytest.mark.slow
+def test_a_colocated_run_resumed_with_its_engine_on_a_device_of_its_own_ends_as_if_uninterrupted(
+    tiny_model_dir, tmp_path, capsys
+):
+    """The resumed run's engine process starts from the model's start and is pushed the
+    checkpoint's weights before its first step: the run ends where the uninterrupted one does."""
+    assert _train(tiny_model_dir, tmp_path, "whole") == 0
+    assert _train(tiny_model_dir, tmp_path, "cut", "run.steps=1") == 0
+    resumed = ["train", "--resume", str(tmp_path / "cut"), "--set", "run.steps=2",
+               "--set", "sampling.engine_devices=['cpu']"]  # fmt: skip
+    assert main(resumed) == 0
+    assert _rows(tmp_path / "cut") == _rows(tmp_path / "whole")
+
+
 @pytest.mark.parametrize(
     ("devices", "world", "says"),
     [

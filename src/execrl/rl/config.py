@@ -231,8 +231,9 @@ def load_config(
 
 
 # What `--resume` may change: how long and where the run goes on, not what it trains.
+# Where the engine runs changes no draw (`models.remote_engine`): another machine, other devices.
 RESUMABLE = ("run.steps", "run.checkpoint_every", "run.trackers", "run.merge_lora",
-             "sandbox.workers", "model.threads")  # fmt: skip
+             "sandbox.workers", "model.threads", "sampling.engine_devices")  # fmt: skip
 
 
 def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
