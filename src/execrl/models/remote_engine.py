@@ -31,6 +31,7 @@ from __future__ import annotations
 import multiprocessing
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -85,6 +86,7 @@ class RemoteEngine:
         self.process = context.Process(target=serve, args=(spec, theirs),
                                        name=f"execrl-engine-{name}-{device}")  # fmt: skip
         self.process.start()
+        self.lock = threading.Lock()  # one request on the pipe at a time, whichever thread asks
         theirs.close()  # only the engine process holds its end: its death closes the pipe
         self.closed = False
         try:
@@ -101,13 +103,18 @@ class RemoteEngine:
         if n < 1:
             raise ValueError(f"n (completions per prompt) must be >= 1, got {n}")
         rows = [list(map(int, ids)) for ids in prompt_ids]
-        self._send(Generate(rows, params, n, RngStates.here(self.trainer_device)), "generate")
-        generated = self._answer(Generated, "generate")
-        generated.rng.restore(self.trainer_device)
+        with self.lock:
+            self._send(Generate(rows, params, n, RngStates.here(self.trainer_device)), "generate")
+            generated = self._answer(Generated, "generate")
+            generated.rng.restore(self.trainer_device)
         return generated.completions
 
     def sync_weights(self, model: Any) -> None:
         """Every tensor the source yields, over the weight group, one at a time."""
+        with self.lock:
+            self._push(model)
+
+    def _push(self, model: Any) -> None:
         self._send(PushStart(), "sync_weights")
         count = 0
         for name, tensor in self.weights(model):

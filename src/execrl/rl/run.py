@@ -15,6 +15,7 @@ false) and `summary.json`. It is made only once set-up succeeded.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -97,7 +98,7 @@ def train_step(run: Run, step: int) -> tuple[dict[str, Any], Gathered]:
     builder, learner = run.built.builder, run.built.learner
     start = time.perf_counter()
     if run.prefetch is None:  # draw prompts -> sample -> score -> filter groups (refills)
-        with learner.strategy.gathered(learner.model):
+        with _sampling(run):
             got, sampled = _gather(run, run.rollouts, step)
     else:  # gathered ahead by the rollout thread, from a policy at most rl.max_staleness old
         ahead = run.prefetch.take(step)
@@ -120,6 +121,15 @@ def train_step(run: Run, step: int) -> tuple[dict[str, Any], Gathered]:
     if run.config.env.kind.runs_harness:  # segments of rewritten histories, trained
         row["episode/segment_samples"] = built.segment_rows
     return row, got
+
+
+def _sampling(run: Run) -> contextlib.AbstractContextManager[None]:
+    """What generating needs of the trainer's module: an in-process engine samples it, so FSDP
+    gathers it whole; an engine with its own copy (vLLM, one on a device of its own) needs
+    nothing of it, and the process keeps only its shards."""
+    if isinstance(run.engine, InProcessEngine):
+        return run.built.learner.strategy.gathered(run.built.policy.model)
+    return contextlib.nullcontext()
 
 
 def _gather(run: Run, rollouts: Rollouts, step: int) -> tuple[Gathered, dict[str, Any]]:
@@ -311,7 +321,7 @@ def _evaluate_heldout(run: Run, sandbox: Any, summary: dict[str, Any], when: str
                       log: Callable[[str], None]) -> None:  # fmt: skip
     """Held-out pass@1 `when` ("before", "after") into the summary, and logged; a multi-turn
     run adds it by turn, through its environment."""
-    with run.built.learner.strategy.gathered(run.built.policy.model):
+    with _sampling(run):
         summary[f"heldout_pass@1_{when}"] = _heldout(run, sandbox)
         if not run.config.env.one_turn:
             summary[f"heldout_pass@1_by_turn_{when}"] = _heldout_by_turn(run, sandbox)
