@@ -22,10 +22,13 @@ from a stale policy unless the trainer pushes the new weights after each update.
 engines ("loop", "hf") generate with the policy module itself, so for them it only adopts the
 module it is given (a DDP wrapper or a new object after a reload) and copies nothing.
 
-Fault tolerance: an engine with its own copy of the policy and its own processes (vLLM) can die
-or hang while the trainer is fine, so `make_engine` hands it out under `SupervisedEngine`, which
-restarts it from the current weights and repeats the call (the same draws); no rollout is lost or
-scored 0 for the engine's failure.
+Devices: `make_engine(..., device="cuda:1")` runs any of them in a process of its own on that
+device (`models.remote_engine`, `sampling.engine_devices`), its weights pushed over a process group.
+
+Fault tolerance: an engine with its own copy of the policy and its own processes (vLLM, or one on
+a device of its own) can die or hang while the trainer is fine, so `make_engine` hands it out
+under `SupervisedEngine`, which restarts it from the current weights and repeats the call (the
+same draws); no rollout is lost or scored 0 for the engine's failure.
 
 Seeding: the in-process engines draw from torch's global generator, so a caller that seeds it
 (`torch.manual_seed`, as `rl.rollouts` does per chunk) gets the same completions as calling
@@ -127,7 +130,8 @@ _T = TypeVar("_T")
 
 
 class SupervisedEngine:
-    """An engine with its own copy of the policy (vLLM), restarted when it dies or hangs.
+    """An engine with its own copy of the policy (vLLM, or one in a process of its own),
+    restarted when it dies or hangs.
 
     Every call runs in a watcher thread while this one checks the engine's health every
     `poll_s` seconds: a dead engine (its process exited, killed or crashed) is seen within
