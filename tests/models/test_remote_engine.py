@@ -146,3 +146,48 @@ def test_a_supervised_remote_engine_restarts_from_the_last_pushed_weights(policy
         assert _same(got, expected) and torch.equal(rng, expected_rng)
     finally:
         engine.close()
+
+
+TRAINER = """
+import sys, time
+from execrl.models import load_policy
+from execrl.models.remote_engine import RemoteEngine
+
+if __name__ == "__main__":
+    policy = load_policy(sys.argv[1])
+    engine = RemoteEngine("loop", policy.model, policy.tokenizer, "cpu")
+    print(engine.process.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a container's init may not reap an orphan)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.slow
+def test_the_engine_process_ends_when_its_trainer_is_killed(tiny_model_dir, tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "trainer.py"
+    script.write_text(TRAINER)
+    trainer = subprocess.Popen([sys.executable, str(script), str(tiny_model_dir)],
+                               stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        engine_pid = int(trainer.stdout.readline())
+        assert _running(engine_pid)
+        trainer.kill()  # SIGKILL: no close, no atexit
+        trainer.wait(DEADLINE_S)
+        deadline = time.monotonic() + DEADLINE_S
+        while _running(engine_pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _running(engine_pid)
+    finally:
+        trainer.kill()
