@@ -63,6 +63,19 @@ def test_a_remote_engine_draws_what_the_same_engine_draws_in_process(policy, rem
         assert not _same(other, got)
 
 
+@pytest.mark.slow
+def test_a_remote_hf_engine_draws_what_hf_generate_draws_in_process(policy):
+    params = SamplingParams(temperature=0.8, max_new_tokens=12)
+    engine = RemoteEngine("hf", policy.model, policy.tokenizer, "cpu")
+    try:
+        got = _draws(engine, _prompts(policy), params, seed=11)
+    finally:
+        engine.close()
+    local = make_engine("hf", policy.model, policy.tokenizer)
+    expected = _draws(local, _prompts(policy), params, seed=11)
+    assert _same(got[0], expected[0]) and torch.equal(got[1], expected[1])
+
+
 def test_pushed_weights_reach_the_engine_process(policy, remote, tiny_model_dir):
     ids = _prompts(policy)
     params = SamplingParams(temperature=0.0, max_new_tokens=8)
