@@ -49,6 +49,23 @@ def test_a_run_with_its_engine_on_a_device_of_its_own_trains_as_the_colocated_ru
 
 
 @pytest.mark.slow
+def test_held_out_evaluation_samples_the_engine_process_as_the_colocated_engine(
+    tiny_model_dir, tmp_path, capsys
+):
+    """Before and after training, through the engine process. A weak check of the numbers: the
+    random tiny model passes nothing, so both runs' pass@1 are 0; it shows the path runs."""
+    heldout = ("data.heldout='synthetic'", "data.n_heldout=4", "data.heldout_samples=2",
+               "sampling.heldout_temperature=1.0", "run.steps=1")  # fmt: skip
+    assert _train(tiny_model_dir, tmp_path, "here", *heldout) == 0
+    assert (
+        _train(tiny_model_dir, tmp_path, "there", *heldout, "sampling.engine_devices=['cpu']") == 0
+    )
+    summary = lambda name: {k: v for k, v in json.loads((tmp_path / name / "summary.json")  # noqa: E731
+                            .read_text()).items() if k not in ("seconds", "run_dir")}  # fmt: skip
+    assert "heldout_pass@1_after" in summary("there") and summary("there") == summary("here")
+
+
+@pytest.mark.slow
 def test_a_colocated_run_resumed_with_its_engine_on_a_device_of_its_own_ends_as_if_uninterrupted(
     tiny_model_dir, tmp_path, capsys
 ):
