@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import torch
@@ -169,7 +170,7 @@ from execrl.models.remote_engine import RemoteEngine
 if __name__ == "__main__":
     policy = load_policy(sys.argv[1])
     engine = RemoteEngine("loop", policy.model, policy.tokenizer, "cpu")
-    print(engine.process.pid, flush=True)
+    print(engine.process.pid, engine.directory, flush=True)
     time.sleep(600)
 """
 
@@ -194,7 +195,8 @@ def test_the_engine_process_ends_when_its_trainer_is_killed(tiny_model_dir, tmp_
     trainer = subprocess.Popen([sys.executable, str(script), str(tiny_model_dir)],
                                stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        engine_pid = int(trainer.stdout.readline())
+        pid, directory = trainer.stdout.readline().split()
+        engine_pid = int(pid)
         assert _running(engine_pid)
         trainer.kill()  # SIGKILL: no close, no atexit
         trainer.wait(DEADLINE_S)
@@ -202,5 +204,6 @@ def test_the_engine_process_ends_when_its_trainer_is_killed(tiny_model_dir, tmp_
         while _running(engine_pid) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert not _running(engine_pid)
+        assert not Path(directory).exists()  # the policy it wrote is not left behind
     finally:
         trainer.kill()

@@ -10,6 +10,7 @@ watcher thread ends the process once its parent is gone (a trainer killed mid-ge
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import time
 import traceback
@@ -27,7 +28,7 @@ PARENT_POLL_S = 1.0
 
 def serve(spec: messages.EngineSpec, conn: Connection) -> None:
     """The engine process's main: build, say Ready, join the group, answer until Stop."""
-    _exit_with_parent(os.getppid())
+    _exit_with_parent(os.getppid(), spec.directory)
     torch.set_num_threads(spec.threads)
     device = _local_device(spec.device)
     engine, model = _build(spec, device)
@@ -46,6 +47,7 @@ def serve(spec: messages.EngineSpec, conn: Connection) -> None:
     finally:
         engine.close()
         group.close()
+        shutil.rmtree(spec.directory, ignore_errors=True)  # the trainer's, if it could not
 
 
 def _answer(request: Any, engine: Any, model: Any, group: WeightGroup, conn: Connection,
@@ -154,12 +156,14 @@ def _local_device(device: str) -> torch.device:
     return torch.device("cuda:0")
 
 
-def _exit_with_parent(parent: int) -> None:
-    """End this process once the trainer that started it is gone, even mid-generate."""
+def _exit_with_parent(parent: int, directory: str) -> None:
+    """End this process once the trainer that started it is gone, even mid-generate, with the
+    policy directory the trainer wrote (a killed trainer could not remove it)."""
 
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(PARENT_POLL_S)
+        shutil.rmtree(directory, ignore_errors=True)
         os._exit(3)
 
     threading.Thread(target=watch, name="execrl-engine-parent-watch", daemon=True).start()
