@@ -3,6 +3,7 @@
     /path/to/vllm-env/bin/python scripts/push_memory.py [--hidden 768] [--layers 6]
     /path/to/vllm-env/bin/python -m torch.distributed.run --standalone --nproc_per_node 2 \
         scripts/push_memory.py        # each process its own engine, the model sharded in two
+    /path/to/vllm-env/bin/python scripts/push_memory.py --engine-device cpu   # engine_devices
 
 Builds a random Llama of the given shape, shards it with FSDP2 in a process group of one, starts
 a colocated in-process vLLM engine (under torchrun: sharded over the processes, an engine in each) and pushes the weights into it twice: one FSDP unit at a time
@@ -11,7 +12,10 @@ gathered at once (`get_model_state_dict(full_state_dict=True)`, what a push with
 hold on every rank). For each it prints the most bytes of whole tensors alive at once (the units
 FSDP holds gathered plus the copies handed to vLLM that are still alive), and the rise in
 resident memory over the push (sampled every millisecond; glibc's mmap threshold fixed so freed
-tensors leave the resident set). docs/engines.md keeps what it printed.
+tensors leave the resident set), and the push's time. With --engine-device the engine runs in a
+process of its own there (`sampling.engine_devices`, `models.remote_engine`): the weights go
+over the gloo (or NCCL) weight group, and the figures are the trainer process's alone.
+docs/engines.md keeps what it printed.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import argparse
 import os
 import tempfile
 import threading
+import time
 import weakref
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -67,17 +72,20 @@ class Watch:
             threading.Event().wait(0.001)
 
 
-def push(engine: Any, model: Any, source: Any) -> tuple[int, int]:
+def push(engine: Any, model: Any, source: Any) -> tuple[int, int, float]:
+    """The most whole-tensor bytes alive at once, the resident memory rise, and the seconds."""
     watch = Watch(model)
     engine.weights = lambda m: watch.source(source(m))
     before = _rss()
     watch.running = True
     sampler = threading.Thread(target=watch.sample)
     sampler.start()
+    start = time.perf_counter()
     engine.sync_weights(model)
+    seconds = time.perf_counter() - start
     watch.running = False
     sampler.join()
-    return watch.most, watch.rss_peak - before
+    return watch.most, watch.rss_peak - before, seconds
 
 
 def whole_state_dict(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
@@ -90,7 +98,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hidden", type=int, default=768)
     parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--engine-device", default="",
+                        help="the engine in a process of its own on this device (cpu, cuda:N): "
+                        "sampling.engine_devices; the figures are then the trainer's alone")  # fmt: skip
+    parser.add_argument("--engine", default="vllm", choices=("vllm", "loop"),
+                        help="loop: execrl's decode loop in the engine process (with "
+                        "--engine-device; no vLLM needed), so the time is the transfer's")  # fmt: skip
     a = parser.parse_args()
+    if a.engine == "loop" and not a.engine_device:
+        parser.error("--engine loop needs --engine-device: a colocated loop has no copy to push")
     from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
     from execrl.models.vllm_engine import VLLMEngine
     from execrl.rl import dist
@@ -118,19 +134,30 @@ def main() -> None:
         whole = sum(p.numel() * p.element_size() for p in model.parameters())
         units = [sum(p.numel() * p.element_size() for p in layer.parameters())
                  for layer in model.model.layers]  # fmt: skip
-        engine = VLLMEngine(model, tokenizer, max_model_len=256, weights=unit_weights)
+        if a.engine_device:
+            from execrl.models.remote_engine import RemoteEngine
+
+            options = {"max_model_len": 256} if a.engine == "vllm" else {}
+            engine = RemoteEngine(a.engine, model, tokenizer, a.engine_device,
+                                  weights=unit_weights, **options)  # fmt: skip
+        else:
+            engine = VLLMEngine(model, tokenizer, max_model_len=256, weights=unit_weights)
+        where = (f"{a.engine} engine process on {a.engine_device}" if a.engine_device
+                 else "colocated vllm engine")  # fmt: skip
         say = print if dist.rank() == 0 else (lambda *_, **__: None)
         say(f"{dist.world_size()} process(es); model: hidden {a.hidden}, {a.layers} layers, {whole / MiB:.0f} MiB "
               f"(float32); a decoder layer {max(units) / MiB:.1f} MiB, the root (embedding, "
               f"norm, head) {(whole - sum(units)) / MiB:.1f} MiB")  # fmt: skip
-        say("| push | rank | whole tensors alive at once (MiB) | resident memory rise (MiB) |")
-        say("| --- | --- | --- | --- |")
+        say(f"| push ({where}) | rank | whole tensors alive at once (MiB) | resident memory "
+            f"rise (MiB) | seconds | ms per MiB |")  # fmt: skip
+        say("| --- | --- | --- | --- | --- | --- |")
         for label, source in (("one unit at a time", unit_weights),
                               ("whole state dict", whole_state_dict)):  # fmt: skip
             push(engine, model, source)  # warm: vLLM's first reload allocates its own buffers
-            most, rise = push(engine, model, source)
-            for rank, (m, r) in enumerate(dist.all_gather_objects((most, rise))):
-                say(f"| {label} | {rank} | {m / MiB:.1f} | {r / MiB:.1f} |", flush=True)
+            most, rise, seconds = push(engine, model, source)
+            for rank, (m, r, t) in enumerate(dist.all_gather_objects((most, rise, seconds))):
+                say(f"| {label} | {rank} | {m / MiB:.1f} | {r / MiB:.1f} | {t:.2f} | "
+                    f"{1000 * t / (whole / MiB):.2f} |", flush=True)  # fmt: skip
         engine.close()
 
 

@@ -58,11 +58,15 @@ def test_fsdp_trains_with_a_vllm_engine_that_samples_the_pushed_weights(
 
 
 @pytest.mark.slow
-def test_torchrun_trains_with_fsdp_and_a_vllm_engine_in_each_process(model_dir, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("engines", ["colocated", "engine_devices"])
+def test_torchrun_trains_with_fsdp_and_a_vllm_engine_in_each_process(model_dir, tmp_path, engines):  # noqa: F811
     """Two processes, each with its own in-process vLLM engine: vLLM adopts torchrun's group as
     its world (one engine per process, "external data parallel") and leaves it to the trainer
-    on close; every push is collective (each process gathers its units together)."""
-    sets = [f"model.path={str(model_dir)!r}", "dist.strategy='fsdp'", "sampling.engine='vllm'",
+    on close; every push is collective (each process gathers its units together). Or each
+    process's engine in a process of its own on the CPU (`sampling.engine_devices`), its units
+    sent over its own weight group."""
+    own = ["sampling.engine_devices=['cpu','cpu']"] if engines == "engine_devices" else []
+    sets = [*own, f"model.path={str(model_dir)!r}", "dist.strategy='fsdp'", "sampling.engine='vllm'",
             "run.steps=2", "data.n_train=8", "data.heldout=''", "rl.group_size=2",
             "rl.groups_per_step=2", "rl.dynamic_sampling=false", "rl.entropy_coef=0.1",
             "sampling.max_new_tokens=8", "sampling.groups_per_generate=1", "sandbox.workers=1",

@@ -53,6 +53,19 @@ def test_a_config_gives_the_settings_and_a_flag_overrides_them(capsys):
     assert full["settings"]["lora_r"] == 0 and full["settings"]["reference"] is True
 
 
+def test_an_engine_on_a_device_of_its_own_takes_nothing_of_the_trainers(capsys):
+    # sampling.engine_devices: the KV cache (and a vLLM share) live on the engine's device
+    here = _plan_json(capsys, "--config", str(RECIPE), "--device-memory", "24GiB")
+    there = _plan_json(capsys, "--config", str(RECIPE), "--device-memory", "24GiB",
+                       "--set", "sampling.engine_devices=['cuda:1']")  # fmt: skip
+    names = lambda p: {c["name"] for c in p["components"]}  # noqa: E731
+    assert "generation KV cache" in names(here) and "generation KV cache" not in names(there)
+    assert there["settings"]["generation_rows"] == 0 and there["settings"]["engine_share"] == 0
+    vllm = _plan_json(capsys, "--config", str(RECIPE), "--device-memory", "24GiB", "--set",
+                      "sampling.engine='vllm'", "--set", "sampling.engine_devices=['cuda:1']")  # fmt: skip
+    assert "vLLM engine" not in names(vllm)
+
+
 @pytest.mark.parametrize(
     ("argv", "says"),
     [(["--model", "7b", "--device-memory", "80"], "--device-memory '80': give a size with its unit"),

@@ -128,7 +128,9 @@ def _settings(args: argparse.Namespace, config: Any):
     """The plan's settings: each flag, else the config's value, else the default."""
     from execrl.rl.memory_plan import PlanSettings
 
-    vllm = config.sampling.engine == "vllm"
+    # an engine on a device of its own (sampling.engine_devices) takes nothing of the trainer's
+    elsewhere = bool(config.sampling.engine_devices)
+    vllm = config.sampling.engine == "vllm" and not elsewhere
     share = args.engine_share if args.engine_share is not None else VLLM_SHARE if vllm else 0.0
     device_memory = _size("--device-memory", args.device_memory) if args.device_memory else 0
     if share and not device_memory:
@@ -154,7 +156,7 @@ def _settings(args: argparse.Namespace, config: Any):
         reference=config.uses_reference if args.reference is None else args.reference,
         value_head=config.algorithm.critic if args.value_head is None else args.value_head,
         # vLLM decodes inside its share; execrl's own engines hold a KV cache beside the model
-        generation_rows=0 if share else chunk_groups * config.rl.group_size,
+        generation_rows=0 if share or elsewhere else chunk_groups * config.rl.group_size,
         lean_decoder=config.sampling.engine == "loop",
         engine_share=share,
         device_memory=device_memory,

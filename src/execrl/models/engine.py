@@ -22,10 +22,13 @@ from a stale policy unless the trainer pushes the new weights after each update.
 engines ("loop", "hf") generate with the policy module itself, so for them it only adopts the
 module it is given (a DDP wrapper or a new object after a reload) and copies nothing.
 
-Fault tolerance: an engine with its own copy of the policy and its own processes (vLLM) can die
-or hang while the trainer is fine, so `make_engine` hands it out under `SupervisedEngine`, which
-restarts it from the current weights and repeats the call (the same draws); no rollout is lost or
-scored 0 for the engine's failure.
+Devices: `make_engine(..., device="cuda:1")` runs any of them in a process of its own on that
+device (`models.remote_engine`, `sampling.engine_devices`), its weights pushed over a process group.
+
+Fault tolerance: an engine with its own copy of the policy and its own processes (vLLM, or one on
+a device of its own) can die or hang while the trainer is fine, so `make_engine` hands it out
+under `SupervisedEngine`, which restarts it from the current weights and repeats the call (the
+same draws); no rollout is lost or scored 0 for the engine's failure.
 
 Seeding: the in-process engines draw from torch's global generator, so a caller that seeds it
 (`torch.manual_seed`, as `rl.rollouts` does per chunk) gets the same completions as calling
@@ -127,7 +130,8 @@ _T = TypeVar("_T")
 
 
 class SupervisedEngine:
-    """An engine with its own copy of the policy (vLLM), restarted when it dies or hangs.
+    """An engine with its own copy of the policy (vLLM, or one in a process of its own),
+    restarted when it dies or hangs.
 
     Every call runs in a watcher thread while this one checks the engine's health every
     `poll_s` seconds: a dead engine (its process exited, killed or crashed) is seen within
@@ -238,22 +242,31 @@ class SupervisedEngine:
 _SUPERVISION = ("timeout_s", "restarts", "poll_s")
 
 
-def make_engine(name: str, model: Any, tokenizer: Any, **options: Any) -> RolloutEngine:
+def make_engine(name: str, model: Any, tokenizer: Any, *, device: str = "",
+                **options: Any) -> RolloutEngine:  # fmt: skip
     """The engine `sampling.engine` names, generating with `model` (a HF causal LM) and
     `tokenizer`. `options` go to engines that take them (vLLM: `models.vllm_engine`, and
-    `SupervisedEngine`'s timeout_s, restarts and poll_s)."""
-    if name in ("loop", "hf"):
-        if options:
-            raise ValueError(
-                f"sampling.engine = {name!r} takes no engine options, got {', '.join(options)}"
-            )
-        return InProcessEngine(name, model, tokenizer)
-    if name == "vllm":
-        from execrl.models.vllm_engine import VLLMEngine
+    `SupervisedEngine`'s timeout_s, restarts and poll_s). With a `device` (one entry of
+    `sampling.engine_devices`) the engine runs in a process of its own on that device
+    (`models.remote_engine`), supervised as vLLM is; `weights` is then the source each push
+    sends, and the other options go to the engine in that process."""
+    if name not in ENGINES:
+        raise ValueError(f"sampling.engine = {name!r}; choose one of {', '.join(ENGINES)}")
+    watch = {k: options.pop(k) for k in _SUPERVISION if k in options}
+    if device:
+        from execrl.models.remote_engine import RemoteEngine
 
-        watch = {k: options.pop(k) for k in _SUPERVISION if k in options}
-        return SupervisedEngine(lambda m: VLLMEngine(m, tokenizer, **options), model, **watch)
-    raise ValueError(f"sampling.engine = {name!r}; choose one of {', '.join(ENGINES)}")
+        return SupervisedEngine(
+            lambda m: RemoteEngine(name, m, tokenizer, device, **options), model, **watch
+        )
+    if name in ("loop", "hf"):
+        if options or watch:
+            raise ValueError(f"sampling.engine = {name!r} takes no engine options, got "
+                             f"{', '.join([*options, *watch])}")  # fmt: skip
+        return InProcessEngine(name, model, tokenizer)
+    from execrl.models.vllm_engine import VLLMEngine  # "vllm", the one left
+
+    return SupervisedEngine(lambda m: VLLMEngine(m, tokenizer, **options), model, **watch)
 
 
 def engine_missing(name: str) -> str | None:

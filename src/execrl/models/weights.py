@@ -104,3 +104,15 @@ def write_shards(directory: Path, weights: Iterable[tuple[str, torch.Tensor]],
     index = {"metadata": {"total_size": total}, "weight_map": weight_map}
     (directory / INDEX).write_text(json.dumps(index, indent=2) + "\n")
     return written
+
+
+def save_policy(directory: Path, model: Any, tokenizer: Any, weights: WeightSource) -> None:
+    """The policy in Hugging Face format, as an engine with its own copy loads it at start: the
+    base model's config and generation config, the weights as `weights` yields them (a LoRA
+    policy merged, a sharded one gathered a unit at a time), and the tokenizer."""
+    plain = base_model(model)
+    plain.config.save_pretrained(directory)
+    if getattr(plain, "generation_config", None) is not None:
+        plain.generation_config.save_pretrained(directory)
+    write_shards(directory, weights(model))
+    tokenizer.save_pretrained(directory)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,6 +64,11 @@ class SamplingConfig:
     # "loop": execrl's KV-cache decode loop (the fastest on small models); "hf": Hugging Face
     # `generate`, for models whose cache the loop does not drive (`models.engine`)
     engine: str = "loop"
+    # [] (the default): the engine runs in the trainer's process. Otherwise one device per
+    # trainer process ("cpu", "cuda", "cuda:N"; rank r uses entry r): the engine runs in a
+    # process of its own there and each update's weights are sent to it over a process group of
+    # their own (NCCL between GPUs, else gloo), one tensor at a time (`models.remote_engine`)
+    engine_devices: list[str] = field(default_factory=list)
     # Stop rules (`models.stop_rules`), in every engine: a row whose prompt shows a ``` fence
     # ends at the line closing its first block in its task's language (the code scored is that
     # block); one-turn rollouts only: an episode's turn may go on after a block
@@ -225,8 +231,9 @@ def load_config(
 
 
 # What `--resume` may change: how long and where the run goes on, not what it trains.
+# Where the engine runs changes no draw (`models.remote_engine`): another machine, other devices.
 RESUMABLE = ("run.steps", "run.checkpoint_every", "run.trackers", "run.merge_lora",
-             "sandbox.workers", "model.threads")  # fmt: skip
+             "sandbox.workers", "model.threads", "sampling.engine_devices")  # fmt: skip
 
 
 def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
@@ -383,6 +390,8 @@ def validate(config: TrainConfig, where: str = "config", this_machine: bool = Tr
     if config.rl.max_staleness < 0:
         raise ConfigError(f"{where}: rl.max_staleness must be at least 0 (0: synchronous)")
     _check_sampling(config.sampling, where)
+    if this_machine:
+        _check_engine_devices(config.sampling.engine_devices, where)
     problem = device_problem(config.model.device) if this_machine else None
     if problem:
         raise ConfigError(f"{where}: model.device = {problem}")
@@ -407,6 +416,24 @@ def _check_sampling(sampling: SamplingConfig, where: str) -> None:
             raise ConfigError(f"{where}: sampling.{name} = {value}; {rule}")
     if sampling.repeat_ngram < 0:
         raise ConfigError(f"{where}: sampling.repeat_ngram must be at least 0 (0: off)")
+
+
+def _check_engine_devices(devices: list[str], where: str) -> None:
+    """One device per trainer process (torchrun's WORLD_SIZE), each one this machine has."""
+    if not devices:
+        return
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if len(devices) != world:
+        raise ConfigError(
+            f"{where}: sampling.engine_devices names {len(devices)} device(s) for {world} "
+            f"trainer process(es); give one per process (rank r uses entry r), or [] for the "
+            f"engine in the trainer's own process"
+        )
+    for index, device in enumerate(devices):
+        known = device == "cpu" or device == "cuda" or device.startswith("cuda:")
+        problem = device_problem(device) if known else "not a device: use 'cpu', 'cuda' or 'cuda:N'"
+        if problem:
+            raise ConfigError(f"{where}: sampling.engine_devices[{index}] = {device!r}: {problem}")
 
 
 def to_dict(config: TrainConfig) -> dict[str, Any]:

@@ -15,6 +15,7 @@ false) and `summary.json`. It is made only once set-up succeeded.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -26,7 +27,7 @@ from typing import Any, Protocol
 
 from execrl.models import SamplingParams
 from execrl.models.adapter import absolute_base
-from execrl.models.engine import RolloutEngine, make_engine
+from execrl.models.engine import InProcessEngine, RolloutEngine, make_engine
 from execrl.models.threads import (
     Machine,
     choose_threads,
@@ -97,7 +98,7 @@ def train_step(run: Run, step: int) -> tuple[dict[str, Any], Gathered]:
     builder, learner = run.built.builder, run.built.learner
     start = time.perf_counter()
     if run.prefetch is None:  # draw prompts -> sample -> score -> filter groups (refills)
-        with learner.strategy.gathered(learner.model):
+        with _sampling(run):
             got, sampled = _gather(run, run.rollouts, step)
     else:  # gathered ahead by the rollout thread, from a policy at most rl.max_staleness old
         ahead = run.prefetch.take(step)
@@ -120,6 +121,15 @@ def train_step(run: Run, step: int) -> tuple[dict[str, Any], Gathered]:
     if run.config.env.kind.runs_harness:  # segments of rewritten histories, trained
         row["episode/segment_samples"] = built.segment_rows
     return row, got
+
+
+def _sampling(run: Run) -> contextlib.AbstractContextManager[None]:
+    """What generating needs of the trainer's module: an in-process engine samples it, so FSDP
+    gathers it whole; an engine with its own copy (vLLM, one on a device of its own) needs
+    nothing of it, and the process keeps only its shards."""
+    if isinstance(run.engine, InProcessEngine):
+        return run.built.learner.strategy.gathered(run.built.policy.model)
+    return contextlib.nullcontext()
 
 
 def _gather(run: Run, rollouts: Rollouts, step: int) -> tuple[Gathered, dict[str, Any]]:
@@ -183,10 +193,12 @@ def _train(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | 
     ):
         tok = built.policy.tokenizer
         chat = {"auto": None, "on": True, "off": False}[c.model.chat]
-        # an engine with its own copy takes the weights as the strategy yields them (FSDP:
-        # one decoder layer gathered at a time, never the whole model)
-        pushed = {"weights": built.learner.strategy.weights} if c.sampling.engine == "vllm" else {}
-        engine = make_engine(c.sampling.engine, built.policy.model, tok, **pushed)
+        # an engine with its own copy (vLLM, or any engine on a device of its own) takes the
+        # weights as the strategy yields them (FSDP: one decoder layer gathered at a time)
+        device = c.sampling.engine_devices[dist.rank()] if c.sampling.engine_devices else ""
+        own_copy = c.sampling.engine == "vllm" or device
+        pushed = {"weights": built.learner.strategy.weights} if own_copy else {}
+        engine = make_engine(c.sampling.engine, built.policy.model, tok, device=device, **pushed)
         params = SamplingParams(c.sampling.temperature, c.sampling.top_p,
                                 c.sampling.max_new_tokens, tuple(c.sampling.stop),
                                 code_end=c.sampling.code_end and c.env.one_turn,
@@ -267,11 +279,12 @@ def _loop(run: Run, sandbox: Any, log: Callable[[str], None], quiet: bool,
 
 
 def _prefetcher(run: Run, first_step: int) -> Prefetcher:
-    """The rollout thread (`rl.prefetch`), on its own copy of the policy; a vLLM engine
-    holds its own weights, which only the thread pushes to and samples while the steps run."""
+    """The rollout thread (`rl.prefetch`), on its own copy of the policy; an engine with its own
+    weights (vLLM, or one on a device of its own) is the thread's alone to push to and sample
+    while the steps run."""
     c, policy = run.config, run.built.policy
     shadow = policy_copy(policy.model)
-    own = run.engine.name != "vllm"
+    own = isinstance(run.engine, InProcessEngine)  # else it holds its own copy of the weights
     engine = make_engine(run.engine.name, shadow, policy.tokenizer) if own else run.engine
     rollouts = run.rollouts_on(engine)
     queued = load_prefetched(run.run_dir, first_step) if c.run.resume else []
@@ -308,7 +321,7 @@ def _evaluate_heldout(run: Run, sandbox: Any, summary: dict[str, Any], when: str
                       log: Callable[[str], None]) -> None:  # fmt: skip
     """Held-out pass@1 `when` ("before", "after") into the summary, and logged; a multi-turn
     run adds it by turn, through its environment."""
-    with run.built.learner.strategy.gathered(run.built.policy.model):
+    with _sampling(run):
         summary[f"heldout_pass@1_{when}"] = _heldout(run, sandbox)
         if not run.config.env.one_turn:
             summary[f"heldout_pass@1_by_turn_{when}"] = _heldout_by_turn(run, sandbox)
