@@ -235,3 +235,15 @@ def test_a_chunks_turns_draw_the_same_whichever_chunk_goes_first(monkeypatch):
     assert all(score in (1.0, 2.0, 3.0, 4.0) for group in forward for score in group)
     # chunk 1's first turn generated before chunk 0's first turn had stepped
     assert [x[0] for x in log[:3]] == ["generate", "generate", "stepped t0"]
+
+
+def test_a_process_left_without_a_chunk_is_said_at_start():
+    """Under torchrun each process generates its share of a step's chunks (round-robin): with
+    fewer chunks than processes some devices idle through every first sampling round."""
+    from execrl.rl.rollouts import gather_chunks, idle_processes
+
+    assert idle_processes(8, 8, 1) == "" and idle_processes(8, 2, 4) == ""
+    said = idle_processes(8, 8, 4)  # one chunk of 8 groups, four processes
+    assert "3 generate nothing" in said and "sampling.groups_per_generate to 2 or less" in said
+    assert [gather_chunks(1, rank, 4) for rank in range(4)] == [[0], [], [], []]
+    assert "1 generate nothing" in idle_processes(6, 2, 4)  # 3 chunks for 4 processes

@@ -115,3 +115,18 @@ def _chunk_seed(seed: int, step: int, round_: int, chunk: int) -> int:
 def gather_chunks(n_chunks: int, rank: int, world: int) -> list[int]:
     """The chunk ids this process generates: round-robin over processes."""
     return list(range(rank, n_chunks, world))
+
+
+def idle_processes(groups_per_step: int, groups_per_generate: int, world: int) -> str:
+    """What to say when a step's first sampling round leaves processes without a chunk (their
+    devices idle while the others generate), else ""."""
+    n_chunks = -(-groups_per_step // groups_per_generate)
+    if n_chunks >= world:
+        return ""
+    fits = max(1, groups_per_step // world)
+    return (
+        f"execrl: warning: {world} processes share {n_chunks} chunk(s) of "
+        f"sampling.groups_per_generate = {groups_per_generate} groups a step "
+        f"(rl.groups_per_step = {groups_per_step}): {world - n_chunks} generate nothing while the "
+        f"others do; set sampling.groups_per_generate to {fits} or less"
+    )

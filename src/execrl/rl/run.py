@@ -55,7 +55,7 @@ from execrl.rl.prefetch import (
     staleness_summary,
 )
 from execrl.rl.progress import IdleWatch, Progress, StopRequest, setup_warnings
-from execrl.rl.rollouts import Rollouts
+from execrl.rl.rollouts import Rollouts, idle_processes
 from execrl.tasks.schema import Task
 
 
@@ -172,6 +172,10 @@ def _train_threads(config: TrainConfig, tasks: list[Task] | None, heldout: list[
         threads = choose_threads(config.model.threads, setup.workers_beside(config.sandbox),
                                  Machine.now(), "model.threads")  # fmt: skip
     log(threads.line())
+    idle = idle_processes(config.rl.groups_per_step, config.sampling.groups_per_generate,
+                          dist.world_size())  # fmt: skip
+    if idle:
+        log(idle)
     with threads_used(threads):
         return _train(
             with_threads(config, threads), tasks, heldout, reward, quiet, observer, log, start
