@@ -244,6 +244,6 @@ def test_a_process_left_without_a_chunk_is_said_at_start():
 
     assert idle_processes(8, 8, 1) == "" and idle_processes(8, 2, 4) == ""
     said = idle_processes(8, 8, 4)  # one chunk of 8 groups, four processes
-    assert "3 generate nothing" in said and "sampling.groups_per_generate to 2 or less" in said
+    assert "3 of 4 processes generate nothing" in said and "set it to 2 or less" in said
     assert [gather_chunks(1, rank, 4) for rank in range(4)] == [[0], [], [], []]
-    assert "1 generate nothing" in idle_processes(6, 2, 4)  # 3 chunks for 4 processes
+    assert "1 of 4 processes" in idle_processes(6, 2, 4)  # 3 chunks for 4 processes

@@ -85,7 +85,7 @@ def test_devices_left_without_a_chunk_of_groups_are_named(capsys):
     # 16 groups in chunks of 8: two chunks for sixteen processes
     assert main(["plan", "--config", str(RECIPE), "--devices", "16"]) == 0
     out = capsys.readouterr().out
-    assert "note: 14 of 16 devices generate and train nothing" in out and "lower it to 1" in out
+    assert "note: 14 of 16 processes generate nothing" in out and "set it to 1 or less" in out
 
 
 RECIPES = sorted(RECIPE.parent.glob("qwen*.toml"))

@@ -73,6 +73,7 @@ def _plan(args: argparse.Namespace) -> int:
     from execrl.models.shape import ShapeError, shape_of
     from execrl.rl.config import ConfigError, TrainConfig, load_config
     from execrl.rl.memory_plan import alternatives, plan, step_compute
+    from execrl.rl.rollouts import idle_processes
 
     try:
         problem = _flag_problem(args)
@@ -95,13 +96,9 @@ def _plan(args: argparse.Namespace) -> int:
         print(json.dumps(_as_json(result, compute, options)))
         return 0
     print("\n".join(_table(result, compute, options, args)))
-    chunk_groups = _chunks(config, 1)[1]
-    chunks = math.ceil(config.rl.groups_per_step / chunk_groups)
-    if chunks < args.devices:  # a step's chunks go one to a process: the rest idle
-        print(f"note: {args.devices - chunks} of {args.devices} devices generate and train "
-              f"nothing: a step's {config.rl.groups_per_step} groups make {chunks} chunks of "
-              f"sampling.groups_per_generate = {chunk_groups}; lower it to "
-              f"{max(1, config.rl.groups_per_step // args.devices)}")  # fmt: skip
+    idle = idle_processes(config.rl.groups_per_step, _chunks(config, 1)[1], args.devices)
+    if idle:  # a step's chunks go one to a process: the rest idle
+        print(f"note: {idle}")
     return 0
 
 

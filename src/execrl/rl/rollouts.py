@@ -119,14 +119,13 @@ def gather_chunks(n_chunks: int, rank: int, world: int) -> list[int]:
 
 def idle_processes(groups_per_step: int, groups_per_generate: int, world: int) -> str:
     """What to say when a step's first sampling round leaves processes without a chunk (their
-    devices idle while the others generate), else ""."""
+    devices idle while the others generate), else "". `execrl train` and `execrl plan` say it."""
     n_chunks = -(-groups_per_step // groups_per_generate)
     if n_chunks >= world:
         return ""
     fits = max(1, groups_per_step // world)
     return (
-        f"execrl: warning: {world} processes share {n_chunks} chunk(s) of "
-        f"sampling.groups_per_generate = {groups_per_generate} groups a step "
-        f"(rl.groups_per_step = {groups_per_step}): {world - n_chunks} generate nothing while the "
-        f"others do; set sampling.groups_per_generate to {fits} or less"
+        f"{world - n_chunks} of {world} processes generate nothing while the others do: a step's "
+        f"{groups_per_step} groups (rl.groups_per_step) make {n_chunks} chunk(s) of "
+        f"sampling.groups_per_generate = {groups_per_generate}; set it to {fits} or less"
     )

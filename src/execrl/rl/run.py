@@ -175,7 +175,7 @@ def _train_threads(config: TrainConfig, tasks: list[Task] | None, heldout: list[
     idle = idle_processes(config.rl.groups_per_step, config.sampling.groups_per_generate,
                           dist.world_size())  # fmt: skip
     if idle:
-        log(idle)
+        log(f"execrl: warning: {idle}")
     with threads_used(threads):
         return _train(
             with_threads(config, threads), tasks, heldout, reward, quiet, observer, log, start
