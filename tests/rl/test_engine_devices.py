@@ -121,3 +121,39 @@ def test_torchrun_with_an_engine_process_per_trainer_process_trains_as_colocated
         assert done.returncode == 0, done.stderr[-3000:]
     here, there = _rows(tmp_path / "here"), _rows(tmp_path / "there")
     assert [r["step"] for r in there] == [0, 1] and there == here
+
+
+def test_the_vllm_engine_gets_the_configured_memory_share(tiny_model_dir, tmp_path, monkeypatch):
+    """sampling.engine_memory reaches vLLM as its gpu_memory_utilization (colocated or on a
+    device of its own); a share outside (0, 1] is a config error before any model loads."""
+    import importlib.util
+
+    import pytest
+
+    from execrl.rl import run as run_module
+    from execrl.rl.config import ConfigError
+
+    from .conftest import LetterE, tasks, tiny_config
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: object() if name == "vllm" else find_spec(name, *a))  # fmt: skip
+    for bad in ("0", "1.5"):
+        with pytest.raises(ConfigError, match="sampling.engine_memory"):
+            tiny_config(tiny_model_dir, tmp_path, "sampling.engine='vllm'",
+                        f"sampling.engine_memory={bad}")  # fmt: skip
+    given: dict = {}
+
+    class Made(Exception):
+        pass
+
+    def capture(name, model, tokenizer, *, device="", **options):
+        given.update(options, name=name, device=device)
+        raise Made
+
+    monkeypatch.setattr(run_module, "make_engine", capture)
+    config = tiny_config(tiny_model_dir, tmp_path, "sampling.engine='vllm'",
+                         "sampling.engine_memory=0.85")  # fmt: skip
+    with pytest.raises(Made):
+        run_module.train(config, tasks=tasks(), heldout=[], reward=LetterE(), quiet=True)
+    assert given["name"] == "vllm" and given["gpu_memory_utilization"] == 0.85

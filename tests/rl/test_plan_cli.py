@@ -66,6 +66,18 @@ def test_an_engine_on_a_device_of_its_own_takes_nothing_of_the_trainers(capsys):
     assert "vLLM engine" not in names(vllm)
 
 
+def test_a_colocated_vllm_engine_takes_the_configured_share(capsys):
+    """sampling.engine_memory is what the run gives vLLM (gpu_memory_utilization) and what the
+    plan counts on the trainer's device; --engine-share overrides it."""
+    vllm = ("--config", str(RECIPE), "--device-memory", "80GiB", "--set", "sampling.engine='vllm'")
+    engine = lambda p: [c["device_bytes"] for c in p["components"] if c["name"] == "vLLM engine"]  # noqa: E731
+    assert engine(_plan_json(capsys, *vllm)) == [int(0.5 * 80 * 2**30)]  # the default
+    assert engine(_plan_json(capsys, *vllm, "--set", "sampling.engine_memory=0.3")) == [
+        int(0.3 * 80 * 2**30)
+    ]
+    assert engine(_plan_json(capsys, *vllm, "--engine-share", "0.2")) == [int(0.2 * 80 * 2**30)]
+
+
 @pytest.mark.parametrize(
     ("argv", "says"),
     [(["--model", "7b", "--device-memory", "80"], "--device-memory '80': give a size with its unit"),

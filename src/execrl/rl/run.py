@@ -202,6 +202,8 @@ def _train(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | 
         device = c.sampling.engine_devices[dist.rank()] if c.sampling.engine_devices else ""
         own_copy = c.sampling.engine == "vllm" or device
         pushed = {"weights": built.learner.strategy.weights} if own_copy else {}
+        if c.sampling.engine == "vllm":
+            pushed["gpu_memory_utilization"] = c.sampling.engine_memory
         engine = make_engine(c.sampling.engine, built.policy.model, tok, device=device, **pushed)
         params = SamplingParams(c.sampling.temperature, c.sampling.top_p,
                                 c.sampling.max_new_tokens, tuple(c.sampling.stop),
