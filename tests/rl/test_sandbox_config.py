@@ -41,9 +41,9 @@ def test_sandbox_limits_load_into_one_limits_record(tmp_path, capsys):
 
 def test_the_old_flat_limit_names_load_with_one_message_each(tmp_path, capsys):
     path = tmp_path / "old.toml"
-    path.write_text("[sandbox]\nworkers = 1\nwall_s = 60.0\nmemory_mb = 512\n")
+    path.write_text("[sandbox]\nworkers = 1\nwall_s = 60.0\nmemory_mb = 512\nscratch_mb = 32\n")
     config = load_config(path)
-    assert config.sandbox.limits == Limits(wall_s=60.0, memory_mb=512)
+    assert config.sandbox.limits == Limits(wall_s=60.0, memory_mb=512, scratch_mb=32)
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
         f"execrl: {path}: sandbox.{name} is deprecated; it is sandbox.limits.{name} now "
