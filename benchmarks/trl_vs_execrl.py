@@ -124,7 +124,7 @@ def final_reward(args, tasks, model, tokenizer) -> float:
     """The trained policy's mean reward on every task, `--eval-samples` each at the training
     temperature, scored by one evaluator (execrl's rollouts) for both sides: the two trainers
     draw different tasks at each step, so their training rewards are not on the same tasks."""
-    from execrl.models.engine import make_engine
+    from execrl.models.engine_factory import make_engine
     from execrl.models.sampling import SamplingParams, encode_prompts
     from execrl.rewards.config import RewardConfig
     from execrl.rewards.scorer import RewardScorer

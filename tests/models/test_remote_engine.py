@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from execrl.models import SamplingParams, encode_prompts, load_policy
-from execrl.models.engine import EngineFailure, RolloutEngine, make_engine
+from execrl.models.engine import EngineFailure, RolloutEngine
+from execrl.models.engine_factory import make_engine
 from execrl.models.remote_engine import RemoteEngine
 from execrl.models.weights import plain_weights
 

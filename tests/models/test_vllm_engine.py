@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from execrl.models import SamplingParams, encode_prompts, load_policy
-from execrl.models.engine import RolloutEngine, make_engine
+from execrl.models.engine import RolloutEngine
+from execrl.models.engine_factory import make_engine
 from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
 from execrl.rewards.result import RewardResult
 from execrl.tasks import CallTests, Task

@@ -190,7 +190,7 @@ def run_eval(args: argparse.Namespace) -> int:
 def _engine_problem(model: str, spec: HeldoutSpec | None) -> str | None:
     """A model whose run generated with vLLM is evaluated with vLLM (as trained, one turn or
     episodes): said before anything loads where vLLM is not installed."""
-    from execrl.models.engine import engine_missing  # imports torch: not for --help
+    from execrl.models.engine_factory import engine_missing  # imports torch: not for --help
 
     missing = engine_missing(spec.engine) if spec is not None else None
     if not missing or spec is None:

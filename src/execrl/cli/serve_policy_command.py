@@ -137,7 +137,7 @@ def _build(config: ServePolicyConfig) -> tuple[Any, Any]:
     import torch
 
     from execrl.models.chat import uses_chat_template
-    from execrl.models.engine import make_engine
+    from execrl.models.engine_factory import make_engine
     from execrl.models.loading import load_policy
     from execrl.models.sampling import SamplingParams
     from execrl.rl.episodes.harness import context_length

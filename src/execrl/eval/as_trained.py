@@ -61,7 +61,7 @@ def evaluate_as_trained(
     import torch
 
     from execrl.models.chat import uses_chat_template
-    from execrl.models.engine import make_engine
+    from execrl.models.engine_factory import make_engine
     from execrl.models.loading import load_policy
 
     device = args.device

@@ -176,7 +176,7 @@ def _episodes(
         source = MultiTurn(config, scorer, TextReplies(reply), None, tasks, None,
                            generator.chat, conversation=TextConversation)  # fmt: skip
         return source.episodes(list(range(len(tasks))))
-    from execrl.models.engine import make_engine
+    from execrl.models.engine_factory import make_engine
     from execrl.models.sampling import SamplingParams
 
     tokenizer = generator.policy.tokenizer

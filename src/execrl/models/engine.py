@@ -22,7 +22,8 @@ from a stale policy unless the trainer pushes the new weights after each update.
 engines ("loop", "hf") generate with the policy module itself, so for them it only adopts the
 module it is given (a DDP wrapper or a new object after a reload) and copies nothing.
 
-Devices: `make_engine(..., device="cuda:1")` runs any of them in a process of its own on that
+`make_engine` (`models.engine_factory`) builds one by name. Devices: `make_engine(...,
+device="cuda:1")` runs any of them in a process of its own on that
 device (`models.remote_engine`, `sampling.engine_devices`), its weights pushed over a process group.
 
 Fault tolerance: an engine with its own copy of the policy and its own processes (vLLM, or one on
@@ -236,46 +237,3 @@ class SupervisedEngine:
             f"the current weights in {time.perf_counter() - start:.1f} s, {then} "
             f"(restart {self.restarts}; {self.max_restarts - attempt - 1} more for this call)"
         )
-
-
-# the options make_engine gives the supervisor, not the engine
-_SUPERVISION = ("timeout_s", "restarts", "poll_s")
-
-
-def make_engine(name: str, model: Any, tokenizer: Any, *, device: str = "",
-                **options: Any) -> RolloutEngine:  # fmt: skip
-    """The engine `sampling.engine` names, generating with `model` (a HF causal LM) and
-    `tokenizer`. `options` go to engines that take them (vLLM: `models.vllm_engine`, and
-    `SupervisedEngine`'s timeout_s, restarts and poll_s). With a `device` (one entry of
-    `sampling.engine_devices`) the engine runs in a process of its own on that device
-    (`models.remote_engine`), supervised as vLLM is; `weights` is then the source each push
-    sends, and the other options go to the engine in that process."""
-    if name not in ENGINES:
-        raise ValueError(f"sampling.engine = {name!r}; choose one of {', '.join(ENGINES)}")
-    watch = {k: options.pop(k) for k in _SUPERVISION if k in options}
-    if device:
-        from execrl.models.remote_engine import RemoteEngine
-
-        return SupervisedEngine(
-            lambda m: RemoteEngine(name, m, tokenizer, device, **options), model, **watch
-        )
-    if name in ("loop", "hf"):
-        if options or watch:
-            raise ValueError(f"sampling.engine = {name!r} takes no engine options, got "
-                             f"{', '.join([*options, *watch])}")  # fmt: skip
-        return InProcessEngine(name, model, tokenizer)
-    from execrl.models.vllm_engine import VLLMEngine  # "vllm", the one left
-
-    return SupervisedEngine(lambda m: VLLMEngine(m, tokenizer, **options), model, **watch)
-
-
-def engine_missing(name: str) -> str | None:
-    """What to install when engine `name` cannot run in this environment (vLLM absent), else
-    None: every command asks this before any model loads."""
-    import importlib.util
-
-    if name != "vllm" or importlib.util.find_spec("vllm") is not None:
-        return None
-    from execrl.models.vllm_engine import INSTALL_HINT
-
-    return INSTALL_HINT

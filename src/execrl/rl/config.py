@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from execrl.models.device import device_problem
-from execrl.models.engine import ENGINES, engine_missing
+from execrl.models.engine import ENGINES
+from execrl.models.engine_factory import engine_missing
 from execrl.models.sampling import out_of_range
 from execrl.rewards.config import RewardConfig, RewardConfigError
 from execrl.rl import algorithms, toml_config

@@ -27,7 +27,8 @@ from typing import Any, Protocol
 
 from execrl.models import SamplingParams
 from execrl.models.adapter import absolute_base
-from execrl.models.engine import InProcessEngine, RolloutEngine, make_engine
+from execrl.models.engine import InProcessEngine, RolloutEngine
+from execrl.models.engine_factory import make_engine
 from execrl.models.threads import (
     Machine,
     choose_threads,

@@ -226,13 +226,7 @@ def _spawn_once(
     if ctx["retire"]:  # a compile step left the scratch unusable: no run on top of it
         raise RuntimeError(ctx["retire"])
     uid = ctx["uid"]
-    if ctx["scratch_mb"] is not None and limits["scratch_mb"] != ctx["scratch_mb"]:
-        try:
-            isolation.resize_scratch(limits["scratch_mb"])
-        except OSError as exc:  # something of an earlier run is left there: no run on it
-            ctx["retire"] = f"the scratch filesystem could not be resized: {exc}"
-            raise RuntimeError(ctx["retire"]) from None
-        ctx["scratch_mb"] = limits["scratch_mb"]
+    _size_scratch(limits["scratch_mb"], ctx)
     scratch = make_scratch(uid, "filesystem" in ctx["layers"])
     if unit.get("files") or unit.get("source") or unit.get("binary") is not None:
         execunit.put_files(scratch, unit, uid)
@@ -305,6 +299,19 @@ def _spawn_once(
         "wall_s": wall,
         "maxrss_kb": maxrss_kb,
     }
+
+
+def _size_scratch(scratch_mb: int, ctx: dict[str, Any]) -> None:
+    """The scratch tmpfs (the filesystem layer's) resized to the run's `Limits.scratch_mb` when
+    the last run had another size."""
+    if ctx["scratch_mb"] is None or scratch_mb == ctx["scratch_mb"]:
+        return
+    try:
+        isolation.resize_scratch(scratch_mb)
+    except OSError as exc:  # something of an earlier run is left there: no run on it
+        ctx["retire"] = f"the scratch filesystem could not be resized: {exc}"
+        raise RuntimeError(ctx["retire"]) from None
+    ctx["scratch_mb"] = scratch_mb
 
 
 def _charge_memory(memory: Any, ctx: dict[str, Any], limits: dict[str, Any]) -> None:
