@@ -125,7 +125,7 @@ def test_a_killed_or_hung_engine_process_is_restarted_mid_step_with_the_current_
     import os
     import signal
 
-    from execrl.models import engine as engine_module
+    from execrl.models import engine_factory as engine_module  # where make_engine finds it
     from execrl.models.vllm_engine import VLLMEngine
 
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
