@@ -16,8 +16,8 @@ token afterwards: the same completions, without the time saved):
   it is looping, and a loop runs to the budget. Its text is the loop's start; it counts as
   truncated (finish "repeat", `Completion.truncated`), as the row it replaces would have.
 
-What a block is follows `rewards.extract.fences` (an opening line "```tag", closed by the next
-line that is only "```"), written here again because the models layer sits below rewards;
+What a block is follows `rewards.extract.fences`: both read its opening and closing lines with
+`tasks.languages.FENCE_OPENING` / `FENCE_CLOSING` (the models layer sits below rewards);
 tests/models/test_stop_rules.py pins the two together.
 """
 
@@ -28,11 +28,9 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from execrl.tasks.languages import fence_tags
+from execrl.tasks.languages import FENCE_CLOSING, FENCE_OPENING, fence_tags
 
 REPEAT_COPIES = 4  # an n-gram seen this many times in one row is a loop
-_OPENING = re.compile(r"[ \t]*```[ \t]*([\w+#.-]*)")
-_CLOSING = re.compile(r"[ \t]*```[ \t]*")
 _PYTHON_TAGS = fence_tags("python")
 _REASONING = re.compile(r"<think>.*?(?:</think>|\Z)", re.S)
 
@@ -46,9 +44,9 @@ def closes_code_block(text: str, tags: frozenset[str] = _PYTHON_TAGS) -> bool:
     opening: str | None = None
     for line in text.split("\n")[:-1]:  # whole lines only
         if opening is None:
-            match = _OPENING.match(line)
+            match = FENCE_OPENING.match(line)
             opening = None if match is None else match.group(1)
-        elif _CLOSING.fullmatch(line):
+        elif FENCE_CLOSING.fullmatch(line):
             if opening.lower() in tags:
                 return True
             opening = None

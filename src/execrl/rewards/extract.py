@@ -3,11 +3,11 @@ code, reasoning blocks, several blocks.
 
 Rules, in order: code inside reasoning blocks (`<think>...</think>`, or an unclosed `<think>` to
 the end) never counts. Among complete fenced blocks tagged with the task's language
-(`tasks.languages.FENCE_TAGS`: ```python for Python, ```sql for SQL, ```cpp for C++...) or untagged, take the last one that
-defines the entry point, else the last one. With no complete fence, a Python answer is the text
-itself when it parses, else the longest stretch that starts at a `def`/`class`/`import` line and
-parses. Otherwise there is no code: a truncated fence is not a program, and a block in another
-language than the task's is not its answer.
+(`tasks.languages.FENCE_TAGS`: ```python for Python, ```sql for SQL, ```cpp for C++...) or
+untagged, take the last one that defines the entry point, else the last one. With no complete
+fence, a Python answer is the text itself when it parses, else the longest stretch that starts
+at a `def`/`class`/`import` line and parses. Otherwise there is no code: a truncated fence is not
+a program, and a block in another language than the task's is not its answer.
 """
 
 from __future__ import annotations
@@ -16,14 +16,12 @@ import re
 from dataclasses import dataclass
 
 from execrl.rewards.syntax import parses
-from execrl.tasks.languages import fence_tags
+from execrl.tasks.languages import FENCE_CLOSING, FENCE_OPENING, fence_tags
 
 # What a fenced block is, as one regex: `fences` finds exactly its matches, in linear time (this
 # regex's lazy body rescans to the end from every unclosed opening line: 10,000 lines of
 # "```python" took 95 s; tests/rewards/test_hostile_source.py pins the two together).
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.M | re.S)
-_OPENING = re.compile(r"[ \t]*```[ \t]*([\w+#.-]*)")
-_CLOSING = re.compile(r"[ \t]*```[ \t]*")
 _CODE_START = re.compile(r"^(def |async def |class |import |from \S+ import |@)", re.M)
 _MAX_SCAN_LINES = 400  # bound on the prose fallback's quadratic search
 
@@ -52,12 +50,12 @@ def fences(text: str) -> list[Fence]:
         starts[n] = starts[n - 1] + len(lines[n - 1]) + 1
     next_closing = [len(lines)] * (len(lines) + 1)  # the first closing line at or after n
     for n in range(len(lines) - 1, -1, -1):
-        closes = _CLOSING.fullmatch(lines[n]) is not None
+        closes = FENCE_CLOSING.fullmatch(lines[n]) is not None
         next_closing[n] = n if closes else next_closing[n + 1]
     found: list[Fence] = []
     n = 0
     while n < len(lines) - 1:  # an opening line ends with a newline: never the last piece
-        opening = _OPENING.match(lines[n])
+        opening = FENCE_OPENING.match(lines[n])
         close = next_closing[n + 1]
         if opening is None or close == len(lines):
             n += 1

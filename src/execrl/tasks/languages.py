@@ -1,5 +1,5 @@
 """What a task's language is called: the names other tools use for it, and the tags of a fenced
-block in it as models write them.
+block in it as models write them, with the lines that open and close such a block.
 
 The lowest layer holds them because three layers read them: the sandbox (which toolchain runs a
 job), the models layer's stop rule (`models.stop_rules`: a row ends at its first block in its
@@ -8,6 +8,8 @@ answer).
 """
 
 from __future__ import annotations
+
+import re
 
 # Names other tools use for the same languages (SandboxFusion says "nodejs").
 ALIASES = {
@@ -30,6 +32,13 @@ FENCE_TAGS = {
     "bash": frozenset({"bash", "sh", "shell", "zsh"}),
     "verilog": frozenset({"verilog", "v", "systemverilog", "sv"}),
 }
+
+
+# The lines that open and close a fenced block: an opening line "```tag" (blanks around), closed by
+# the next line that is only "```". The extractor (`rewards.extract.fences`) and the stop rule
+# (`models.stop_rules`) read blocks by these same two lines.
+FENCE_OPENING = re.compile(r"[ \t]*```[ \t]*([\w+#.-]*)")
+FENCE_CLOSING = re.compile(r"[ \t]*```[ \t]*")
 
 
 def canonical_name(language: str) -> str:
