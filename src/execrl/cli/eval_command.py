@@ -193,7 +193,7 @@ def _engine_problem(model: str, spec: HeldoutSpec | None) -> str | None:
     from execrl.models.engine_factory import engine_missing  # imports torch: not for --help
 
     missing = engine_missing(spec.engine) if spec is not None else None
-    if not missing or spec is None:
+    if missing is None:  # not a trained model, or its engine is installed
         return None
     return f"{model} was trained with sampling.engine = {spec.engine!r} and is evaluated as trained. {missing}"
 

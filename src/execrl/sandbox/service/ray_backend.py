@@ -119,14 +119,17 @@ class RaySandbox:
         try:  # started, or raise here; an actor Ray cannot place would wait forever
             self._ray.get([s.handle.info.remote() for s in self._slots], timeout=start_timeout_s)
         except ray.exceptions.GetTimeoutError:
-            self._abandon()
-            raise RuntimeError(
+            # the cluster's CPUs read before a Ray of our own is shut down with the actors
+            message = (
                 f"sandbox.backend = 'ray': {actors} actors reserving {cpus:g} CPUs each did not "
                 f"start within {start_timeout_s:g} s on the cluster at {address!r} "
                 f"({ray.cluster_resources().get('CPU', 0):g} CPUs in all, "
                 f"{ray.available_resources().get('CPU', 0):g} free); lower sandbox.ray_actors "
                 "or sandbox.ray_cpus_per_actor (0 reserves none), or add nodes"
-            ) from None
+            )
+            self._closing = True
+            self._kill_actors()
+            raise RuntimeError(message) from None
 
     def _new_slot(self) -> _Slot:
         return _Slot(self._remote_cls.options(**self._actor_options).remote(*self._actor_args))
@@ -240,14 +243,11 @@ class RaySandbox:
             ray.get(closing, timeout=60)
         except Exception:  # noqa: BLE001 - a lost actor has nothing left to close
             pass
-        for s in self._slots:
-            ray.kill(s.handle)
-        if self._owns_ray:
-            ray.shutdown()
+        self._kill_actors()
 
-    def _abandon(self) -> None:
-        """Kill the actors without asking them to close (some never started)."""
-        self._closing = True
+    def _kill_actors(self) -> None:
+        """Kill every actor (asked to close first by `close`; not at a failed start, where some
+        never started), then the Ray this object started, if it did."""
         for s in self._slots:
             self._ray.kill(s.handle)
         if self._owns_ray:

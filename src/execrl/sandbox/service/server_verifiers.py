@@ -133,11 +133,11 @@ async def run_graded(
     judges goes to `custom_checker.run_checked`, and one that stops at its first failing case
     to `first_failure.run_stopping` (its windows split among `workers`), whose runs go through
     the same queue; order preserved."""
-    off_loop = {CHECKER: [], FIRST_FAILURE: []}
-    for i, job in enumerate(jobs):
-        if (name := route(job)) in off_loop:
-            off_loop[name].append(i)
-    rest = [i for i in range(len(jobs)) if route(jobs[i]) not in off_loop]
+    routes = [route(job) for job in jobs]
+    off_loop = {
+        name: [i for i, r in enumerate(routes) if r == name] for name in (CHECKER, FIRST_FAILURE)
+    }
+    rest = [i for i, r in enumerate(routes) if r not in off_loop]
     loop = asyncio.get_running_loop()
 
     def run(batch: Sequence[Job]) -> list[ExecutionResult]:  # from a route's thread
