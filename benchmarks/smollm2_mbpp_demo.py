@@ -27,7 +27,6 @@ before and after each stage. Run from the repository root with vLLM installed
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import statistics
@@ -68,22 +67,17 @@ def sets(pairs: dict[str, object]) -> list[str]:
     return [arg for key, value in pairs.items() for arg in ("--set", f"{key}={value}")]
 
 
-def clean_reference(code: str) -> str:
-    """MBPP's reference as a person would write it: 4-space indents, no tabs or CRLF."""
-    return ast.unparse(ast.parse(code.replace("\r\n", "\n")))
-
-
 def warmup_pairs(path: Path) -> int:
     """The SFT examples: each train-split task's prompt as `execrl train` shows it, the
     reference in one fenced block."""
-    from execrl.models.prompting import with_named_entry_points
+    from execrl.models.prompting import reference_answer, with_named_entry_points
     from execrl.tasks.registry import load_benchmark
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tasks = with_named_entry_points(load_benchmark("mbpp-train"))
     with path.open("w") as f:
         for task in tasks:
-            answer = f"```python\n{clean_reference(task.reference)}\n```"
+            answer = reference_answer(task, chat=True)  # one fenced block, re-printed
             messages = [{"role": "user", "content": task.prompt},
                         {"role": "assistant", "content": answer}]  # fmt: skip
             f.write(json.dumps({"messages": messages}) + "\n")

@@ -136,7 +136,7 @@ def _serve(args: argparse.Namespace) -> int:
 def _build(config: ServePolicyConfig) -> tuple[Any, Any]:
     import torch
 
-    from execrl.models.chat import uses_chat_template
+    from execrl.models.chat import chat_wanted, uses_chat_template
     from execrl.models.engine_factory import make_engine
     from execrl.models.loading import load_policy
     from execrl.models.sampling import SamplingParams
@@ -150,7 +150,7 @@ def _build(config: ServePolicyConfig) -> tuple[Any, Any]:
     policy = load_policy(config.model, device=device)
     policy.model.eval()
     tokenizer = policy.tokenizer
-    chat = uses_chat_template(tokenizer, {"auto": None, "on": True, "off": False}[config.chat])
+    chat = uses_chat_template(tokenizer, chat_wanted(config.chat))
     if chat and not getattr(tokenizer, "chat_template", None):
         raise ValueError(f"--chat on: the tokenizer of {config.model} has no chat template")
     engine = make_engine(config.engine, policy.model, tokenizer)

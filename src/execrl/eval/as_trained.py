@@ -60,7 +60,7 @@ def evaluate_as_trained(
     meta), results.jsonl and summary.json in out_dir; returns the summary."""
     import torch
 
-    from execrl.models.chat import uses_chat_template
+    from execrl.models.chat import chat_wanted, uses_chat_template
     from execrl.models.engine_factory import make_engine
     from execrl.models.loading import load_policy
 
@@ -79,7 +79,7 @@ def evaluate_as_trained(
         done = run_heldout(spec, engine, policy.tokenizer, tasks, sandbox)
     finally:
         engine.close()
-    chat = uses_chat_template(policy.tokenizer, {"auto": None, "on": True, "off": False}[spec.chat])
+    chat = uses_chat_template(policy.tokenizer, chat_wanted(spec.chat))
     meta = GenerationMeta(args.model, benchmark, spec.samples_per_task, spec.temperature,
                           spec.top_p, spec.max_new_tokens, chat, spec.code_end,
                           spec.repeat_ngram)  # fmt: skip

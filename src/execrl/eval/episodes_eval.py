@@ -30,7 +30,7 @@ from execrl.eval.as_trained import benchmark_for
 from execrl.eval.evaluate import print_summary, write_jsonl_atomic
 from execrl.eval.generation import stops_for
 from execrl.models.backends import ServerError
-from execrl.models.chat import uses_chat_template
+from execrl.models.chat import chat_wanted, uses_chat_template
 from execrl.rewards.config import RewardConfig
 from execrl.rewards.grading import DEFAULT_LIMITS
 from execrl.rewards.scorer import RewardScorer
@@ -100,7 +100,7 @@ def run_episodes_eval(args: argparse.Namespace, spec: HeldoutSpec | None) -> int
     write_jsonl_atomic(out_dir / "episodes.jsonl", [episode_record(e) for e in episodes])
     if args.corrections:
         tokenizer = _tokenizer_of(args.model)
-        chat = uses_chat_template(tokenizer, {"on": True, "off": False}.get(args.chat))
+        chat = uses_chat_template(tokenizer, chat_wanted(args.chat or "auto"))
         rows = correction_examples(tasks, episodes, tokenizer, chat=chat)
         write_jsonl_atomic(out_dir / "corrections.jsonl", rows)
         summary["corrections"] = len(rows)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from execrl.models.chat import uses_chat_template
+from execrl.models.chat import chat_wanted, uses_chat_template
 
 OPENAI_PREFIX = "openai:"
 
@@ -68,8 +68,7 @@ class HFGenerator:
         dtype = "bfloat16" if device.startswith("cuda") else "float32"
         self.policy = load_policy(model, device=device, dtype=dtype)
         self.policy.model.eval()
-        wanted = {"auto": None, "on": True, "off": False}[chat]
-        self.chat = uses_chat_template(self.policy.tokenizer, wanted)
+        self.chat = uses_chat_template(self.policy.tokenizer, chat_wanted(chat))
 
     def generate(self, prompts: Sequence[str], n: int, params: GenerationParams) -> list[list[str]]:
         from execrl.models.sampling import SamplingParams, encode_prompts, sample

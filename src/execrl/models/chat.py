@@ -28,3 +28,9 @@ def format_prompt(
 
 def uses_chat_template(tokenizer: Any, chat: bool | None) -> bool:
     return bool(getattr(tokenizer, "chat_template", None)) if chat is None else chat
+
+
+def chat_wanted(mode: str) -> bool | None:
+    """A `chat` setting ("auto", "on", "off": `model.chat`, `--chat`, a saved spec's) as
+    `uses_chat_template` and `format_prompt` take it: None is auto, the tokenizer decides."""
+    return {"auto": None, "on": True, "off": False}[mode]

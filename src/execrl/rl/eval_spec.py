@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from execrl.models.chat import chat_wanted
 from execrl.models.engine import RolloutEngine
 from execrl.models.prompting import with_named_entry_points, with_signature_prompts
 from execrl.models.sampling import SamplingParams
@@ -155,7 +156,7 @@ def run_heldout(
     evaluation does; task-major. `x.passed` is the verdict pass@1 averages. With a multi-turn
     `env`, each is an episode (`x.turns.passed_by_turn`)."""
     tasks = prompted(tasks, spec.prompt_format)
-    chat = {"auto": None, "on": True, "off": False}[spec.chat]
+    chat = chat_wanted(spec.chat)
     env = env or EnvConfig()  # "single": one turn
     params = SamplingParams(spec.temperature, spec.top_p, spec.max_new_tokens, spec.stop,
                             code_end=spec.code_end and env.one_turn,

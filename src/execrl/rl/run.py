@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from execrl.models import SamplingParams
 from execrl.models.adapter import absolute_base
+from execrl.models.chat import chat_wanted
 from execrl.models.engine import InProcessEngine, RolloutEngine
 from execrl.models.engine_factory import make_engine
 from execrl.models.threads import (
@@ -197,7 +198,7 @@ def _train(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | 
         RewardScorer(c.reward, sandbox, reward, sandbox_config=c.sandbox) as scorer,
     ):
         tok = built.policy.tokenizer
-        chat = {"auto": None, "on": True, "off": False}[c.model.chat]
+        chat = chat_wanted(c.model.chat)
         # an engine with its own copy (vLLM, or any engine on a device of its own) takes the
         # weights as the strategy yields them (FSDP: one decoder layer gathered at a time)
         device = c.sampling.engine_devices[dist.rank()] if c.sampling.engine_devices else ""
