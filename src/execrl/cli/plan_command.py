@@ -18,7 +18,6 @@ import re
 import sys
 from typing import Any
 
-# vLLM's share of the device when execrl starts it (`models.vllm_engine.VLLMEngine`'s default)
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)\s*$", re.IGNORECASE)
 _UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}  # fmt: skip
