@@ -57,6 +57,12 @@ def load_average() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+def save_timings(path: Path, timings: dict) -> None:
+    """Merged into what the file holds now: seeds run as parallel invocations share it."""
+    held = json.loads(path.read_text()) if path.is_file() else {}
+    path.write_text(json.dumps({**held, **timings}, indent=1))
+
+
 def execrl(*args: str) -> None:
     # vLLM drops torch to one thread "for serving" unless OMP_NUM_THREADS says otherwise
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
@@ -131,18 +137,21 @@ def evaluate(model: Path, out: Path, name: str, timings: dict) -> Path:
     return result
 
 
-def train(out: Path, model: Path, seed: int, timings: dict) -> Path:
-    final = out / f"s{seed}" / "final"
+def train(out: Path, model: Path, run: str, seed: int, overrides: list[str], timings: dict) -> Path:
+    """One seed of RL from `model` as runs/.../`run`; `overrides` are `--set` pairs on top of
+    the demo config (a variant of the recipe, named by --tag)."""
+    final = out / run / "final"
     if (final / "config.json").is_file():
         return final
     started, load = time.monotonic(), load_average()
-    print(f"smollm2_mbpp_demo: seed {seed} (load {load})", file=sys.stderr, flush=True)
+    print(f"smollm2_mbpp_demo: {run} (load {load})", file=sys.stderr, flush=True)
     # the held-out evaluation is this script's, once a model (`evaluate`), not the run's twice
-    more = {"model.path": model, "run.seed": seed, "run.out_dir": out, "run.name": f"s{seed}",
+    more = {"model.path": model, "run.seed": seed, "run.out_dir": out, "run.name": run,
             "data.heldout": '""'}  # fmt: skip
-    execrl("train", "--config", str(CONFIG), *sets(more))
-    timings[f"train s{seed}"] = {"s": round(time.monotonic() - started),
-                                 "load": [load, load_average()]}  # fmt: skip
+    extra = [arg for pair in overrides for arg in ("--set", pair)]
+    execrl("train", "--config", str(CONFIG), *sets(more), *extra)
+    timings[f"train {run}"] = {"s": round(time.monotonic() - started),
+                               "load": [load, load_average()], "set": overrides}  # fmt: skip
     return final
 
 
@@ -229,7 +238,21 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/smollm2-mbpp"))
     parser.add_argument("--collect", action="store_true", help="only tabulate and plot")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
+    parser.add_argument("--tag", default="",
+                        help="a recipe variant's name: its runs are TAG-s0, TAG-s1, ... and its "
+                             "rows 'GRPO TAG seed N' (give its --set pairs with it)")  # fmt: skip
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a training setting over the demo config",
+    )
+    parser.add_argument("--plot", type=Path, default=Path("docs/smollm2_mbpp.png"))
     args = parser.parse_args()
+    if args.overrides and not args.tag:
+        parser.error("--set changes the recipe: name the variant with --tag")
     timings_path = args.out / "timings.json"
     timings = json.loads(timings_path.read_text()) if timings_path.is_file() else {}
     from execrl.models.registry import fetched_dir
@@ -243,15 +266,16 @@ def main() -> None:
     for name, model in models.items():
         results[name] = evaluate(model, args.out, name, timings) if not args.collect else (
             args.out / "heldout" / name)  # fmt: skip
-        timings_path.write_text(json.dumps(timings, indent=1))
+        save_timings(timings_path, timings)
     for seed in args.seeds:
-        name = f"GRPO seed {seed}"
+        run = f"{args.tag}-s{seed}" if args.tag else f"s{seed}"
+        name = f"GRPO {args.tag + ' ' if args.tag else ''}seed {seed}"
         if not args.collect:
-            final = train(args.out, models["warm-up"], seed, timings)
-            results[name] = evaluate(final, args.out, f"s{seed}", timings)
+            final = train(args.out, models["warm-up"], run, seed, args.overrides, timings)
+            results[name] = evaluate(final, args.out, run, timings)
         else:
-            results[name] = args.out / "heldout" / f"s{seed}"
-        timings_path.write_text(json.dumps(timings, indent=1))
+            results[name] = args.out / "heldout" / run
+        save_timings(timings_path, timings)
     rows = {name: breakdown(path) for name, path in results.items()
             if (path / "results.jsonl").is_file()}  # fmt: skip
     print(table(rows))
@@ -259,7 +283,7 @@ def main() -> None:
     if seeds:
         print(f"GRPO over the warm-up: mean {100 * statistics.mean(seeds):+.1f} points, "
               f"min {100 * min(seeds):+.1f}, max {100 * max(seeds):+.1f} ({len(seeds)} seeds)")  # fmt: skip
-    plot(rows, Path("docs/smollm2_mbpp.png"))
+    plot(rows, args.plot)
     print(json.dumps({"rows": rows, "timings": timings}))
 
 
