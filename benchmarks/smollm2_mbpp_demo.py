@@ -198,6 +198,24 @@ def breakdown(result: Path) -> dict:
             **{k: kinds[k] for k in FAILURES}, "prose after the code": prose}  # fmt: skip
 
 
+def churn(result: Path, warm: Path) -> str:
+    """Which answers a run changed, against the warm-up's: the passes it kept, lost and gained,
+    and how many greedy answers are the warm-up's word for word (a small net change can hide a
+    large turnover)."""
+
+    def answers(path: Path) -> dict[str, dict]:
+        lines = (path / "results.jsonl").read_text().splitlines()
+        return {r["task_id"]: r for r in map(json.loads, filter(str.strip, lines))}
+
+    before, after = answers(warm), answers(result)
+    passed_before = {t for t, r in before.items() if r["passed"]}
+    passed_after = {t for t, r in after.items() if r["passed"]}
+    same = sum(before[t].get("raw") == r.get("raw") for t, r in after.items() if t in before)
+    return (f"passes kept {len(passed_before & passed_after)}, lost "
+            f"{len(passed_before - passed_after)}, new {len(passed_after - passed_before)}; "
+            f"{same} of {len(after)} answers the warm-up's word for word")  # fmt: skip
+
+
 def table(rows: dict[str, dict]) -> str:
     head = "| model | pass@1 | " + " | ".join(FAILURES[1:]) + " | prose after the code |"
     lines = [head, "|" + " --- |" * (len(FAILURES) + 2)]
@@ -276,13 +294,21 @@ def main() -> None:
         else:
             results[name] = args.out / "heldout" / run
         save_timings(timings_path, timings)
+    if args.collect:  # every variant's finished seeds, after the plain recipe's
+        for path in sorted((args.out / "heldout").glob("*-s[0-9]*")):
+            tag, seed = path.name.rsplit("-s", 1)
+            results.setdefault(f"GRPO {tag} seed {seed}", path)
     rows = {name: breakdown(path) for name, path in results.items()
             if (path / "results.jsonl").is_file()}  # fmt: skip
     print(table(rows))
-    seeds = [rows[n]["pass@1"] - rows["warm-up"]["pass@1"] for n in rows if n.startswith("GRPO")]
-    if seeds:
-        print(f"GRPO over the warm-up: mean {100 * statistics.mean(seeds):+.1f} points, "
-              f"min {100 * min(seeds):+.1f}, max {100 * max(seeds):+.1f} ({len(seeds)} seeds)")  # fmt: skip
+    for name, path in results.items():
+        if name.startswith("GRPO") and name in rows and "warm-up" in rows:
+            print(f"{name}: {churn(path, results['warm-up'])}")
+    for recipe in dict.fromkeys(n.rsplit(" seed ", 1)[0] for n in rows if n.startswith("GRPO")):
+        gains = [rows[n]["pass@1"] - rows["warm-up"]["pass@1"] for n in rows
+                 if n.startswith(recipe + " seed ")]  # fmt: skip
+        print(f"{recipe} over the warm-up: mean {100 * statistics.mean(gains):+.1f} points, "
+              f"min {100 * min(gains):+.1f}, max {100 * max(gains):+.1f} ({len(gains)} seeds)")  # fmt: skip
     plot(rows, args.plot)
     print(json.dumps({"rows": rows, "timings": timings}))
 
