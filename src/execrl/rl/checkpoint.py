@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,16 @@ def _write(directory: Path, state: dict[str, Any]) -> None:
         return
     directory.mkdir(exist_ok=True)
     tmp = directory / "state.pt.tmp"
-    torch.save(state, tmp)
+    try:
+        torch.save(state, tmp)
+    except (OSError, RuntimeError) as error:  # a full disk reads "unexpected pos ..." from torch
+        tmp.unlink(missing_ok=True)  # half a checkpoint would only keep the disk full
+        free_mib = shutil.disk_usage(directory).free / 2**20
+        raise OSError(
+            f"{directory / 'state.pt'}: the checkpoint could not be written ({error}); its disk "
+            f"has {free_mib:.0f} MiB free. Free some space or set run.out_dir to a larger disk "
+            "(the previous checkpoint, if any, is intact)"
+        ) from error
     os.replace(tmp, directory / "state.pt")
 
 
