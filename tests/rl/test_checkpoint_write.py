@@ -32,3 +32,23 @@ def test_a_checkpoint_that_cannot_be_written_names_its_file_and_removes_the_half
     assert not (directory / "state.pt.tmp").exists()
     monkeypatch.undo()
     assert torch.load(directory / "state.pt")["step"] == 3
+
+
+def test_every_checkpoint_file_is_written_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`execrl train`'s prefetched rollouts and `execrl sft`'s state go the same way."""
+    from execrl.cli.sft_command import _save_checkpoint
+    from execrl.rl.prefetch import save_prefetched
+
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    monkeypatch.setattr(checkpoint.torch, "save", _fail_half_way)
+    for save in (
+        lambda: save_prefetched(tmp_path, 2, []),
+        lambda: _save_checkpoint(tmp_path, 2, model, optimizer, scheduler),
+    ):
+        with pytest.raises(OSError, match="MiB free"):
+            save()
+        assert not list((tmp_path / "checkpoint").glob("*.tmp"))

@@ -182,8 +182,8 @@ def _trainable(model: Any) -> dict[str, Any]:
 
 
 def _save_checkpoint(run_dir: Path, step: int, model: Any, optimizer: Any, scheduler: Any) -> None:
-    """checkpoint/state.pt, written beside and renamed: a crash never leaves half a checkpoint."""
-    import torch
+    """checkpoint/state.pt, written beside and renamed (`rl.checkpoint.save_atomic`)."""
+    from execrl.rl.checkpoint import save_atomic  # imports torch: not for --help
 
     state = {
         "step": step,
@@ -192,9 +192,7 @@ def _save_checkpoint(run_dir: Path, step: int, model: Any, optimizer: Any, sched
         "scheduler": scheduler.state_dict(),
     }
     (run_dir / "checkpoint").mkdir(exist_ok=True)
-    tmp = run_dir / "checkpoint" / "state.pt.tmp"
-    torch.save(state, tmp)
-    tmp.replace(run_dir / "checkpoint" / "state.pt")
+    save_atomic(state, run_dir / "checkpoint" / "state.pt")
 
 
 def _load_checkpoint(run_dir: Path, model: Any, optimizer: Any, scheduler: Any) -> int:

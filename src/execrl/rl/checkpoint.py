@@ -51,18 +51,26 @@ def _write(directory: Path, state: dict[str, Any]) -> None:
     if dist.rank() != 0:
         return
     directory.mkdir(exist_ok=True)
-    tmp = directory / "state.pt.tmp"
+    save_atomic(state, directory / "state.pt")
+
+
+def save_atomic(state: dict[str, Any], path: Path) -> None:
+    """`torch.save` beside `path`, then renamed over it: a crash never leaves half a file. A save
+    that fails (a full disk) removes its half, leaves a file already at `path` as it was, and
+    names the file, the disk's free space and what to do. Every checkpoint file is written so:
+    `execrl train`'s state and prefetched rollouts, `execrl sft`'s state."""
+    tmp = path.with_name(path.name + ".tmp")
     try:
         torch.save(state, tmp)
     except (OSError, RuntimeError) as error:  # a full disk reads "unexpected pos ..." from torch
         tmp.unlink(missing_ok=True)  # half a checkpoint would only keep the disk full
-        free_mib = shutil.disk_usage(directory).free / 2**20
+        free_mib = shutil.disk_usage(path.parent).free / 2**20
         raise OSError(
-            f"{directory / 'state.pt'}: the checkpoint could not be written ({error}); its disk "
-            f"has {free_mib:.0f} MiB free. Free some space or set run.out_dir to a larger disk "
+            f"{path}: the checkpoint could not be written ({error}); its disk has "
+            f"{free_mib:.0f} MiB free. Free some space or set run.out_dir to a larger disk "
             "(the previous checkpoint, if any, is intact)"
         ) from error
-    os.replace(tmp, directory / "state.pt")
+    os.replace(tmp, path)
 
 
 def load_checkpoint(run_dir: Path, learner: Any, sampler: Any) -> tuple[int, dict[str, Any]]:

@@ -36,7 +36,6 @@ the step after them, so a resumed asynchronous run continues bit for bit as if n
 from __future__ import annotations
 
 import copy
-import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -47,6 +46,7 @@ from typing import Any
 import torch
 
 from execrl.models.engine import RolloutEngine
+from execrl.rl.checkpoint import save_atomic
 from execrl.rl.groups import Gathered
 
 
@@ -218,9 +218,7 @@ def save_prefetched(run_dir: Path, step: int, items: list[Prefetched]) -> None:
     so a crash in between leaves the file of the step `state.pt` holds."""
     directory = run_dir / "checkpoint"
     directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f"prefetched-{step}.pt.tmp"
-    torch.save({"step": step, "items": items}, tmp)
-    os.replace(tmp, _path(run_dir, step))
+    save_atomic({"step": step, "items": items}, _path(run_dir, step))
 
 
 def prune_prefetched(run_dir: Path, step: int) -> None:
