@@ -42,6 +42,7 @@ def _sft(args: argparse.Namespace) -> int:
     from execrl.cli.sft_config import load_sft_config, resume_sft_config
     from execrl.models.registry import require_fetched
     from execrl.report.trackers import TrackerUnavailable, tracker_names
+    from execrl.rl.checkpoint import Unwritable
     from execrl.rl.config import ConfigError
     from execrl.tasks.errors import TaskDataError
 
@@ -64,7 +65,8 @@ def _sft(args: argparse.Namespace) -> int:
         ValueError,
         ImportError,
         FileNotFoundError,
-    ) as e:  # FileNotFoundError: no model there (or offline)
+        Unwritable,
+    ) as e:  # FileNotFoundError: no model there (or offline); Unwritable: a full disk
         print(f"execrl sft: error: {e}", file=sys.stderr)
         return 2
     print(json.dumps(summary))
@@ -88,6 +90,7 @@ def _run_sft(config: Any, resume: Path | None) -> dict[str, Any]:
     from execrl.cli.sft_data import read_pairs, tokenize
     from execrl.models.loading import LoraSpec, load_policy
     from execrl.models.sft import collate_sft, train_steps
+    from execrl.rl.checkpoint import Unwritable
     from execrl.rl.setup import lr_schedule
 
     m = config.model
@@ -145,9 +148,12 @@ def _run_sft(config: Any, resume: Path | None) -> dict[str, Any]:
                              on_step, micro_batch_size=config.run.micro_batch_size)  # fmt: skip
     for tracker in trackers:
         tracker.close()
-    _save_checkpoint(run_dir, config.run.steps, model, optimizer, scheduler)
-    final = _save_final(run_dir, policy)
-    _inherit_eval_spec(config.model.path, final)
+    unsaved = None
+    try:
+        _save_checkpoint(run_dir, config.run.steps, model, optimizer, scheduler)
+    except Unwritable as error:  # a full disk: final/ is smaller and what a user wants most
+        unsaved = error
+    final = _save_final(run_dir, policy, config.model.path)
     summary = {
         "run_dir": str(run_dir),
         "final": str(final),
@@ -159,6 +165,8 @@ def _run_sft(config: Any, resume: Path | None) -> dict[str, Any]:
         "too_long": examples.too_long,
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    if unsaved is not None:
+        raise unsaved
     return summary
 
 
@@ -231,13 +239,21 @@ def _inherit_eval_spec(base: str, final: Path) -> None:
         spec.save(final)
 
 
-def _save_final(run_dir: Path, policy: Any) -> Path:
-    """final/: the model (LoRA merged into the base) and its tokenizer, loadable as model.path."""
+def _save_final(run_dir: Path, policy: Any, base: str) -> Path:
+    """final/: the model (LoRA merged into the base), its tokenizer and the eval spec it inherits
+    from `base`, loadable as model.path; written whole or not at all."""
     model = policy.model
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
     model.eval()
+    from execrl.rl.checkpoint import save_model_dir
+
     final = run_dir / "final"
-    model.save_pretrained(final)
-    policy.tokenizer.save_pretrained(final)
+
+    def write(directory: Path) -> None:
+        model.save_pretrained(directory)
+        policy.tokenizer.save_pretrained(directory)
+        _inherit_eval_spec(base, directory)
+
+    save_model_dir(final, write)
     return final

@@ -63,6 +63,7 @@ def _train(args: argparse.Namespace) -> int:
 def _train_with(args: argparse.Namespace, overrides: list[str]) -> int:
     from execrl.models.registry import require_fetched
     from execrl.report.trackers import TrackerUnavailable, tracker_names
+    from execrl.rl.checkpoint import Unwritable
     from execrl.rl.config import ConfigError, load_config, resume_config
     from execrl.rl.episodes.harness import HarnessError
     from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
@@ -85,6 +86,8 @@ def _train_with(args: argparse.Namespace, overrides: list[str]) -> int:
     except ConfigError as e:  # what the config asks of the tasks (a curriculum's levels)
         return _error(e)
     except HarnessError as e:  # the agent harness failed on every episode of a batch
+        return _error(e)
+    except Unwritable as e:  # a full disk; final/ was saved when the last checkpoint failed
         return _error(e)
     except KeyboardInterrupt:
         print("execrl train: interrupted twice: the step was abandoned; resume from the last "

@@ -12,10 +12,12 @@ from __future__ import annotations
 import os
 import random
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 
 from execrl.rl import dist
 
@@ -64,13 +66,41 @@ def save_atomic(state: dict[str, Any], path: Path) -> None:
         torch.save(state, tmp)
     except (OSError, RuntimeError) as error:  # a full disk reads "unexpected pos ..." from torch
         tmp.unlink(missing_ok=True)  # half a checkpoint would only keep the disk full
-        free_mib = shutil.disk_usage(path.parent).free / 2**20
-        raise OSError(
-            f"{path}: the checkpoint could not be written ({error}); its disk has "
-            f"{free_mib:.0f} MiB free. Free some space or set run.out_dir to a larger disk "
-            "(the previous checkpoint, if any, is intact)"
-        ) from error
+        raise _unwritable(path, "the checkpoint", error) from error
     os.replace(tmp, path)
+
+
+def save_model_dir(directory: Path, write: Callable[[Path], None]) -> None:
+    """A model directory (`final/`) written whole or not at all: `write` fills a directory
+    beside it, which then takes its place. A write that fails (a full disk) removes its half,
+    leaves a directory already there as it was, and names it, the free space and what to do."""
+    tmp = directory.with_name(directory.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        write(tmp)
+    except (OSError, RuntimeError, SafetensorError) as error:  # safetensors: "IoError(.. 28 ..)"
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _unwritable(directory, "the model", error) from error
+    old = directory.with_name(directory.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if directory.exists():
+        directory.rename(old)
+    tmp.rename(directory)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+class Unwritable(OSError):
+    """A checkpoint or a model directory that could not be written (a full disk), said for a
+    person: the path, the free space, what to do."""
+
+
+def _unwritable(path: Path, what: str, error: BaseException) -> Unwritable:
+    free_mib = shutil.disk_usage(path.parent).free / 2**20
+    return Unwritable(
+        f"{path}: {what} could not be written ({error}); its disk has {free_mib:.0f} MiB free. "
+        f"Free some space or set run.out_dir to a larger disk (what was there before, if "
+        "anything, is intact)"
+    )
 
 
 def load_checkpoint(run_dir: Path, learner: Any, sampler: Any) -> tuple[int, dict[str, Any]]:

@@ -41,7 +41,7 @@ from execrl.rewards.config import node_names
 from execrl.rewards.scorer import RewardScorer
 from execrl.rl import dist, setup
 from execrl.rl.batch_builder import NOTHING
-from execrl.rl.checkpoint import load_checkpoint, save_checkpoint
+from execrl.rl.checkpoint import Unwritable, load_checkpoint, save_checkpoint, save_model_dir
 from execrl.rl.config import ConfigError, TrainConfig, to_toml
 from execrl.rl.episode_sources import episode_source
 from execrl.rl.eval_spec import heldout_spec
@@ -93,6 +93,7 @@ class Run:
     nodes: list[str]  # the reward tree's node names: each is logged as reward/<name>
     rollouts_on: Callable[[RolloutEngine], Rollouts]  # the rollout stage on another engine
     prefetch: Prefetcher | None = None  # rl.max_staleness > 0: the rollout thread
+    unsaved: Unwritable | None = None  # the last checkpoint's failure, raised once final/ is saved
 
 
 def train_step(run: Run, step: int) -> tuple[dict[str, Any], Gathered]:
@@ -233,6 +234,8 @@ def _train(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | 
         _save_final(run, model)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     telemetry.end(summary)  # after summary.json: the report reads this run's, not a stale one
+    if run.unsaved is not None:
+        raise run.unsaved
     return summary
 
 
@@ -270,7 +273,11 @@ def _loop(run: Run, sandbox: Any, log: Callable[[str], None], quiet: bool,
             if c.run.checkpoint_every and step % c.run.checkpoint_every == 0:
                 _checkpoint(run, step, summary)
     progress.close()
-    _checkpoint(run, step, summary, last=True)
+    try:
+        _checkpoint(run, step, summary, last=True)
+    except Unwritable as error:  # a full disk: final/ is smaller and what a user wants most
+        run.unsaved = error
+        log(f"{error}\nThe run saves final/ first, then stops with this error.")
     if run.prefetch is not None:  # the thread is done; the engine takes the final policy
         run.prefetch.close()
         run.engine.sync_weights(built.policy.model)
@@ -389,9 +396,13 @@ def _save_final(run: Run, model: Any) -> None:
             model = model.merge_and_unload()
         else:
             absolute_base(model)
-    model.save_pretrained(final)
-    run.built.policy.tokenizer.save_pretrained(final)
-    heldout_spec(run.config).save(final)  # `execrl eval --model final` evaluates as trained
+
+    def write(directory: Path) -> None:
+        model.save_pretrained(directory)
+        run.built.policy.tokenizer.save_pretrained(directory)
+        heldout_spec(run.config).save(directory)  # `execrl eval --model final` as trained
+
+    save_model_dir(final, write)
 
 
 class FlaggedLog:
