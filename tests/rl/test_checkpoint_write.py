@@ -78,10 +78,6 @@ def test_a_model_directory_that_cannot_be_written_leaves_the_one_before(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["final"] and not any(final.iterdir())
 
 
-def _fail_the_last_save(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(checkpoint.torch, "save", _fail_half_way)
-
-
 @pytest.mark.parametrize("command", ["train", "sft"])
 def test_a_full_disk_at_the_last_checkpoint_still_leaves_the_trained_model(
     command: str,
@@ -106,7 +102,7 @@ def test_a_full_disk_at_the_last_checkpoint_still_leaves_the_trained_model(
         pairs = tmp_path / "pairs.jsonl"
         pairs.write_text(json.dumps({"prompt": "def f():\n", "completion": "    return 1\n"}))
         extra = [f"data.train={str(pairs)!r}", "run.steps=1", "run.batch_size=1"]
-    _fail_the_last_save(monkeypatch)
+    monkeypatch.setattr(checkpoint.torch, "save", _fail_half_way)  # the last save, the only one
     argv = [command, *sum((["--set", s] for s in common + extra), [])]
     assert main(argv) == 2
     error = capsys.readouterr().err

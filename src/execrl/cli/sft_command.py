@@ -242,12 +242,12 @@ def _inherit_eval_spec(base: str, final: Path) -> None:
 def _save_final(run_dir: Path, policy: Any, base: str) -> Path:
     """final/: the model (LoRA merged into the base), its tokenizer and the eval spec it inherits
     from `base`, loadable as model.path; written whole or not at all."""
+    from execrl.rl.checkpoint import save_model_dir
+
     model = policy.model
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
     model.eval()
-    from execrl.rl.checkpoint import save_model_dir
-
     final = run_dir / "final"
 
     def write(directory: Path) -> None:
