@@ -82,6 +82,8 @@ def test_unknown_engine_and_bad_calls_are_errors_naming_the_field(policy):
         make_engine("sglang", policy.model, policy.tokenizer)
     with pytest.raises(ValueError, match="takes no engine options"):
         make_engine("loop", policy.model, policy.tokenizer, gpu_memory_utilization=0.5)
+    with pytest.raises(ValueError, match="takes no engine options"):  # in a process of its own
+        make_engine("hf", policy.model, policy.tokenizer, device="cpu", gpu_memory_utilization=0.5)
     engine = make_engine("loop", policy.model, policy.tokenizer)
     ids = encode_prompts(policy.tokenizer, ["x"])
     with pytest.raises(ValueError, match="n "):

@@ -53,6 +53,13 @@ from execrl.models.sampling import Completion, SamplingParams, sample
 ENGINES = ("loop", "hf", "vllm")
 
 
+def refuse_options(name: str, options: Any) -> None:
+    """Only vLLM takes engine options: another engine given some is a config error."""
+    if name != "vllm" and options:
+        raise ValueError(f"sampling.engine = {name!r} takes no engine options, got "
+                         f"{', '.join(options)}")  # fmt: skip
+
+
 @runtime_checkable
 class RolloutEngine(Protocol):
     """Generates completions for batches of tokenized prompts with the current policy."""

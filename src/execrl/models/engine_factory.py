@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from execrl.models.engine import ENGINES, InProcessEngine, RolloutEngine, SupervisedEngine
+from execrl.models.engine import (
+    ENGINES,
+    InProcessEngine,
+    RolloutEngine,
+    SupervisedEngine,
+    refuse_options,
+)
 
 # the options make_engine gives the supervisor, not the engine
 _SUPERVISION = ("timeout_s", "restarts", "poll_s")
@@ -32,9 +38,7 @@ def make_engine(name: str, model: Any, tokenizer: Any, *, device: str = "",
             lambda m: RemoteEngine(name, m, tokenizer, device, **options), model, **watch
         )
     if name in ("loop", "hf"):
-        if options or watch:
-            raise ValueError(f"sampling.engine = {name!r} takes no engine options, got "
-                             f"{', '.join([*options, *watch])}")  # fmt: skip
+        refuse_options(name, [*options, *watch])
         return InProcessEngine(name, model, tokenizer)
     from execrl.models.vllm_engine import VLLMEngine  # "vllm", the one left
 

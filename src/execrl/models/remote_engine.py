@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from execrl.models.engine import EngineFailure
+from execrl.models.engine import EngineFailure, refuse_options
 from execrl.models.engine_messages import (
     EngineSpec,
     Failed,
@@ -68,9 +68,7 @@ class RemoteEngine:
     def __init__(self, name: str, model: Any, tokenizer: Any, device: str, *,
                  weights: WeightSource = plain_weights, start_timeout_s: float = 600.0,
                  group_timeout_s: float = 600.0, **options: Any) -> None:  # fmt: skip
-        if name != "vllm" and options:
-            raise ValueError(f"sampling.engine = {name!r} takes no engine options, got "
-                             f"{', '.join(options)}")  # fmt: skip
+        refuse_options(name, options)
         self.name, self.device, self.weights = name, device, weights
         plain = base_model(model)
         self.trainer_device = next(plain.parameters()).device
