@@ -174,3 +174,19 @@ def test_a_chart_program_that_closes_stdout_fails_at_once(sandbox):
     ((r, v),) = verify(sandbox, CHART, program, wall_s=30)
     assert not r.passed and "ended before its figure was read" in v.feedback, v.feedback
     assert r.wall_s < 20, r.wall_s
+
+
+@pytest.mark.slow  # about 5 s: two matplotlib runs
+def test_a_chart_runs_when_the_interpreter_is_reached_through_a_hidden_link(
+    sandbox, tmp_path, monkeypatch
+):
+    # A working tree whose .venv links to a venv elsewhere: the tree is hidden from a run, so
+    # the link is not there to follow (it was exit status 127, a SANDBOX_ERROR)
+    import os
+    import sys
+
+    link = tmp_path / "venv-bin"
+    link.symlink_to(os.path.realpath(os.path.dirname(sys.executable)))
+    monkeypatch.setattr(sys, "executable", str(link / os.path.basename(sys.executable)))
+    ((ref, verification),) = verify(sandbox, CHART, REFERENCE, wall_s=30)
+    assert ref.passed and verification.score == 1.0

@@ -93,6 +93,17 @@ def benchmark_data() -> list[str]:
     return paths
 
 
+def sandbox_interpreter() -> str:
+    """This interpreter's path as a confined run can reach it: its directory resolved (kept by
+    `default_keep`) and its own name. A venv reached through a link that sits in a hidden
+    directory (a working tree's `.venv` -> elsewhere) is otherwise not found there (exit 127).
+    Not the full realpath: a venv's `python` links to the base interpreter, which would not
+    see the venv's packages."""
+    return os.path.join(
+        os.path.realpath(os.path.dirname(sys.executable)), os.path.basename(sys.executable)
+    )
+
+
 def default_keep() -> list[str]:
     """Paths the interpreter needs: its prefixes and import path (and execrl itself)."""
     import execrl
@@ -100,6 +111,7 @@ def default_keep() -> list[str]:
     needed = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     needed.add(os.path.dirname(os.path.dirname(os.path.realpath(execrl.__file__))))
     needed.add(os.path.dirname(os.path.realpath(sys.executable)))
+    needed.add(os.path.dirname(sandbox_interpreter()))
     # An import path entry that is "/", /tmp, or a private directory (or holds one) would be
     # bound back whole over its cover: a script run from /tmp gave every run the host's /tmp
     # (shared between runs and workers, each wiping the others' scratch), one run from the

@@ -47,13 +47,13 @@ import hashlib
 import io
 import json
 import secrets
-import sys
 import threading
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from execrl.sandbox.confine.hidden_paths import sandbox_interpreter
 from execrl.sandbox.grading.artifacts import Artifact, ArtifactSpec, program_job, program_run
 from execrl.sandbox.grading.compare import same_number
 from execrl.sandbox.grading.job import Job
@@ -262,7 +262,7 @@ class ChartVerifier:
 def _job(program: str, request: VerifyRequest) -> Job:
     # A separate interpreter (bash execs it, confined like any run) with site-packages: -I
     # ignores the environment and the user's site directory.
-    launcher = f"OPENBLAS_NUM_THREADS=1 exec {sys.executable} -I runner.py\n"
+    launcher = f"OPENBLAS_NUM_THREADS=1 exec {sandbox_interpreter()} -I runner.py\n"
     files = (
         ("runner.py", RUNNER.encode()),
         ("chart.py", program.encode()),
