@@ -32,6 +32,8 @@ def metrics_row(step: int, steps: int) -> dict:
         "time/execute_s": 0.5,
         "time/execute_wait_s": 0.1,
         "time/update_s": 1.0,
+        "mem/rss_gib": 2.0 + 0.25 * step,  # a run creeping up
+        "mem/peak_rss_gib": 2.5 + 0.25 * step,
         "verdict/PASSED": p,
         "verdict/WRONG_ANSWER": rest * 0.5,
         "verdict/RUNTIME_ERROR": rest * 0.3,

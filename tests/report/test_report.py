@@ -30,6 +30,8 @@ def test_report_writes_plots_and_page(run_dir):
     for name in names:
         assert f'src="report/{name}"' in page
     assert "heldout_pass@1_after" in page and "0.6" in page
+    # the trainer's memory, first and last step: a creeping run shows it
+    assert "<tr><td>mem/rss_gib</td><td>2</td><td>4.75</td>" in page
     # best first: the passing completion; worst: the failing one, escaped, control char shown
     best = page.index("Best completions")
     worst = page.index("Worst completions")

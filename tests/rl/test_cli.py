@@ -19,14 +19,18 @@ def test_train_cli_end_to_end(tiny_model_dir, tmp_path, capsys):
     assert code == 0
     out, err = capsys.readouterr()
     summary = json.loads(out.strip().splitlines()[-1])
-    # the progress line says where the step's time went
-    assert re.search(r"step 1/1 .*\(generate \d+\.\d s, score \d+\.\d s, update \d+\.\d s\)", err)
+    # the progress line says where the step's time went, and how much memory the process holds
+    assert re.search(
+        r"step 1/1 .*\(generate \d+\.\d s, score \d+\.\d s, update \d+\.\d s, rss \d+\.\d GiB\)",
+        err,
+    )
     assert summary["steps"] == 1 and 0.0 <= summary["heldout_pass@1_after"] <= 1.0
     run = tmp_path / "cli"
     assert "max_new_tokens = 6" in (run / "config.toml").read_text()
     row = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
     assert {"reward_mean", "pass_rate", "sandbox_error_rate", "time/generate_s", "time/execute_s",
-            "time/update_s"} <= set(row)  # fmt: skip
+            "time/update_s", "mem/rss_gib", "mem/peak_rss_gib"} <= set(row)  # fmt: skip
+    assert 0.01 < row["mem/rss_gib"] <= row["mem/peak_rss_gib"] < 64
 
 
 def test_bad_config_is_a_clear_error(tmp_path, capsys, monkeypatch):

@@ -15,7 +15,7 @@ TABLE_KEYS = (
     "reward_mean", "reward_std", "pass_rate", "sandbox_error_rate", "timeout_rate", "masked_frac",
     "truncated_frac", "hack_flags", "kl", "entropy", "clip_frac", "grad_norm", "len_mean",
     "len_max", "tokens_per_s", "exec_per_s", "exec_latency_p50_s", "exec_latency_p95_s",
-    "groups_kept", "groups_drawn",
+    "groups_kept", "groups_drawn", "mem/rss_gib", "mem/peak_rss_gib", "mem/device_peak_gib",
 )  # fmt: skip
 TIME_KEYS = ("time/generate_s", "time/execute_s", "time/execute_wait_s", "time/update_s")
 

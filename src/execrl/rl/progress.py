@@ -60,10 +60,13 @@ class Progress:
 
 
 def step_times(row: dict[str, Any]) -> str:
-    """Where a step's time went, from its metrics row: 'generate 1.2 s, score 0.4 s, ...'."""
+    """Where a step's time went, from its metrics row: 'generate 1.2 s, score 0.4 s, ...', and
+    the process's resident memory after it."""
     parts = (("generate", "time/generate_s"), ("score", "time/execute_s"),
              ("update", "time/update_s"))  # fmt: skip
-    return ", ".join(f"{name} {row.get(key, 0.0):.1f} s" for name, key in parts)
+    times = ", ".join(f"{name} {row.get(key, 0.0):.1f} s" for name, key in parts)
+    # resident memory beside the times: a run creeping toward the machine's limit shows it
+    return times + (f", rss {row['mem/rss_gib']:.1f} GiB" if "mem/rss_gib" in row else "")
 
 
 def _duration(seconds: float) -> str:

@@ -47,6 +47,7 @@ from execrl.rl.episode_sources import episode_source
 from execrl.rl.eval_spec import heldout_spec
 from execrl.rl.groups import Gathered, gather
 from execrl.rl.heldout import heldout_pass_at_1, heldout_pass_at_1_by_turn
+from execrl.rl.memory import memory_metrics
 from execrl.rl.metrics import MetricsLog, mix_metrics, source_kl, step_metrics
 from execrl.rl.prefetch import (
     Prefetcher,
@@ -118,6 +119,7 @@ def train_step(run: Run, step: int) -> tuple[dict[str, Any], Gathered]:
     row = step_metrics(step, got, update, gathered - start, time.perf_counter() - gathered,
                        run.nodes)  # fmt: skip
     row.update(sampled)
+    row.update(memory_metrics(learner.device))
     row.update(source_kl(update.kl_by_task, run.built.sampler))
     if run.config.credit.correction_coef > 0:
         row["episode/correction_samples"] = built.correction_rows
