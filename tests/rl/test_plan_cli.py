@@ -51,6 +51,10 @@ def test_a_config_gives_the_settings_and_a_flag_overrides_them(capsys):
     assert planned["fits"] is True
     full = _plan_json(capsys, "--config", str(RECIPE), "--lora-r", "0", "--set", "rl.kl_coef=0.1")
     assert full["settings"]["lora_r"] == 0 and full["settings"]["reference"] is True
+    # the config's activation checkpointing is planned (in one process as under FSDP)
+    assert settings["activation_checkpointing"] is False
+    ac = _plan_json(capsys, "--config", str(RECIPE), "--set", "dist.activation_checkpointing=true")
+    assert ac["settings"]["activation_checkpointing"] is True
 
 
 def test_an_engine_on_a_device_of_its_own_takes_nothing_of_the_trainers(capsys):

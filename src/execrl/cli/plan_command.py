@@ -148,7 +148,8 @@ def _settings(args: argparse.Namespace, config: Any):
         completion_len=completion,
         micro_batch=min(args.micro_batch or config.rl.micro_batch_size, per_device),
         group_size=rl.group_size,
-        activation_checkpointing=args.activation_checkpointing,
+        activation_checkpointing=args.activation_checkpointing
+        or config.dist.activation_checkpointing,
         reference=config.uses_reference if args.reference is None else args.reference,
         value_head=config.algorithm.critic if args.value_head is None else args.value_head,
         # vLLM decodes inside its share; execrl's own engines hold a KV cache beside the model

@@ -16,6 +16,8 @@ from execrl.rl.toml_config import ConfigError
 
 STRATEGIES = ("ddp", "fsdp")
 DTYPES = ("", "float32", "bfloat16", "float16")  # "": the model's own (model.dtype)
+# the fields every strategy reads; the others are FSDP's alone
+EVERY_STRATEGY = ("strategy", "activation_checkpointing")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,8 +33,9 @@ class DistConfig:
     # FSDP `CPUOffloadPolicy`: sharded parameters, gradients and Adam state live in host memory
     # and the optimizer steps there; a GPU holds the gathered layers only
     cpu_offload: bool = False
-    # Recompute each decoder layer's activations in backward instead of keeping them
-    # (torch's composable `checkpoint` on every layer): memory for one more forward
+    # Recompute each decoder layer's activations in backward instead of keeping them: memory
+    # for one more forward. Under FSDP torch's composable `checkpoint` on every layer; one
+    # process or DDP, Hugging Face's gradient checkpointing (non-reentrant)
     activation_checkpointing: bool = False
     # strategy = "fsdp": write the sharded checkpoint in the background (`dcp.async_save`)
     # while training goes on; false writes it before the next step
@@ -48,7 +51,7 @@ class DistConfig:
                     "or '' (model.dtype)"
                 )
         if self.strategy != "fsdp":
-            given = [f.name for f in fields(self) if f.name != "strategy"
+            given = [f.name for f in fields(self) if f.name not in EVERY_STRATEGY
                      and getattr(self, f.name) != f.default]  # fmt: skip
             if given:
                 raise ValueError(

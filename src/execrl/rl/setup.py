@@ -19,6 +19,7 @@ import torch
 
 from execrl.models import LoraSpec, load_policy, reference_from
 from execrl.models.prompting import with_named_entry_points, with_signature_prompts
+from execrl.models.weights import base_model
 from execrl.rl import dist
 from execrl.rl.batch_builder import BatchBuilder
 from execrl.rl.batch_rows import model_terms
@@ -109,12 +110,31 @@ def _strategy(c: TrainConfig, policy: Any, reference: Any, value_head: Any,
               device: str) -> dist.Strategy:  # fmt: skip
     """How the processes share the model: whole copies, or FSDP's shards (`rl.fsdp`)."""
     if not c.dist.sharded:
+        if c.dist.activation_checkpointing:
+            checkpoint_layers(policy.model)
         return dist.Replicated()
     from execrl.rl import fsdp
 
     blank = fsdp.blank_batch(policy.tokenizer.pad_token_id, reference is not None,
                              value_head is not None, torch.device(device))  # fmt: skip
     return fsdp.shard(policy.model, reference, value_head, c.dist, blank)
+
+
+def checkpoint_layers(model: Any) -> None:
+    """Hugging Face's gradient checkpointing on a whole (unsharded) policy, non-reentrant so a
+    LoRA policy's frozen embeddings need no gradient. It acts in training mode only: the
+    engines generate in eval mode, with their KV cache."""
+    base = base_model(model)
+    if not getattr(base, "supports_gradient_checkpointing", False):
+        raise ValueError(
+            f"dist.activation_checkpointing: {type(base).__name__} does not support gradient "
+            "checkpointing; set it to false"
+        )
+    enable = getattr(base, "activation_checkpointing_enable", None)  # transformers 5's name
+    if enable is not None:
+        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 def workers_beside(sandbox: SandboxConfig) -> int:
