@@ -1,5 +1,6 @@
 """Whether two training runs are the same run: their metrics.jsonl rows equal field by field
-(timings aside) and their summaries equal (wall time and run directory aside).
+(measures of the machine aside: timings and memory, `rl.metrics.MACHINE_KEYS`) and their
+summaries equal (wall time and run directory aside).
 
     python benchmarks/same_runs.py BEFORE_RUN_DIR AFTER_RUN_DIR [MORE_PAIRS ...]
 
@@ -15,13 +16,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-TIMINGS = ("time/", "exec_per_s", "exec_latency_", "tokens_per_s")  # wall clock, not the run
+from execrl.rl.metrics import of_the_run
+
 SUMMARY_TIMINGS = ("seconds", "run_dir")
 
 
 def rows(run: Path) -> list[dict[str, Any]]:
     lines = (run / "metrics.jsonl").read_text().splitlines()
-    return [{k: v for k, v in json.loads(x).items() if not k.startswith(TIMINGS)} for x in lines]
+    return [of_the_run(json.loads(x)) for x in lines]
 
 
 def summary(run: Path) -> dict[str, Any]:

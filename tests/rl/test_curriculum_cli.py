@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from execrl.cli import main
+from execrl.rl.metrics import of_the_run
 
 EASY, HARD = "synthetic:difficulty=1,n=6", "synthetic:difficulty=3,n=6"
 
@@ -24,10 +25,7 @@ def _small(model_dir: Path, out_dir: Path, name: str) -> list[str]:
 
 def _rows(run_dir: Path) -> list[dict]:
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [
-        {k: v for k, v in r.items() if not k.startswith(("time/", "exec_", "tokens_per_s"))}
-        for r in rows
-    ]
+    return [of_the_run(r) for r in rows]
 
 
 def test_a_weighted_mix_logs_each_source_and_a_schedule_opens_levels_on_time(

@@ -10,14 +10,13 @@ import sys
 import pytest
 
 from execrl.cli import main
+from execrl.rl.metrics import of_the_run
 
 SMALL = ["data.n_train=8", "data.heldout=''", "run.steps=2", "rl.group_size=2",
          "rl.groups_per_step=2", "sampling.groups_per_generate=1", "sampling.max_new_tokens=6",
          "sampling.temperature=1.0", "sandbox.workers=1", "model.threads=1",
          "rl.dynamic_sampling=false", "rl.entropy_coef=0.1", "optim.lr=0.01",
          "run.trackers='none'"]  # fmt: skip
-# wall-clock figures, never equal between two runs
-TIMES = ("time/", "tokens_per_s", "exec_per_s", "exec_latency")
 
 
 def _train(model_dir, out_dir, name: str, *extra: str) -> int:
@@ -28,7 +27,7 @@ def _train(model_dir, out_dir, name: str, *extra: str) -> int:
 
 def _rows(run_dir) -> list[dict]:
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if not k.startswith(TIMES)} for r in rows]
+    return [of_the_run(r) for r in rows]
 
 
 # asynchronous: the rollout thread pushes to the engine process and samples from it

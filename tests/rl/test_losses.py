@@ -104,3 +104,11 @@ def test_entropy():
     logits = torch.tensor([[[0.0, 0.0], [math.log(0.75), math.log(0.25)]]])
     h = entropy_from_logprobs(torch.log_softmax(logits, -1))
     assert torch.allclose(h, torch.tensor([[math.log(2), 0.562335]]), atol=1e-6)
+
+
+def test_the_entropy_metric_and_the_entropy_bonus_are_the_same_numbers():
+    # the metric (no grad) multiplies in place to save a (B, T, V) temporary: bit for bit the
+    # bonus's value, so no logged figure moved
+    logp = torch.log_softmax(torch.randn(3, 5, 97, generator=torch.Generator().manual_seed(0)), -1)
+    bonus = entropy_from_logprobs(logp.clone().requires_grad_(True))
+    assert bonus.requires_grad and torch.equal(entropy_from_logprobs(logp), bonus.detach())

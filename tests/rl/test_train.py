@@ -11,6 +11,7 @@ import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
 from execrl.rl import algorithms
+from execrl.rl.metrics import of_the_run
 from execrl.rl.run import train
 
 from .conftest import LetterE, tasks, tiny_config
@@ -22,10 +23,7 @@ def _weights(run_dir):
 
 def _rows(run_dir):
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [
-        {k: v for k, v in r.items() if not k.startswith(("time/", "exec_", "tokens_per_s"))}
-        for r in rows
-    ]
+    return [of_the_run(r) for r in rows]
 
 
 def assert_learned(model_dir, run_dir):

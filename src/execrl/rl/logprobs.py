@@ -26,7 +26,10 @@ from execrl.models.hf_forward import cache_keyword, cache_of, forward_params
 
 def entropy_from_logprobs(logp: torch.Tensor) -> torch.Tensor:
     """H(pi(. | s_t)) = -sum_v p log p, from normalised log-probabilities (B, T, V) -> (B, T)."""
-    return -(logp.exp() * logp).sum(-1)
+    if logp.requires_grad:  # an entropy bonus: exp's output is kept for backward
+        return -(logp.exp() * logp).sum(-1)
+    # a metric: one (B, T, V) temporary, not two (the same values, multiplied in place)
+    return -logp.exp().mul_(logp).sum(-1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +140,9 @@ def token_stats(
     if temperature > 0:
         logits = logits / temperature
     logp_all = torch.log_softmax(logits, dim=-1)  # (B, T, V)
+    # log_softmax keeps its output for backward, not its input: the scaled logits can go
+    # before the entropy's temporaries are made
+    del logits
     logp = logp_all.gather(-1, batch.completion_ids.unsqueeze(-1)).squeeze(-1)
     if entropy:
         ent = entropy_from_logprobs(logp_all if entropy_grad else logp_all.detach())

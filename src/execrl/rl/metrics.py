@@ -20,6 +20,15 @@ from execrl.rl.groups import Gathered, GroupSummary
 from execrl.rl.prompts import PromptSampler
 from execrl.rl.trainer import UpdateMetrics
 
+# Prefixes of the row's entries that measure the machine, not the run (wall clock, memory): two
+# runs that draw and learn the same differ in these alone
+MACHINE_KEYS = ("time/", "exec_per_s", "exec_latency_", "tokens_per_s", "mem/")
+
+
+def of_the_run(row: dict[str, Any]) -> dict[str, Any]:
+    """`row` without its measures of the machine (MACHINE_KEYS)."""
+    return {k: v for k, v in row.items() if not k.startswith(MACHINE_KEYS)}
+
 
 class MetricsLog:
     def __init__(self, path: Path, keep_steps: int = 0, enabled: bool = True) -> None:
