@@ -3,8 +3,8 @@
 One micro-batch of `--rows` sequences (one prompt of `--prompt` tokens repeated, as GRPO's
 groups repeat it, and completions of `--completion` tokens), through `execrl train`'s own
 set-up (`rl.setup.build`) and one `Learner.update`, each setting in a fresh process so its
-peak resident memory (ru_maxrss) is its own. Prints a table and, last, a JSON line with the load
-average. Run from the repository root:
+peak resident memory (`rl.memory`, as each training step logs it) is its own. Prints a table
+and, last, a JSON line with the load average. Run from the repository root:
 
     python benchmarks/update_memory.py --model runs/smollm2-mbpp/warmup/final
 """
@@ -14,13 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
-
-GIB = float(1 << 30)
 
 
 def load_average() -> str:
@@ -35,13 +32,17 @@ def one(args: argparse.Namespace) -> dict:
     from execrl.rl.config import load_config
     from execrl.rl.logprobs import collate
     from execrl.rl.losses import Batch
+    from execrl.rl.memory import memory_metrics
+
+    def peak_gib() -> float:
+        return memory_metrics(torch.device("cpu"))["mem/peak_rss_gib"]
 
     overrides = [f"model.path='{args.model}'", f"rl.micro_batch_size={args.rows}",
                  f"dist.activation_checkpointing={str(args.checkpointing).lower()}",
                  f"model.lora_r={args.lora_r}", "sampling.engine='hf'"]  # fmt: skip
     config = load_config(None, overrides)
     built = setup.build(config, None, [])  # the default training set: the procedural suite
-    loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    loaded = peak_gib()
     g = torch.Generator().manual_seed(0)
     prompt = torch.randint(3, 1000, (args.prompt,), generator=g)
     completions = [
@@ -54,9 +55,9 @@ def one(args: argparse.Namespace) -> dict:
     start = time.perf_counter()
     built.learner.update([batch], float(mask.sum()))
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"loaded_gib": loaded / GIB, "peak_gib": peak / GIB,
-            "update_peak_gib": (peak - loaded) / GIB, "update_s": seconds}  # fmt: skip
+    peak = peak_gib()
+    return {"loaded_gib": loaded, "peak_gib": peak, "update_peak_gib": peak - loaded,
+            "update_s": seconds}  # fmt: skip
 
 
 def main() -> None:
