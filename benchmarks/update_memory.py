@@ -6,7 +6,11 @@ set-up (`rl.setup.build`) and one `Learner.update`, each setting in a fresh proc
 peak resident memory (`rl.memory`, as each training step logs it) is its own. Prints a table
 and, last, a JSON line with the load average. Run from the repository root:
 
-    python benchmarks/update_memory.py --model runs/smollm2-mbpp/warmup/final
+    .venv/bin/execrl models get smollm2-135m-instruct   # once
+    .venv/bin/python benchmarks/update_memory.py --model smollm2-135m-instruct
+
+(docs/engines.md's figures are of the MBPP warm-up, `runs/smollm2-mbpp/warmup/final`: the
+same shapes.)
 """
 
 from __future__ import annotations

@@ -8,11 +8,11 @@ import json
 import pytest
 import torch
 
+from execrl.cli import main
 from execrl.rl import setup
 from execrl.rl.fsdp import decoder_layers
-from execrl.rl.run import train
 
-from .conftest import LetterE, tasks, tiny_config
+from .conftest import tasks, tiny_config
 from .fsdp_helpers import batches
 
 
@@ -43,11 +43,21 @@ def test_one_process_recomputes_each_layer_and_updates_the_same(tiny_model_dir, 
         assert torch.allclose(trained["true"][name], weight, atol=1e-4), name
 
 
-def test_a_checkpointed_run_generates_with_its_cache_and_finishes(tiny_model_dir, tmp_path):
-    """Through `execrl train`'s loop with the hf engine (HF generate on the policy itself):
-    checkpointing acts in training mode only, so generation keeps its KV cache."""
-    config = tiny_config(tiny_model_dir, tmp_path, "run.steps=2", "sampling.engine='hf'",
-                         "dist.activation_checkpointing=true")  # fmt: skip
-    train(config, tasks=tasks(), heldout=[], reward=LetterE(), quiet=True)
+def test_execrl_train_checkpoints_a_one_process_run_and_finishes(tiny_model_dir, tmp_path,
+                                                                 monkeypatch):  # fmt: skip
+    """Through `execrl train --set dist.activation_checkpointing=true` with the hf engine (HF
+    generate on the policy itself): the policy is checkpointed, and since checkpointing acts in
+    training mode only, generation keeps its KV cache and the steps update."""
+    checkpointed = []
+    enable = setup.checkpoint_layers
+    monkeypatch.setattr(setup, "checkpoint_layers",
+                        lambda model: (checkpointed.append(model), enable(model)))  # fmt: skip
+    settings = [f"model.path={str(tiny_model_dir)!r}", f"run.out_dir={str(tmp_path)!r}",
+                "run.name='run'", "data.heldout=''", "data.n_train=8", "run.steps=2",
+                "rl.group_size=2", "rl.groups_per_step=2", "rl.dynamic_sampling=false",
+                "sampling.max_new_tokens=6", "sampling.engine='hf'", "sandbox.workers=1",
+                "dist.activation_checkpointing=true"]  # fmt: skip
+    assert main(["train", *sum((["--set", s] for s in settings), [])]) == 0
+    assert len(checkpointed) == 1 and decoder_layers(checkpointed[0])[0].gradient_checkpointing
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["skipped_update"] for r in rows] == [0.0, 0.0]
