@@ -21,6 +21,7 @@ from execrl.sandbox import Job, Limits, Sandbox
 from execrl.sandbox.confine import isolation
 from execrl.sandbox.grading import languages
 from execrl.tasks import StdioCase, StdioTests
+from sandbox.unprivileged import cannot_run_as_nobody
 
 # Prints what each call returned: -1 for every object the kernel refused, then whether the run
 # could open its worker's IPC limits for writing (it must not be able to raise them again).
@@ -100,7 +101,8 @@ def test_a_run_can_create_no_ipc_object_and_leaves_none_behind():
 AS_NOBODY = """
 import subprocess, sys
 sys.path.insert(0, "src")
-from execrl.sandbox import Job, Limits, Sandbox, isolation
+from execrl.sandbox import Job, Limits, Sandbox
+from execrl.sandbox.confine import isolation
 from execrl.tasks import StdioCase, StdioTests
 if sys.argv[1] == "probe":  # the pool starts its workers with sys.executable
     subprocess.run([sys.executable, "-c", "pass"], check=True)
@@ -124,7 +126,7 @@ def _as_nobody(python: str, base: str, *args: str) -> subprocess.CompletedProces
 @pytest.mark.parametrize("layers", ["network,filesystem", "network"])
 def test_without_root_a_run_can_create_no_ipc_object(layers):
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("needs root and setpriv to run as nobody")
+        cannot_run_as_nobody("needs root and setpriv to run as nobody")
     if languages.missing_tools("c"):
         pytest.skip("no C compiler")
     base = tempfile.mkdtemp(prefix="execrl-ipc-", dir="/var/tmp")
@@ -147,7 +149,7 @@ def test_without_root_a_run_can_create_no_ipc_object(layers):
             None,
         )
         if python is None:
-            pytest.skip("no Python 3.11+ for nobody, or no unprivileged user namespaces")
+            cannot_run_as_nobody("no Python 3.11+ for nobody, or no unprivileged user namespaces")
         done = _as_nobody(python, base, f"{layers},rlimits,audit")
         assert done.returncode == 0, done.stderr[-3000:]
         assert done.stdout == "PASSED " + REFUSED, done.stdout

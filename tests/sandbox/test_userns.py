@@ -7,6 +7,7 @@ runnable by nobody, or the kernel refuses unprivileged user namespaces."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import execrl
+from sandbox.unprivileged import cannot_run_as_nobody
 
 NOBODY = 65534
 SRC = Path(execrl.__file__).resolve().parent
@@ -32,7 +34,7 @@ def _as_nobody(python: str, args: list[str], cwd: str, timeout: float = 180.0):
 @pytest.fixture(scope="module")
 def nobody():
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("needs root and setpriv to run as nobody")
+        cannot_run_as_nobody("needs root and setpriv to run as nobody")
     base = tempfile.mkdtemp(prefix="execrl-userns-", dir="/var/tmp")
     os.chmod(base, 0o755)
     shutil.copytree(
@@ -59,9 +61,9 @@ def nobody():
                 break
     try:
         if python is None:
-            pytest.skip("no Python 3.11+ that nobody can run")
+            cannot_run_as_nobody("no Python 3.11+ that nobody can run")
         if out.stdout.strip() != "True":
-            pytest.skip("the kernel refuses unprivileged user namespaces")
+            cannot_run_as_nobody("the kernel refuses unprivileged user namespaces")
         yield {"python": python, "base": base, "secret": secret}
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -242,3 +244,50 @@ def test_without_root_a_run_cannot_replace_compiled_binaries(nobody, layers):
     assert out["hello"][0] == "PASSED" and out["bye"][0] == "WRONG_ANSWER"
     assert out["bye_again"][0] == "WRONG_ANSWER", out["bye_again"]
     assert out["hello_again"][0] == "PASSED"
+
+
+def test_without_root_a_run_reads_nothing_an_earlier_run_left_in_tmp(nobody):
+    """Runs keep the worker's uid here, so the worker's /tmp is theirs to write: run A leaves
+    the answer in /tmp (at its top, in a folder, hidden), and run B, which computes nothing,
+    reads it. One worker: both runs land on it."""
+    out = _run(
+        nobody,
+        """
+        out["leave"] = run(
+            "import os\\ndef f():\\n    os.makedirs('/tmp/d/e', exist_ok=True)\\n"
+            "    for p in ('/tmp/answer', '/tmp/d/e/answer', '/tmp/.answer'):\\n"
+            "        open(p, 'w').write('1')\\n    return 1\\n"
+        )
+        for name, path in (("top", "/tmp/answer"), ("nested", "/tmp/d/e/answer"),
+                           ("hidden", "/tmp/.answer")):
+            out[name] = run(f"def f():\\n    return int(open({path!r}).read())\\n")
+        out["listing"] = run("import os\\ndef f():\\n    print(sorted(os.listdir('/tmp')))\\n"
+                             "    return 1\\n")
+        """,
+    )
+    assert out["leave"][0] == "PASSED", out["leave"]
+    for name in ("top", "nested", "hidden"):
+        assert out[name][0] != "PASSED", (name, out[name])
+    # the run's scratch, and the compile cache bound back read-only: nothing else
+    listing = ast.literal_eval(out["listing"][1].strip())
+    assert [n for n in listing if not n.startswith("execrl-bin-")] == ["run"], out["listing"]
+
+
+def test_without_root_a_job_with_its_own_scratch_size_runs(nobody):
+    """A job whose `Limits.scratch_mb` differs from the pool's default: the worker resizes its
+    scratch tmpfs before the run, which needs the capability it held before dropping them all;
+    the run gets the size it asked for, and it still has no capability."""
+    out = _run(
+        nobody,
+        """
+        size = ("import os\\ndef f():\\n    s = os.statvfs('/tmp')\\n"
+                "    print(s.f_blocks * s.f_frsize >> 20)\\n"
+                "    line = [x for x in open('/proc/self/status') if x[:6] == 'CapEff'][0]\\n"
+                "    return 1 if int(line.split()[1], 16) == 0 else 0\\n")
+        for mb in (16, 64, 3):
+            out[str(mb)] = run(size, limits=Limits(wall_s=5.0, scratch_mb=mb))
+        """,
+    )
+    for mb in (16, 64, 3):
+        verdict, stdout, message = out[str(mb)]
+        assert verdict == "PASSED" and stdout.split() == [str(mb)], (mb, out[str(mb)])

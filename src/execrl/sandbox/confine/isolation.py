@@ -88,15 +88,19 @@ the job brought down).
 
 Without root, `network` and `filesystem` come from an unprivileged user namespace where the
 kernel allows one (`userns_available`): the worker enters new user, network, mount and pid
-namespaces, becomes pid 1 of its pid namespace, confines the filesystem as above, and then drops
-every capability, so that no run can undo a mount. Its IPC namespace belongs to an outer user
-namespace in which the user is root, since only that root may set the IPC limits
-(`_unshare_mapped`); runs have the same uid, so /proc/sys is mounted read-only for them. A run
-keeps the user's uid (the namespace maps that one uid only, so there is no `uid` layer), but it
-sees and can signal only the processes of its own worker's namespace, /proc shows nothing else,
-the process limit counts only that namespace's processes, and at the end `kill(-1)` from the
-worker (pid 1, which it cannot hit) removes every process the run started. What it can still do
-that the `uid` layer would forbid: read files the user can read outside the hidden directories.
+namespaces, becomes pid 1 of its pid namespace, confines the filesystem as above, and each run
+it forks drops every capability before any of its code runs, so that no run can undo a mount
+(the worker keeps them, to resize the scratch between runs). Runs have the worker's uid there,
+so the whole of its /tmp is theirs to write, not only the scratch: all of it is cleared after
+each run (`scratch.clear_tmp`), and no run reads what an earlier one left. Its IPC namespace
+belongs to an outer user namespace in which the user is root, since only that root may set the
+IPC limits (`_unshare_mapped`); runs have the same uid, so /proc/sys is mounted read-only for
+them. A run keeps the user's uid (the namespace maps that one uid only, so there is no `uid`
+layer), but it sees and can signal only the processes of its own worker's namespace, /proc
+shows nothing else, the process limit counts only that namespace's processes, and at the end
+`kill(-1)` from the worker (pid 1, which it cannot hit) removes every process the run started.
+What it can still do that the `uid` layer would forbid: read files the user can read outside
+the hidden directories.
 """
 
 from __future__ import annotations
@@ -368,8 +372,10 @@ def setup_worker(
     layers: set[str], hide: list[str], keep: list[str], scratch_mb: int, userns: bool = False
 ) -> None:
     """Confine the worker process itself, once, before any run. With `userns` the namespaces
-    exist already (`enter_user_namespace`), and the capabilities they gave are dropped at the
-    end: a run that had them could unmount what hides the user's files."""
+    exist already (`enter_user_namespace`), and the worker keeps the capabilities they gave (it
+    resizes and clears the scratch between runs with them), less its bounding set: each run
+    drops the rest as it starts (`syscalls.clear_capabilities`, in the worker's child), since a
+    run that had them could unmount what hides the user's files."""
     if userns:
         if "filesystem" in layers:
             _confine_filesystem(hide, keep, scratch_mb)
@@ -377,7 +383,7 @@ def setup_worker(
             # Runs have the uid the IPC limits are writable by (`_unshare_mapped`); the mount
             # namespace is the worker's own even without the filesystem layer.
             _lock_sysctls()
-        syscalls.drop_capabilities()
+        syscalls.drop_bounding_set()
         return
     flags = 0
     if "network" in layers:

@@ -50,6 +50,33 @@ def remove_scratch(path: str) -> bool:
     return not os.path.lexists(path)
 
 
+def clear_tmp(keep: list[str], top: str = "/tmp") -> bool:
+    """Remove everything in the worker's /tmp (`top`) but the paths bound back there (`keep`:
+    read-only binds of the interpreter or the compile cache) and the folders that lead to them;
+    True when nothing else is left. Never raises. Where runs have the worker's uid (a user
+    namespace) the whole of /tmp is theirs to write, and a file one left there would be the
+    next run's to read. Called with no run's process alive: nothing can swap a path meanwhile."""
+    try:
+        with os.scandir(top) as it:
+            entries = [(e.path, e.is_dir(follow_symlinks=False)) for e in it]
+    except OSError:
+        return False
+    clean = True
+    for path, is_dir in entries:
+        if path in keep:
+            continue
+        if is_dir and any(k.startswith(path + "/") for k in keep):
+            clean = clear_tmp(keep, path) and clean
+        elif is_dir:
+            clean = remove_scratch(path) and clean
+        else:
+            try:
+                os.unlink(path)
+            except OSError:
+                clean = False
+    return clean
+
+
 def remove_tree(path: str, max_passes: int = 1 << 20) -> None:
     """Remove the directory `path` and everything under it, however deep, with a constant
     number of open files and no recursion: `shutil.rmtree` recurses once per level (a run that

@@ -18,9 +18,10 @@ import sys
 import time
 
 from execrl.sandbox.confine import isolation, memcg, syscalls
+from execrl.sandbox.confine.hidden_paths import inside
 from execrl.sandbox.run import cases, execunit, protocol
 from execrl.sandbox.run.prepared import Prepared
-from execrl.sandbox.run.scratch import SCRATCH, make_scratch, remove_scratch
+from execrl.sandbox.run.scratch import SCRATCH, clear_tmp, make_scratch, remove_scratch
 from execrl.sandbox.run.watch import channel, drain, watch_run
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the worker 2 MB
@@ -165,6 +166,11 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
         # the size of the scratch tmpfs now (the filesystem layer): resized when a job's limits
         # ask for another (`Limits.scratch_mb`)
         "scratch_mb": config["scratch_mb"] if fixed_scratch else None,
+        # runs have our uid in a user namespace, so all of our /tmp is theirs to write: cleared
+        # after each run, but for what is bound back there (`scratch.clear_tmp`)
+        "tmp_keep": [k for k in config["keep"] if inside(k, "/tmp")]
+        if fixed_scratch and userns
+        else None,
         "prepared": prepared,
         "cache": ctx_cache,
         "memory": memory,
@@ -281,6 +287,8 @@ def _spawn_once(
     except OSError:  # what the run left there is unreadable: as if the files were absent
         kept = {}
     left = not remove_scratch(scratch)
+    if ctx["tmp_keep"] is not None:
+        left = not clear_tmp(ctx["tmp_keep"]) or left
     if left:
         ctx["retire"] = "the run's scratch directory could not be removed"
     if memory is not None:  # after the scratch is gone: its tmpfs pages were the run's too
@@ -442,6 +450,8 @@ def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, key, start=
         setrlimit = resource.setrlimit
         for which, value in limits["rlimits"]:
             setrlimit(which, value)
+        if ctx["userns"]:  # the worker kept its capabilities (it resizes the scratch): no run
+            syscalls.clear_capabilities()
         uid = ctx["uid"]
         if uid is not None:
             os.setgroups([])
