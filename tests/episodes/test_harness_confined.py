@@ -19,7 +19,7 @@ import pytest
 
 from execrl.rl.episodes import confine
 from execrl.rl.episodes.confine import Confinement, launcher_argv
-from execrl.rl.episodes.harness import HarnessConfig, run_harness_episodes
+from execrl.rl.episodes.harness import HarnessConfig, HarnessError, run_harness_episodes
 from execrl.sandbox.confine import hidden_paths
 from execrl.tasks import load_benchmark
 from execrl.tasks.jsonl import write_tasks
@@ -48,7 +48,13 @@ def test_a_harness_reads_nothing_where_the_sandbox_hides_benchmark_data(
     """It looks in every place the sandbox hides benchmark data, and in a task file the run
     named by its path (`jsonl:PATH`, anywhere), and finds nothing there; the same places, as
     this (trusted) process sees them, do hold data."""
-    monkeypatch.setenv("EXECRL_DATA_DIR", os.environ.get("EXECRL_DATA_DIR") or str(tmp_path))
+    # Without a data directory (a fresh clone), one of the test's own: beside the folder the
+    # harness writes its report to, not above it (the harness sees the data directory hidden,
+    # read-only, and everything under it; issue 42 item 1)
+    data = tmp_path / "data"
+    (data / "mbpp").mkdir(parents=True)
+    (data / "mbpp" / "mbpp.jsonl").write_text('{"answer": "hidden"}\n')
+    monkeypatch.setenv("EXECRL_DATA_DIR", os.environ.get("EXECRL_DATA_DIR") or str(data))
     own_tasks = tmp_path / "own" / "tasks.jsonl"
     own_tasks.parent.mkdir()
     write_tasks(own_tasks, [ADD])
@@ -61,6 +67,23 @@ def test_a_harness_reads_nothing_where_the_sandbox_hides_benchmark_data(
     assert places
     [report] = _snoop(scorer, tokenizer, tmp_path, places)
     assert report["data"] == [], report["data"][:5]
+
+
+def test_a_data_directory_holding_the_temporary_directory_is_said_before_any_harness_runs(
+    scorer, tokenizer, tmp_path, monkeypatch
+):
+    """A data directory the episodes' folders would lie in (EXECRL_DATA_DIR=/tmp, or TMPDIR
+    inside the data): the harness's view hides it whole, so no episode could have a folder.
+    Said as such, naming what to change, not as every launch's bare mount error."""
+    data = tmp_path / "data"
+    (data / "tmp").mkdir(parents=True)
+    monkeypatch.setenv("EXECRL_DATA_DIR", str(data))
+    monkeypatch.setattr(tempfile, "tempdir", str(data / "tmp"))
+    policy = ScriptedPolicy(tokenizer, [RIGHT])
+    config = HarnessConfig(f"{sys.executable} {SNOOP} {tmp_path / 'report'}")
+    with pytest.raises(HarnessError, match=r"lies inside .*data.*set TMPDIR to a folder outside"):
+        run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer, config)
+    assert not list((data / "tmp").iterdir())  # no episode folder was made
 
 
 def test_a_harness_cannot_find_or_reach_another_episode(scorer, tokenizer, tmp_path):

@@ -64,7 +64,23 @@ REWROTE = "the harness rewrote its history"  # how the note of such a masked epi
 
 
 class HarnessError(RuntimeError):
-    """The harness failed on every episode of a batch: nothing could be learned."""
+    """The harness failed on every episode of a batch, or cannot run here: nothing could be
+    learned."""
+
+
+def scratch_outside(hide: Sequence[str]) -> None:
+    """The episodes' folders go in the temporary directory, which must not lie in a place a
+    harness sees hidden (a data directory of /tmp, or TMPDIR inside one): covered, read-only
+    and empty, it would hold no folder to bind an episode's back at, and every launch failed
+    with a bare mount error."""
+    scratch = os.path.realpath(tempfile.gettempdir())
+    for place in hide:
+        if hidden_paths.inside(scratch, os.path.realpath(place)):
+            raise HarnessError(
+                f"the temporary directory {scratch} lies inside {place}, which a harness sees "
+                "hidden (benchmark data: $EXECRL_DATA_DIR or --data-dir, the caches); keep the "
+                "data elsewhere, or set TMPDIR to a folder outside it"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,11 +114,12 @@ class HarnessRunner:
         limits = [n for n in (context_length(engine), getattr(config, "max_tokens", 0)) if n]
         settings = ServeSettings(chat=uses_chat_template(tokenizer, chat), sampling=params,
                                  fixed_sampling=True, max_positions=min(limits, default=0))  # fmt: skip
+        # benchmark data as the sandbox hides it, and the task files this run named by path
+        self.hide = tuple(hidden_paths.benchmark_data()) + tuple(files_read())
+        scratch_outside(self.hide)
         self.server = PolicyServer(engine, tokenizer, settings, self.recorder)
         self.url = self.server.start()
         self.workdir = Path(tempfile.mkdtemp(prefix="execrl-harness-"))
-        # benchmark data as the sandbox hides it, and the task files this run named by path
-        self.hide = tuple(hidden_paths.benchmark_data()) + tuple(files_read())
 
     def close(self) -> None:
         self.server.close()
