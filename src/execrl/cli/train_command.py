@@ -66,6 +66,7 @@ def _train_with(args: argparse.Namespace, overrides: list[str]) -> int:
     from execrl.rl.checkpoint import Unwritable
     from execrl.rl.config import ConfigError, load_config, resume_config
     from execrl.rl.episodes.harness import HarnessError
+    from execrl.rl.setup import name_taken
     from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 
     try:
@@ -77,6 +78,9 @@ def _train_with(args: argparse.Namespace, overrides: list[str]) -> int:
             config = load_config(args.config, overrides)
         tracker_names(config.run.trackers or None)  # a bad tracker is an error before training
         require_fetched(config.model.path)  # a known model not fetched: before anything loads
+        taken = name_taken(config)
+        if taken:
+            raise ConfigError(taken)
     except (ConfigError, ValueError, TrackerUnavailable, FileNotFoundError) as e:
         return _error(e)
     try:

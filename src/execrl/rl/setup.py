@@ -145,15 +145,32 @@ def workers_beside(sandbox: SandboxConfig) -> int:
 
 
 def run_directory(c: TrainConfig) -> Path:
-    """The run's directory: the one resumed, or a new one under run.out_dir (made on rank 0)."""
+    """The run's directory: the one resumed, or a new one under run.out_dir (made on rank 0).
+    Its default name is rank 0's clock, for every process: each process's own named as many
+    directories as seconds the processes reached this line in."""
     if c.run.resume:
         return Path(c.run.resume)
-    name = c.run.name or time.strftime("%Y%m%d-%H%M%S")
+    name = c.run.name or dist.all_gather_objects(time.strftime("%Y%m%d-%H%M%S"))[0]
     run_dir = Path(c.run.out_dir) / name
     if dist.rank() == 0:
         run_dir.mkdir(parents=True, exist_ok=True)
     dist.barrier()
     return run_dir
+
+
+def name_taken(c: TrainConfig) -> str | None:
+    """What to do instead, where run.name names a directory that holds a run already (a second
+    run there wrote over the first's files and added its own TensorBoard events beside
+    theirs); None where the run may start."""
+    if c.run.resume or not c.run.name:
+        return None
+    run_dir = Path(c.run.out_dir) / c.run.name
+    if not run_dir.is_dir() or not any(run_dir.iterdir()):
+        return None
+    return (
+        f"{run_dir} exists (a run named {c.run.name!r}): continue it with --resume {run_dir}, "
+        "or choose another run.name"
+    )
 
 
 def lr_schedule(c: TrainConfig) -> Callable[[int], float]:
