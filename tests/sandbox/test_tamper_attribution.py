@@ -55,3 +55,40 @@ def test_a_stream_the_program_redirects_is_still_its_tampering(sandbox):
     result = sandbox.run(_job(program))
     assert result.verdict is not Verdict.PASSED
     assert "modified module sys" in result.message
+
+
+# KodCode's other shape: the tests point `sys.stdout` at a file they opened, call the program,
+# put the original back and read the file.
+TO_A_FILE = """
+import sys
+
+def test_prints_to_a_file():
+    original = sys.stdout
+    with open("captured.txt", "w") as handle:
+        sys.stdout = handle
+        greet()
+    sys.stdout = original
+    with open("captured.txt") as handle:
+        assert handle.read() == "hi\\n"
+"""
+
+
+def _file_job(program: str) -> Job:
+    return Job(program, AssertTests(TO_A_FILE, ("test_prints_to_a_file()",)), entry_point="greet")
+
+
+def test_a_file_the_tests_redirect_to_is_not_blamed_on_the_program(sandbox):
+    result = sandbox.run(_file_job("def greet():\n    print('hi')\n"))
+    assert result.verdict is Verdict.PASSED, (result.verdict, result.message)
+
+
+def test_a_file_the_program_redirects_to_is_still_its_tampering(sandbox):
+    """A program that leaves `sys.stdout` on a file of its own (so the tests' capture reads
+    nothing, or what it planted there) is caught as before, files being allowed to the tests."""
+    program = (
+        "import sys\ndef greet():\n    print('hi')\n"
+        "    sys.stdout = open('planted.txt', 'w')\n    sys.stdout.write('hi\\n')\n"
+    )
+    result = sandbox.run(_file_job(program))
+    assert result.verdict is not Verdict.PASSED
+    assert "modified module sys" in result.message

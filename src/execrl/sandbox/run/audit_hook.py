@@ -1,13 +1,22 @@
 """The audit hook the harness installs just before the candidate runs (`install`): it denies
-the ways Python code could reach the harness's key or bend the tests. Frame and traceback
-introspection, the garbage collector's object lists, trace and profile hooks, ctypes,
-hand-made code objects and marshal, subinterpreters, CPython's test and experimental modules,
-reading the process's own memory through /proc, new processes (unless the job allows them),
-and changing the code or defaults of functions that existed before the candidate ran or that
-the tests define. Reading a function's `__code__` is allowed (`logging` does at import).
+the ways Python code could reach the harness's key or bend the tests. Frames (`sys._getframe`,
+and the attributes that hand one out, `FRAME_ATTRIBUTES`), the garbage collector's object
+lists, trace and profile hooks, ctypes, hand-made code objects and marshal, subinterpreters,
+CPython's test and experimental modules, reading the process's own memory through /proc, new
+processes (unless the job allows them), and changing the code or defaults of functions that
+existed before the candidate ran or that the tests define, and reading the defaults of the
+tests' functions and of what stands for the candidate in them (`guard`'s wrapper). Every other
+audited read is allowed (`@dataclass`, `inspect.signature`, `logging`), and `traceback` formats
+exceptions without frames (`frameless`).
 
 Like `harness`, it runs on a private copy of its globals and builtins (`prepared._privatize`),
-so patching this module or a builtin changes nothing the hook does.
+so patching this module or a builtin changes nothing the hook does. The chart verifier's runner
+installs this same hook (its source shipped with the run), so the list has one home.
+
+What is still open: a Python signal handler is handed the frame it interrupts, with no audit
+event, and from it `f_back` leads to the tests' and the harness's frames (an assert-style
+test's expected values, the harness's state). Wrapping `signal.signal` would not close it:
+`_imp.create_builtin` makes a fresh `_signal` module, unaudited.
 """
 
 from __future__ import annotations
@@ -34,7 +43,6 @@ _DENIED_EVENTS = frozenset(
         "gc.get_objects",
         "gc.get_referrers",
         "gc.get_referents",
-        "object.__getattr__",  # tb_frame, f_code, gi_frame, cr_frame, ...: the way to frames
         "code.__new__",  # hand-made bytecode can read arbitrary memory
         "marshal.load",
         "marshal.loads",
@@ -52,38 +60,44 @@ _DENIED_IMPORT = re.compile(r"^(_test|_xx|_interp|_ctypes_test)")
 _PROCESS_EVENTS = frozenset(
     {"os.fork", "os.forkpty", "os.posix_spawn", "os.system", "subprocess.Popen"}
 )
+# The audited attribute reads that hand out a frame. From any frame, `f_back` leads to the
+# harness's frames (its state, its key) and the tests' (their expected values), and `f_back`,
+# `f_locals` and `f_globals` raise no audit event (CPython 3.11 to 3.13): these are the doors,
+# so they stay shut (`f_back` for an interpreter that audits it). The other audited reads hand
+# out code objects or defaults, never a frame: a function's `__code__` (`logging` at import),
+# `__defaults__` and `__kwdefaults__` (`inspect.signature`, so `@dataclass`), a frame's or a
+# generator's code (`traceback`, `inspect`).
+FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"})
+# Defaults are refused only on the functions of the tests and of `guard`'s wrapper, which keeps
+# what it works with (the run's state) in its keyword defaults.
+DEFAULTS = frozenset({"__defaults__", "__kwdefaults__"})
 _PROC_MEMORY = re.compile(r"^/proc/(self|thread-self|\d+)(/task/\d+)?/(mem|pagemap|map_files)")
 
 
-def install(
-    state: dict[str, Any], send: Any, allow_threads: bool, readable: Any = ("__code__",)
-) -> None:
+def install(state: dict[str, Any], send: Any, allow_threads: bool) -> None:
     """Deny, from now on in this process, what the module docstring lists; each denial is
-    reported through `send` (the first MAX_DENIALS_REPORTED) and raises. `readable`: the
-    audited attributes that may still be read (the chart verifier's runner, whose key is in no
-    function's defaults, lets matplotlib's `inspect.signature` read `__defaults__`)."""
+    reported through `send` (the first MAX_DENIALS_REPORTED) and raises."""
     # Everything the hook calls is bound here, before the candidate runs.
     denied = _DENIED_EVENTS if allow_threads else _DENIED_EVENTS | _PROCESS_EVENTS
     proc_memory, denied_import = _PROC_MEMORY.match, _DENIED_IMPORT.match
     function_type, str_type, id_ = types.FunctionType, str, id
     isinstance_, type_ = isinstance, type
+    frame_attributes, defaults = FRAME_ATTRIBUTES, DEFAULTS
     get_ident = state["p"]["get_ident"]
     pglobals, extra_globals = state["p"]["protected_globals"], state["extra_globals"]
     # A denial raises what the standard library already expects where the feature is missing
     # (namedtuple, enum, typing and logging fall back on ValueError from sys._getframe).
-    errors = {
-        "sys._getframe": ValueError,
-        "sys._current_frames": ValueError,
-        "object.__getattr__": AttributeError,
-    }
+    errors = {"sys._getframe": ValueError, "sys._current_frames": ValueError}
     default_error = RuntimeError
 
-    def protected(obj: Any) -> bool:
+    def protected(obj: Any, made_by_us: bool = False) -> bool:
         # Functions raise audit events when their code or defaults change; classes do not, so
         # the classes of the modules the tests use are restored (and checked) by `_snapshot`.
+        # `made_by_us`: only the tests' and `guard`'s wrappers (`extra_globals`), not every
+        # module's that existed before the candidate (`inspect.signature(namedtuple)`).
         if isinstance_(obj, function_type):
             g = id_(obj.__globals__)
-            return g in pglobals or g in extra_globals
+            return g in extra_globals or (not made_by_us and g in pglobals)
         return False
 
     denials = [0]
@@ -101,13 +115,16 @@ def install(
         # reach the harness's frames during `_candidate_line`.
         if privileged is True or (privileged and get_ident() == privileged):
             return
-        if event == "object.__getattr__" and args[1] in readable:
-            # A function's code: `logging` reads one at import (and `concurrent.futures`
-            # imports `logging`). It grants nothing: new code objects are denied (code.__new__,
-            # marshal), and the constants of existing ones are public source.
-            return
         if event in denied or event.startswith("ctypes."):
             pass
+        elif event == "object.__getattr__":
+            # `args[1]` is the C string CPython names the attribute by, an exact str.
+            if args[1] in frame_attributes:
+                event = f"reading {args[1]}"
+            elif args[1] in defaults and protected(args[0], True):
+                event = f"reading {args[1]} of {type_(args[0]).__name__}"
+            else:
+                return
         elif event in ("object.__setattr__", "object.__delattr__"):
             if not protected(args[0]):
                 return
@@ -121,6 +138,7 @@ def install(
         else:
             return
         report(event)
-        raise errors.get(event, default_error)(f"execrl sandbox: {event} is not permitted")
+        error = AttributeError if event[:8] == "reading " else errors.get(event, default_error)
+        raise error(f"execrl sandbox: {event} is not permitted")
 
     sys.addaudithook(hook)

@@ -62,8 +62,8 @@ What is still open:
 - Classes the program defines and the tests construct (MBPP's `Pair`, `Node`) run the
   program's `__init__` in the tests' lines; the restore before each test undoes module changes.
 - Program code the tests run outside a call (the `__init__` of a class above) may bind plain
-  data or an output buffer in a module the tests use, and that is then taken for the tests' own
-  change; a function or any other object it binds there is still found and undone.
+  data or an output buffer or file in a module the tests use, and that is then taken for the
+  tests' own change; a function or any other object it binds there is still found and undone.
 - A callback of the tests that rebinds one of their globals or a closure cell while the
   candidate calls it fails the run (it cannot be told from the candidate doing it).
 - Without /proc the thread count cannot be read: the harness then lowers the process limit so

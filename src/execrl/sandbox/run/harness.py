@@ -5,12 +5,13 @@ with a per-run key that lives only in this harness's locals and closures (a keye
 sequence number and text, `protocol.seal`), so no one else can write a line the worker believes,
 even after reading the harness's own; before each message the harness also checks that fd 3 is
 still that socket, and stops the run if not. Once the candidate runs, an audit hook
-(`audit_hook`) denies the ways Python code could reach that key or bend the tests: frame and
-traceback introspection, the garbage collector's object lists, trace and profile hooks, ctypes,
-hand-made code objects, reading the process's own memory, new processes (unless the job allows
-them), and changing the code or defaults of functions that existed before the candidate ran or
-that the tests define. Reading a function's `__code__` is allowed (`logging` does at import);
-its keyword defaults, where the wrapper the tests call keeps what it works with, are not.
+(`audit_hook`) denies the ways Python code could reach that key or bend the tests: frames
+(`sys._getframe`, a traceback's, a generator's or a coroutine's), the garbage collector's object
+lists, trace and profile hooks, ctypes, hand-made code objects, reading the process's own
+memory, new processes (unless the job allows them), and changing the code or defaults of
+functions that existed before the candidate ran or that the tests define. Other introspection
+is allowed (a function's code and defaults: `@dataclass`, `inspect.signature`), but not the
+keyword defaults of the wrapper the tests call, where it keeps what it works with.
 
 Threads are allowed. In stdin/stdout programs the harness waits for the threads that are not
 daemons, as the interpreter does at exit (`threading.Thread(target=main).start()`); call tests

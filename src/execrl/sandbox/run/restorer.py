@@ -8,10 +8,11 @@ and the builtins are put back as they were, and so is the import system (finders
 the path, the importer cache); modules first imported while the candidate could act are
 dropped from `sys.modules`, so the tests import them afresh. What had to be undone is
 reported, and a run that bent any of it does not pass (`grade`). What the tests themselves
-changed between calls (KodCode's tests point `sys.stdout` at a buffer to read what the
-program prints) is theirs: as a call begins, with no candidate code run since the last
-restore, a module whose changes are all plain data, output buffers or values it held at the
-start is taken as it is now, and the restore after the call puts that back (`tests_may_set`).
+changed between calls (KodCode's tests point `sys.stdout` at a buffer or a file to read what
+the program prints) is theirs: as a call begins, with no candidate code run since the last
+restore, a module whose changes are all plain data, output buffers, files or values it held at
+the start is taken as it is now, and the restore after the call puts that back
+(`tests_may_set`).
 """
 
 from __future__ import annotations
@@ -242,20 +243,44 @@ def module_closure(imports: Any) -> list[str]:
 # Values a test may bind in a module it uses without it counting as the program's tampering:
 # buffers to capture output into (they hold text or bytes, never code).
 _BUFFERS = (io.StringIO, io.BytesIO)
+# Bound here, as every class these checks compare with: the candidate may patch `io`.
+_TEXT_FILE, _BUFFERED_FILES, _RAW_FILE = (
+    io.TextIOWrapper,
+    (io.BufferedWriter, io.BufferedReader, io.BufferedRandom),
+    io.FileIO,
+)
 
 
 def tests_may_set(d: dict[str, Any], snap: dict[str, Any], originals: frozenset[int]) -> bool:
     """Whether every change from `snap` to `d` is one the tests may make: no binding removed,
-    and each new value plain data, an output buffer, or a value the module held at the start
-    (`sys.stdout = sys.__stdout__`). Anything else (a function, an object of a class some code
-    defined) stays a change the restore undoes and reports."""
+    and each new value plain data, an output buffer or file (`_is_file`), or a value the module
+    held at the start (`sys.stdout = sys.__stdout__`). Anything else (a function, an object of
+    a class some code defined) stays a change the restore undoes and reports."""
     for key, value in d.items():
         old = snap.get(key, _nothing)
         if old is value or id(value) in originals:
             continue
-        if type(value) not in _BUFFERS and not plain.is_exact(value):
+        if not _is_buffer(value) and not _is_file(value) and not plain.is_exact(value):
             return False
     return all(key in d for key in snap)
+
+
+def _is_buffer(value: Any) -> bool:
+    # By identity: `in` would call the == of a metaclass of the candidate's.
+    cls = type(value)
+    return any(cls is buffer for buffer in _BUFFERS)
+
+
+def _is_file(value: Any) -> bool:
+    """A file as `open()` makes it (KodCode's tests point `sys.stdout` at one they opened):
+    io's own classes, exactly, down to the descriptor, so writing to it runs no Python code.
+    Their `buffer` and `raw` are members of C types: reading them runs none either."""
+    if type(value) is _TEXT_FILE:
+        value = value.buffer
+    cls = type(value)
+    if any(cls is buffered for buffered in _BUFFERED_FILES):
+        value = value.raw
+    return type(value) is _RAW_FILE
 
 
 def fingerprint(snap: dict[str, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:

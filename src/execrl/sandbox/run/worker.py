@@ -19,7 +19,7 @@ import time
 
 from execrl.sandbox.confine import isolation, memcg, syscalls
 from execrl.sandbox.confine.hidden_paths import inside
-from execrl.sandbox.run import cases, execunit, protocol
+from execrl.sandbox.run import cases, execunit, frameless, protocol
 from execrl.sandbox.run.prepared import Prepared
 from execrl.sandbox.run.scratch import SCRATCH, clear_tmp, make_scratch, remove_scratch
 from execrl.sandbox.run.watch import channel, drain, watch_run
@@ -33,7 +33,11 @@ if TYPE_CHECKING:
 # a child it would cost tens of milliseconds). Kept short on purpose: each megabyte the worker
 # holds costs page-table copies at every fork, and a module the candidate imports that is not
 # here still loads, from disk, in its child.
-PREIMPORT = tuple("bisect collections functools heapq itertools math re string typing".split())
+# `traceback` (0.3 MB): `logging` imports it, and its walks are made frame-free once, here
+# (`frameless`), for every run the worker forks.
+PREIMPORT = tuple(
+    "bisect collections functools heapq itertools math re string traceback typing".split()
+)
 KEEP_OUTPUT = 64 << 10  # bytes of stdout/stderr returned to the parent
 
 
@@ -127,6 +131,7 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
     os.environ.update({"PATH": isolation.ENV_PATH, "LANG": "C.UTF-8"})
     for name in PREIMPORT:
         importlib.import_module(name)
+    frameless.install(sys.modules["traceback"])
     isolation.setup_worker(layers, config["hide"], config["keep"], config["scratch_mb"], userns)
     # Orphans of a run (daemons, double forks) become our children, not init's: we reap them,
     # so that no zombie keeps counting against the run uid's process limit.

@@ -58,7 +58,7 @@ from execrl.sandbox.grading.artifacts import Artifact, ArtifactSpec, program_job
 from execrl.sandbox.grading.compare import same_number
 from execrl.sandbox.grading.job import Job
 from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
-from execrl.sandbox.run import audit_hook, protocol
+from execrl.sandbox.run import audit_hook, frameless, protocol
 from execrl.sandbox.verifiers.base import (
     Verification,
     VerifierSpecError,
@@ -78,7 +78,7 @@ RUNNER = r"""
 import os, sys
 os.environ["MPLBACKEND"] = "Agg"
 os.environ["MPLCONFIGDIR"] = os.path.abspath(".mpl")
-import json, threading, warnings
+import json, threading, traceback, warnings
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -194,8 +194,8 @@ def main():
     sys.pycache_prefix = "/proc/execrl-no-bytecode"
     state = {"privileged": True, "dirty": False, "extra_globals": set(),
              "p": {"get_ident": threading.get_ident, "protected_globals": {id(globals())}}}
-    readable = ("__code__", "__defaults__", "__kwdefaults__")  # inspect.signature reads them
-    private("audit_hook.py")["install"](state, lambda **_: None, False, readable)
+    private("audit_hook.py")["install"](state, lambda **_: None, False)
+    private("frameless.py")["install"](traceback)  # the hook refuses tracebacks' frames
     state["privileged"] = False
     try:
         exec(compile(source, "chart.py", "exec"), {"__name__": "__main__"})
@@ -282,12 +282,13 @@ def _job(program: str, request: VerifyRequest) -> Job:
 
 @functools.cache
 def _shipped_modules() -> tuple[tuple[str, bytes], ...]:
-    """The runner seals its line with execrl's own `protocol.seal` and guards its key with
-    execrl's own audit hook, the harness's (one home for each): their sources go with it, since
+    """The runner seals its line with execrl's own `protocol.seal`, guards its key with
+    execrl's own audit hook, the harness's, and formats tracebacks without frames as runs do
+    (`frameless`) (one home for each): their sources go with it, since
     the runner's interpreter runs isolated (-I) and need not see execrl."""
     return tuple(
         (f"{module.__name__.rsplit('.', 1)[1]}.py", Path(module.__file__ or "").read_bytes())
-        for module in (protocol, audit_hook)
+        for module in (protocol, audit_hook, frameless)
     )
 
 
