@@ -190,3 +190,21 @@ def test_a_chart_runs_when_the_interpreter_is_reached_through_a_hidden_link(
     monkeypatch.setattr(sys, "executable", str(link / os.path.basename(sys.executable)))
     ((ref, verification),) = verify(sandbox, CHART, REFERENCE, wall_s=30)
     assert ref.passed and verification.score == 1.0
+
+
+@pytest.mark.slow  # about 5 s: two matplotlib runs
+def test_a_right_chart_that_logs_a_traceback_passes(sandbox):
+    """The runner installs the harness's audit hook, which refuses only what hands out a frame,
+    and formats tracebacks without frames as runs do (`frameless`): a program that uses a
+    dataclass and logs a handled error with its traceback draws its chart and passes."""
+    program = (
+        "import logging, traceback\nfrom dataclasses import dataclass\n"
+        "import matplotlib.pyplot as plt\n\n@dataclass\nclass Sale:\n"
+        "    region: str\n    amount: int = 0\n\n"
+        "sales = [Sale('a', 3), Sale('b', 1), Sale('c', 2)]\ntry:\n    int('n/a')\n"
+        "except ValueError:\n    traceback.print_exc()\n    logging.exception('bad amount')\n"
+        "plt.bar([s.region for s in sales], [s.amount for s in sales])\n"
+        "plt.title('Sales')\nplt.xlabel('region')\n"
+    )
+    ((r, v),) = verify(sandbox, CHART, program, wall_s=30)
+    assert r.passed and v.score == 1.0, v.feedback
