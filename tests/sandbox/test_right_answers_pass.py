@@ -307,3 +307,22 @@ def test_no_frame_reaches_the_program(sandbox, door):
     every other introspection is allowed."""
     r = run_attack(sandbox, assert_job(FRAME_WALKS[door], "check(candidate)", READS_EXPECTED))
     assert r.verdict in (Verdict.RUNTIME_ERROR, Verdict.WRONG_ANSWER), (r.verdict, r.message)
+
+
+SIGNAL_HANDLER_FRAME = WALK + (
+    "import signal\nfound = []\n"
+    "def f(x):\n    signal.signal(signal.SIGALRM, lambda signum, frame: found.append(frame))\n"
+    "    signal.setitimer(signal.ITIMER_REAL, 0.001)\n    while not found:\n        pass\n"
+    "    return walk(found[0])\n"
+)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (audit_hook's docstring): CPython hands a Python signal handler the frame it "
+    "interrupts, with no audit event, and _imp.create_builtin makes a fresh _signal module, so "
+    "no wrapper of signal.signal closes it",
+)
+def test_a_signal_handler_is_handed_no_frame(sandbox):
+    r = run_attack(sandbox, assert_job(SIGNAL_HANDLER_FRAME, "check(candidate)", READS_EXPECTED))
+    assert r.verdict in (Verdict.RUNTIME_ERROR, Verdict.WRONG_ANSWER), (r.verdict, r.message)
