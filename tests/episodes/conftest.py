@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass, field
 
 import pytest
@@ -74,3 +76,13 @@ def play(
         lambda: make_env(env, scorer), [task], policy, tokenizer, PARAMS, chat=chat, **kw
     )
     return policy, episode
+
+
+@pytest.fixture(autouse=True)
+def _harness_readable_tmp(tmp_path):
+    """As root a harness runs under a uid of its own (`sandbox/confine/command.py`), which must
+    read the agents these tests write in `tmp_path`: pytest makes its folders private (0700)."""
+    if os.geteuid() == 0:
+        for folder in (tmp_path, *list(tmp_path.parents)[:3]):
+            if str(folder).startswith(tempfile.gettempdir() + "/"):
+                os.chmod(folder, 0o755)

@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from execrl.rl.episodes.harness import HarnessConfig, HarnessError, run_harness_episodes
+from execrl.rl.episodes.harness import (
+    HarnessConfig,
+    HarnessError,
+    HarnessRunner,
+    run_harness_episodes,
+)
 
 from .conftest import LOGPROB, PARAMS, ScriptedPolicy
 from .test_environments import ADD, RIGHT, WRONG
@@ -57,10 +62,15 @@ def test_a_harness_never_sees_the_hidden_tests_or_the_data_directory(
     scorer, tokenizer, tmp_path, monkeypatch
 ):
     monkeypatch.setenv("EXECRL_DATA_DIR", "/where/hidden/tests/live")
-    dump = tmp_path / "seen.json"
     policy = ScriptedPolicy(tokenizer, [WRONG, RIGHT])
-    run_harness_episodes([ADD], policy, tokenizer, PARAMS, scorer, harness("--dump", str(dump)))
-    seen = json.loads(dump.read_text())
+    # it writes what it saw in its own folder (relative: it starts there), the one place it may
+    runner = HarnessRunner(policy, tokenizer, PARAMS, scorer, harness("--dump", "seen.json"))
+    try:
+        runner.run([ADD])
+        [dump] = runner.workdir.glob("*/seen.json")
+        seen = json.loads(dump.read_text())
+    finally:
+        runner.close()
     assert seen["task"] == {"id": "t/add", "prompt": ADD.prompt, "entry_point": "add",
                             "language": "python"}  # fmt: skip
     # the task file is exactly these four fields: no test, hidden or visible, in any form

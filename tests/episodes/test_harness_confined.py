@@ -12,34 +12,51 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from execrl.rl.episodes import confine
-from execrl.rl.episodes.confine import Confinement, launcher_argv
-from execrl.rl.episodes.harness import HarnessConfig, HarnessError, run_harness_episodes
+from execrl.rl.episodes.harness import (
+    HarnessConfig,
+    HarnessError,
+    HarnessRunner,
+    run_harness_episodes,
+)
+from execrl.sandbox import Confinement, launcher_argv
+from execrl.sandbox.confine import command as confine
 from execrl.sandbox.confine import hidden_paths
 from execrl.tasks import load_benchmark
 from execrl.tasks.jsonl import write_tasks
 
 from .conftest import PARAMS, ScriptedPolicy
-from .test_environments import ADD, RIGHT
+from .test_environments import ADD, RIGHT, WRONG
 
 SNOOP = Path(__file__).parent / "fixtures" / "snoop_agent.py"
 
 
 def _snoop(scorer, tokenizer, tmp_path, places: list[str], episodes: int = 1) -> list[dict]:
-    report = tmp_path / "report"
-    config = HarnessConfig(" ".join([sys.executable, str(SNOOP), str(report), *places]),
+    # its report goes in its own folder, the one place it may write (relative: it starts there)
+    config = HarnessConfig(" ".join([sys.executable, str(SNOOP), "report", *places]),
                            harness_parallel=episodes)  # fmt: skip
-    policy = ScriptedPolicy(tokenizer, [RIGHT] * episodes)
-    found = run_harness_episodes([ADD] * episodes, policy, tokenizer, PARAMS, scorer, config)
+    found, reports = _run(scorer, tokenizer, config, [RIGHT] * episodes, [ADD] * episodes)
     assert all(e.steps[-1].info.hidden_passed for e in found), [
         e.steps[-1].info.note for e in found
     ]
-    return [json.loads(p.read_text()) for p in tmp_path.glob("report.*")]
+    return reports
+
+
+def _run(scorer, tokenizer, config, turns: list[str], tasks) -> tuple[list, list[dict]]:
+    """The episodes, and the reports their harnesses left in their folders (read before the
+    runner removes them)."""
+    runner = HarnessRunner(ScriptedPolicy(tokenizer, turns), tokenizer, PARAMS, scorer, config)
+    try:
+        episodes = runner.run(tasks)
+        reports = [json.loads(p.read_text()) for p in runner.workdir.glob("*/report*")]
+    finally:
+        runner.close()
+    return episodes, reports
 
 
 def test_a_harness_reads_nothing_where_the_sandbox_hides_benchmark_data(
@@ -96,6 +113,52 @@ def test_a_harness_cannot_find_or_reach_another_episode(scorer, tokenizer, tmp_p
         assert report["procs"] <= 3, report  # its launcher, itself, what it started
 
 
+ESCAPE = Path(__file__).parent / "fixtures" / "escape_agent.py"
+
+
+def _escape(tmp_path: Path, memory_mb: int, forks: int) -> str:
+    """The escape agent's command: it tries the trainer's working directory (`tmp_path`),
+    execrl's comparison module, the virtual environment's site-packages."""
+    source = importlib.import_module("execrl.sandbox.grading.compare").__file__
+    site = sysconfig.get_paths()["purelib"]
+    return f"{sys.executable} {ESCAPE} {tmp_path} {source} {site} {memory_mb} {forks}"
+
+
+def test_a_harness_writes_nowhere_but_its_folder_and_its_own_tmp(
+    scorer, tokenizer, tmp_path, monkeypatch
+):
+    """Two episodes of an agent that writes everywhere it can name: the trainer's working
+    directory, its folder's parent (where its siblings' folders are), site-packages, execrl's
+    own grading code, /usr; only its folder (its working directory), /tmp and /dev/shm take a
+    file. It cannot hold twice its memory limit nor start 64 processes under a limit of 16, and
+    as root it is not root."""
+    monkeypatch.chdir(tmp_path)
+    config = HarnessConfig(_escape(tmp_path, 512, 64), harness_parallel=2,
+                           harness_memory_mb=256, harness_processes=16)  # fmt: skip
+    episodes, reports = _run(scorer, tokenizer, config, [RIGHT] * 2, [ADD] * 2)
+    assert len(reports) == 2, [e.steps[-1].info.note for e in episodes]
+    for report in reports:
+        assert report["cwd_is_own"], report
+        assert all(v not in ("written", "writable") for v in report["write"].values()), report
+        assert set(report["private"].values()) == {"written"}, report
+        assert report["memory"] == "MemoryError" and report["forks"] < 16, report
+        if os.getuid() == 0:
+            assert report["uid"] != 0, report
+    assert os.listdir(tmp_path) == []
+
+
+def test_one_episode_cannot_leave_its_answer_for_another(scorer, tokenizer, tmp_path, monkeypatch):
+    """The first episode's agent is given the right answer and leaves it as
+    ./solution_<task>.py and in /tmp and /dev/shm; the second, whose own answer is wrong,
+    submits what it finds there. It finds nothing, and fails."""
+    monkeypatch.chdir(tmp_path)
+    Path("/tmp/solution_t_add.py").unlink(missing_ok=True)  # what a run of the old code left
+    config = HarnessConfig(_escape(tmp_path, 1, 1), harness_parallel=1)
+    episodes, _ = _run(scorer, tokenizer, config, [RIGHT, WRONG], [ADD, ADD])
+    assert [e.steps[-1].info.hidden_passed for e in episodes] == [True, False]
+    assert not list(tmp_path.glob("solution_*")) and not os.path.exists("/tmp/solution_t_add.py")
+
+
 NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
 PROBE = """import ctypes, json, os
 libc = ctypes.CDLL(None, use_errno=True)
@@ -138,7 +201,7 @@ def _probe_as_nobody(base: Path) -> dict:
     for path in (base, *base.rglob("*")):
         os.chown(path, 65534, 65534)
     spec = Confinement((str(data),), str(work), str(work / "mine"),
-                       ("/usr/bin/python3", str(probe)))  # fmt: skip
+                       ("/usr/bin/python3", str(probe)), keep=(str(base),))  # fmt: skip
     argv = ["/usr/bin/python3", *launcher_argv(spec)[1:]]
     done = subprocess.run([*NOBODY, *argv],
                           capture_output=True, text=True, timeout=60)  # fmt: skip

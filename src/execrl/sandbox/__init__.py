@@ -10,6 +10,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
+    "Confinement": "execrl.sandbox.confine.command",
+    "launcher_argv": "execrl.sandbox.confine.command",
     "ExecutionResult": "execrl.sandbox.grading.verdict",
     "SandboxErrorCause": "execrl.sandbox.grading.verdict",
     "TestOutcome": "execrl.sandbox.grading.verdict",
@@ -24,6 +26,7 @@ _EXPORTS = {
     "run_jobs": "execrl.sandbox.runner",
 }
 __all__ = [
+    "Confinement",
     "ExecutionResult",
     "Job",
     "JobRunner",
@@ -35,11 +38,13 @@ __all__ = [
     "TestOutcome",
     "Verdict",
     "WorkerPool",
+    "launcher_argv",
     "run_jobs",
 ]
 
 if TYPE_CHECKING:
     from execrl.sandbox.config import SandboxConfig
+    from execrl.sandbox.confine.command import Confinement, launcher_argv
     from execrl.sandbox.grading.job import Job
     from execrl.sandbox.grading.limits import Limits
     from execrl.sandbox.grading.verdict import (

@@ -68,6 +68,8 @@ class HarnessConfig:
     harness: str  # the command, split like a shell does (no shell features: pipes, `&&`)
     harness_timeout_s: float = 300.0  # one episode's wall time; past it the harness is killed
     harness_parallel: int = 8  # episodes (harness processes) running at once
+    harness_memory_mb: int = 4096  # each harness process's address space (and its /tmp's size)
+    harness_processes: int = 256  # processes and threads one episode's harness may run
 
     def __post_init__(self) -> None:
         try:
@@ -83,6 +85,8 @@ class HarnessConfig:
             )
         if self.harness_timeout_s <= 0 or self.harness_parallel < 1:
             raise ValueError("env.harness_timeout_s must be > 0 and env.harness_parallel >= 1")
+        if self.harness_memory_mb < 64 or self.harness_processes < 4:
+            raise ValueError("env.harness_memory_mb must be >= 64 and env.harness_processes >= 4")
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +123,8 @@ class EnvConfig:
     harness: str = ""
     harness_timeout_s: float = 300.0  # harness: one episode's wall time; past it, killed, masked
     harness_parallel: int = 8  # harness: episodes (harness processes) running at once
+    harness_memory_mb: int = 4096  # harness: each of its processes' address space
+    harness_processes: int = 256  # harness: processes and threads of one episode's harness
 
     @property
     def one_turn(self) -> bool:
@@ -157,7 +163,11 @@ class EnvConfig:
                 f"go together; got env.name = {self.name!r}, env.harness = {self.harness!r}"
             )
         if self.kind.runs_harness:
-            HarnessConfig(self.harness, self.harness_timeout_s, self.harness_parallel)  # checks
+            self.harness_config()  # checks
+
+    def harness_config(self) -> HarnessConfig:
+        return HarnessConfig(self.harness, self.harness_timeout_s, self.harness_parallel,
+                             self.harness_memory_mb, self.harness_processes)  # fmt: skip
 
 
 @runtime_checkable

@@ -49,12 +49,12 @@ from typing import Any
 from execrl.models.chat import uses_chat_template
 from execrl.models.sampling import SamplingParams
 from execrl.rewards.scorer import RewardScorer
-from execrl.rl.episodes.confine import Confinement, launcher_argv
 from execrl.rl.episodes.env import HarnessConfig, StepInfo, StepResult
 from execrl.rl.episodes.policy_server import PolicyServer, ServeSettings
 from execrl.rl.episodes.recorder import EpisodeRecording, Recorder
 from execrl.rl.episodes.trajectory import Trajectory
 from execrl.rl.episodes.turn_loop import Episode
+from execrl.sandbox import Confinement, launcher_argv
 from execrl.sandbox.confine import hidden_paths
 from execrl.tasks.registry import files_read
 from execrl.tasks.schema import Task
@@ -102,9 +102,7 @@ class HarnessRunner:
                  scorer: RewardScorer, config: Any, *, chat: bool | None = None,
                  log: Callable[[str], None] | None = None,
                  segments: bool = False) -> None:  # fmt: skip
-        self.config = HarnessConfig(
-            config.harness, config.harness_timeout_s, config.harness_parallel
-        )
+        self.config = config if isinstance(config, HarnessConfig) else config.harness_config()
         # a rewritten history's other segments are kept for the trainer, else it is masked
         self.segments = segments
         self.scorer, self.log = scorer, log or (lambda message: None)
@@ -120,6 +118,11 @@ class HarnessRunner:
         self.server = PolicyServer(engine, tokenizer, settings, self.recorder)
         self.url = self.server.start()
         self.workdir = Path(tempfile.mkdtemp(prefix="execrl-harness-"))
+        # run in its own folder: the command's files named relative to ours are named absolute
+        self.argv, files = _command(self.config.harness)
+        # what it reads where its folders are covered (/tmp; homes, where it has a uid of its own)
+        here = os.path.realpath(os.getcwd())
+        self.keep = tuple(sorted({*hidden_paths.default_keep(), here, *files} - {"/", "/tmp"}))
 
     def close(self) -> None:
         self.server.close()
@@ -171,8 +174,8 @@ class HarnessRunner:
             EXECRL_TASK_FILE=str(task_file),
             EXECRL_ANSWER_FILE=str(answer_file),
         )
-        spec = Confinement(self.hide, str(self.workdir), str(folder),
-                           tuple(shlex.split(self.config.harness)))  # fmt: skip
+        spec = Confinement(self.hide, str(self.workdir), str(folder), self.argv, self.keep,
+                           self.config.harness_memory_mb, self.config.harness_processes)  # fmt: skip
         return _run_process(launcher_argv(spec), env, self.config.harness_timeout_s, episode_id,
                             folder)  # fmt: skip
 
@@ -211,6 +214,22 @@ def run_harness_episodes(tasks: Sequence[Task], engine: Any, tokenizer: Any,
         return runner.run(tasks)
     finally:
         runner.close()
+
+
+def _command(harness: str) -> tuple[tuple[str, ...], list[str]]:
+    """`env.harness` split, each word that names a file or folder here (the trainer's working
+    directory) made absolute, since the harness starts in its own folder; and the folders of
+    those files and of the program, which its confinement binds back where it covers."""
+    argv, files = [], []
+    for n, word in enumerate(shlex.split(harness)):
+        path = shutil.which(word) if n == 0 and "/" not in word else word
+        if path and os.path.exists(path):
+            real = os.path.realpath(path)
+            files.append(real if os.path.isdir(real) else os.path.dirname(real))
+            if (n or "/" in word) and not os.path.isabs(word):  # the program itself: PATH's
+                word = os.path.abspath(word)
+        argv.append(word)
+    return tuple(argv), files
 
 
 def _run_process(argv: list[str], env: dict[str, str], timeout_s: float, episode_id: str,

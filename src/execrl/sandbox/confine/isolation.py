@@ -414,9 +414,9 @@ def _confine_filesystem(hide: list[str], keep: list[str], scratch_mb: int) -> No
     outer = [h for h in hide if h not in inner]
     for directory in [*outermost(outer), "/tmp"]:
         options = _scratch_options(scratch_mb) if directory == "/tmp" else "size=1m,mode=0755"
-        _hide(directory, [k for k in keep if inside(k, directory)], stage, options)
+        cover(directory, [k for k in keep if inside(k, directory)], stage, options)
     for path in outermost(inner):
-        _hide(path, [k for k in keep if inside(k, path)], stage, "size=1m,mode=0755")
+        cover(path, [k for k in keep if inside(k, path)], stage, "size=1m,mode=0755")
     syscalls.umount(stage)
     syscalls.set_readonly("/", True, recursive=True)  # the covers of `inner` too
     syscalls.set_readonly("/tmp", False, recursive=False)
@@ -447,7 +447,10 @@ def _lock_sysctls() -> None:
     syscalls.set_readonly("/proc/sys", True, recursive=True)
 
 
-def _hide(directory: str, keep_inside: list[str], stage: str, options: str) -> None:
+def cover(directory: str, keep_inside: list[str], stage: str, options: str) -> None:
+    """Cover `directory` with an empty tmpfs mounted with `options`, the paths of `keep_inside`
+    bound back (through `stage`, a private tmpfs); a file is covered by /dev/null. Also how a
+    harness's launcher covers homes (`command`)."""
     if os.path.isfile(directory):  # a single data file (evalplus's override): an empty one
         syscalls.mount("/dev/null", directory, None, syscalls.MS_BIND, None)
         return
