@@ -125,9 +125,13 @@ def test_credit_from_turn_2_zeroes_the_first_attempts_advantages_and_holds_it_wi
 def test_a_correction_sample_adds_one_row_with_the_fixed_advantage_on_its_answer():
     """Fixed at turn 2 beside one right at once: the fixed episode's failed attempt and its
     feedback, then the other's passing answer (12, 13), is the one correction sample; its old
-    log-probs are the trainer's own (here -0.5), on the answer alone."""
+    log-probs are the trainer's own (here -0.5), on the answer alone; with one epoch they are
+    left to the update's own forward (None), which gives the same numbers without a forward."""
     group = [episode([10, 11], [12, 13], (False, True)), right_at_once([12, 13])]
-    built = builder(*SELF_CORRECT, "credit.correction_coef=0.5", logp=-0.5).build([group])
+    once = builder(*SELF_CORRECT, "credit.correction_coef=0.5", logp=-0.5).build([group])
+    assert [c.old_logp for c in once.corrections] == [None]
+    built = builder(*SELF_CORRECT, "credit.correction_coef=0.5", "rl.epochs=2",
+                    logp=-0.5).build([group])  # fmt: skip
     assert built.correction_rows == 1 and len(built.batches) == len(built.own) + 1
     [correction] = built.corrections
     assert correction.sequences.completion_ids.tolist() == [[10, 11, 20, 21, 22, 12, 13]]

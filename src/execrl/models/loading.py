@@ -166,7 +166,9 @@ def _with_lora(model: Any, spec: LoraSpec) -> Any:
         target_modules=list(spec.target_modules),
         task_type="CAUSAL_LM",
     )
-    return peft.get_peft_model(model, config)
+    # a 16-bit base gets float32 adapters (their gradients and AdamW state too): mixed
+    # precision, the base's matmuls in its dtype (`rl.config.ModelConfig.dtype`)
+    return peft.get_peft_model(model, config, autocast_adapter_dtype=True)
 
 
 def _is_peft(model: Any) -> bool:

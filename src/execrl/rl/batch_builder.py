@@ -91,10 +91,11 @@ class BatchBuilder:
         self.per_token = algorithms.counts_tokens(settings.loss_agg)
         self.segments: RowSource = no_rows
         if settings.segment_training == "every":
-            self.segments = partial(segment_rows, settings.recompute_old)
+            self.segments = partial(segment_rows, settings.recompute_old, settings.old_from_update)
         self.corrections: RowSource = no_rows
         if settings.credit.correction_coef > 0:
-            self.corrections = partial(correction_rows, settings.credit.correction_coef)
+            self.corrections = partial(correction_rows, settings.credit.correction_coef,
+                                       settings.old_from_update)  # fmt: skip
 
     def counts(self, s: Scored) -> bool:
         return counts_in_loss(
@@ -156,7 +157,9 @@ class BatchBuilder:
         def rows(values: torch.Tensor | None) -> list[torch.Tensor] | None:
             return None if values is None else [values[i, :n].cpu() for i, n in enumerate(lengths)]
 
-        recompute = self.settings.recompute_old
+        # pi_old differs from the behaviour policy; the update's own forward gives it when the
+        # weights stay those of the rollouts for the whole step (`old_from_update`)
+        recompute = self.settings.recompute_old and not self.settings.old_from_update
         return _OwnTerms(
             batch,
             trainer_logp=rows(terms.policy_logp(batch) if recompute else None),
@@ -205,11 +208,13 @@ class BatchBuilder:
             return None if rows is None else self.rows.pad(rows, shape)
 
         behaviour = pad([s.completion.logprobs for s in samples])
-        trainer_logp = terms.trainer_logp
+        engine = behaviour if self.settings.recompute_old else None
+        # pi_old: recomputed; else the update's own forward (None) where it is not mu
+        old = pad(terms.trainer_logp) if terms.trainer_logp is not None else None
         return Batch(
             sequences=sequences,
-            old_logp=behaviour if trainer_logp is None else pad(trainer_logp),
-            engine_logp=None if trainer_logp is None else behaviour,
+            old_logp=behaviour if engine is None else old,
+            engine_logp=engine,
             advantages=pad([adv[i, :n] for i, n in enumerate(lengths)]),
             # the policy's tokens of the samples that count (an episode's environment's are 0)
             mask=sequences.token_mask * counts[:, None] * pad([s.policy_mask() for s in samples]),

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import torch
 
 from execrl.rl import corrections
-from execrl.rl.logprobs import SequenceBatch, collate, token_stats
+from execrl.rl.logprobs import SequenceBatch, collate, resolve_head, token_stats
 from execrl.rl.losses import Batch
 from execrl.rl.scored import Scored
 
@@ -32,19 +32,23 @@ class ModelTerms:
     values: LogProbs | None = None  # the critic's V(s_t); None: the algorithm has none
 
 
-def model_terms(model: Any, reference: Any, value_head: Any, temperature: float) -> ModelTerms:
+def model_terms(model: Any, reference: Any, value_head: Any, temperature: float,
+                head: str = "full") -> ModelTerms:  # fmt: skip
     """The terms of the policy `model`, its `reference` (the model itself under LoRA: the base
-    under the adapter) and the critic `value_head` (None where absent)."""
+    under the adapter) and the critic `value_head` (None where absent); `head` is
+    rl.logprob_head, resolved here once for each model (`logprobs.resolve_head`)."""
+    policy_head = resolve_head(model, head)
+    reference_head = policy_head if reference is None else resolve_head(reference, head)
 
     def policy(batch: SequenceBatch) -> torch.Tensor:
-        return token_stats(model, batch, temperature).logp
+        return token_stats(model, batch, temperature, head=policy_head).logp
 
     def base(batch: SequenceBatch) -> torch.Tensor:
-        return token_stats(reference, batch, temperature,
-                           disable_adapter=reference is model).logp  # fmt: skip
+        return token_stats(reference, batch, temperature, disable_adapter=reference is model,
+                           head=reference_head).logp  # fmt: skip
 
     def values(batch: SequenceBatch) -> torch.Tensor:
-        stats = token_stats(model, batch, temperature, hidden=True)
+        stats = token_stats(model, batch, temperature, hidden=True, head=policy_head)
         return value_head(stats.hidden.float()).squeeze(-1)  # (B, T)
 
     return ModelTerms(policy, None if reference is None else base,
@@ -101,12 +105,13 @@ def no_rows(rows: RowMaker, own: Estimated) -> list[Batch]:
     return []
 
 
-def segment_rows(recompute_old: bool, rows: RowMaker, own: Estimated) -> list[Batch]:
+def segment_rows(recompute_old: bool, old_from_update: bool, rows: RowMaker,
+                 own: Estimated) -> list[Batch]:  # fmt: skip
     """An episode's other segments (a harness that rewrote its history): each a sequence of its
     own, its policy tokens given the episode's advantage, which an outcome estimator makes one
     number per episode (`TrainConfig.segment_training` = "every"): read at the episode's last
     policy token. Old log-probs as for the episodes' own: the engine's, or the trainer's (TIS)
-    beside them."""
+    beside them, or the update's own forward's (`LearnerSettings.old_from_update`)."""
     mask = own.mask
     found = [
         (s.task_index, segment, float(own.advantages[i, int(mask[i].nonzero()[-1])]))
@@ -121,33 +126,38 @@ def segment_rows(recompute_old: bool, rows: RowMaker, own: Estimated) -> list[Ba
         shape = batch.token_mask.shape  # (B, T)
         policy = rows.pad([seg.policy_mask for _, seg, _ in part], shape)
         behaviour = rows.pad([seg.logprobs for _, seg, _ in part], shape)
-        trainer_logp = rows.terms.policy_logp(batch) if recompute_old else None
-        ref = rows.reference_logp(batch)
         seg_mask = batch.token_mask * policy
+        trainer_logp = (
+            rows.terms.policy_logp(batch) * seg_mask
+            if recompute_old and not old_from_update
+            else None
+        )
+        ref = rows.reference_logp(batch)
         advantage = torch.tensor([a for _, _, a in part], device=rows.device)[:, None]
         out.append(Batch(
             sequences=batch, mask=seg_mask, advantages=advantage * seg_mask,
-            old_logp=behaviour if trainer_logp is None else trainer_logp * seg_mask,
-            engine_logp=None if trainer_logp is None else behaviour,
+            old_logp=trainer_logp if recompute_old else behaviour,
+            engine_logp=behaviour if recompute_old else None,
             ref_logp=None if ref is None else ref * seg_mask,
             tasks=torch.tensor([task for task, _, _ in part]),
         ))  # fmt: skip
     return out
 
 
-def correction_rows(coef: float, rows: RowMaker, own: Estimated) -> list[Batch]:
+def correction_rows(coef: float, old_from_update: bool, rows: RowMaker,
+                    own: Estimated) -> list[Batch]:  # fmt: skip
     """The groups' correction samples (`rl.corrections`): the answer's tokens get the fixed
     advantage `coef` (credit.correction_coef); old log-probs are this policy's own (the answer
     was not sampled in this context), so the first epoch's ratio is 1 and the clip bounds the
-    rest."""
+    rest. old_from_update: one epoch on the current weights, the update's forward gives them."""
     made = [c for g in own.groups for c in corrections.correction_samples(g)]
     out = []
     for part in rows.parts(made):
         batch = rows.sequences([c.prompt_ids for c in part], [c.token_ids for c in part])
         answer = rows.pad([c.mask for c in part], batch.token_mask.shape)
-        old = rows.terms.policy_logp(batch)
+        old = None if old_from_update else rows.terms.policy_logp(batch) * answer
         ref = rows.reference_logp(batch)
-        out.append(Batch(sequences=batch, old_logp=old * answer, advantages=coef * answer,
+        out.append(Batch(sequences=batch, old_logp=old, advantages=coef * answer,
                          mask=answer, ref_logp=None if ref is None else ref * answer,
                          tasks=torch.tensor([c.task_index for c in part])))  # fmt: skip
     return out

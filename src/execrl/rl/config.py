@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from execrl.models.device import device_problem
 from execrl.models.engine import ENGINES
 from execrl.models.engine_factory import engine_missing
@@ -28,6 +30,7 @@ from execrl.rl.curriculum import CURRICULA
 from execrl.rl.data_config import DataConfig, check_data
 from execrl.rl.dist_config import DistConfig, check_dist
 from execrl.rl.episodes.env import EnvConfig
+from execrl.rl.logprobs import HEADS
 from execrl.rl.toml_config import ConfigError, read_toml, with_overrides
 from execrl.sandbox.config import SandboxConfig, SandboxConfigError, moved_to_limits
 
@@ -37,7 +40,14 @@ class ModelConfig:
     path: str = (
         "default"  # HF-format directory, hub id, or "default" (embedded, built on first use)
     )
-    dtype: str = "float32"  # float32 | bfloat16 | float16 (bfloat16 on GPU is mixed precision)
+    # float32 | bfloat16 | float16. With LoRA (lora_r > 0) a 16-bit dtype is mixed precision,
+    # on a CPU as on a GPU: the frozen base weights in it (half the memory) and its matmuls,
+    # the adapters, their gradients and AdamW state in float32 (PEFT keeps them so), the
+    # log-softmax and loss in float32. A CPU without avx512_bf16 or AMX (AVX2 only) has no fast
+    # bfloat16 GEMM: there float32 is faster (benchmarks/update_speed.py measures both). Full
+    # fine-tuning in 16 bits on a CPU is refused: execrl keeps no float32 master copy, and small
+    # AdamW steps round away on 16-bit weights
+    dtype: str = "float32"
     device: str = "auto"  # cpu | cuda | auto (cuda when available)
     pad_token: str = ""  # set when the tokenizer has none, e.g. its eos token
     chat: str = "auto"  # auto (use the chat template if there is one) | on | off
@@ -123,6 +133,13 @@ class RLConfig:
     # recomputed with the current weights, the stale behaviour corrected by tis_cap
     # (`rl.prefetch`). 0: synchronous, the same run bit for bit. One process only
     max_staleness: int = 0
+    # How the update takes log-probabilities from the last hidden state (`rl.logprobs`):
+    # "fused" runs the LM head and the log-softmax together a chunk of positions at a time,
+    # with no (rows, tokens, vocabulary) tensor (Llama, Mistral, Qwen2/3 unsharded; another
+    # model gets "chunked"); "chunked" chunks only the log-softmax over the model's logits;
+    # "full" takes the whole vocabulary at once (the reference path; an entropy bonus always
+    # uses it). The same numbers to float rounding (tests/rl/test_fused_head.py)
+    logprob_head: str = "fused"
 
 
 @dataclass
@@ -215,6 +232,7 @@ CHOICES = {
     ("rl", "loss_agg"): ("auto", *algorithms.AGGREGATIONS),
     ("rl", "kl_estimator"): ("k1", "k2", "k3"),
     ("rl", "kl_in"): ("loss", "reward"),
+    ("rl", "logprob_head"): HEADS,
     ("rl", "prompt_sampler"): ("pass_rate", "uniform"),
     ("rl", "reward"): ("", "pass", "pass_fraction"),
     ("sampling", "engine"): ENGINES,
@@ -401,12 +419,28 @@ def validate(config: TrainConfig, where: str = "config", this_machine: bool = Tr
     problem = device_problem(config.model.device) if this_machine else None
     if problem:
         raise ConfigError(f"{where}: model.device = {problem}")
+    if this_machine and _sixteen_bit_full_on_cpu(config.model):
+        raise ConfigError(
+            f"{where}: model.dtype = {config.model.dtype!r} with full fine-tuning on a CPU: "
+            "execrl keeps no float32 master weights, so small AdamW steps round away; set "
+            "model.dtype = 'float32', or train LoRA adapters (model.lora_r = 16), which stay in "
+            "float32 over the 16-bit base"
+        )
     if config.model.threads < 0:
         raise ConfigError(f"{where}: model.threads must be at least 0 (0: chosen at start)")
     missing = engine_missing(config.sampling.engine) if this_machine else None
     if missing:
         raise ConfigError(f"{where}: {missing}")
     check_data(config.data, where)
+
+
+def _sixteen_bit_full_on_cpu(model: ModelConfig) -> bool:
+    """A 16-bit model.dtype training every weight on a CPU (`ModelConfig.dtype`)."""
+    if model.dtype == "float32" or model.lora_r:
+        return False
+    if model.device == "auto":
+        return not torch.cuda.is_available()
+    return model.device == "cpu"
 
 
 def _check_sampling(sampling: SamplingConfig, where: str) -> None:

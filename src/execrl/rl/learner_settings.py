@@ -40,6 +40,11 @@ class LearnerSettings:
     # The behaviour policy is not pi_old (vLLM's kernels, or a stale policy): the update takes
     # the trainer's own log-probs as old, and truncated importance weights (`rl.tis`)
     recompute_old: bool
+    # pi_old is the update's own forward, detached: one optimisation pass (rl.epochs = 1) on
+    # rollouts of the current weights (rl.max_staleness = 0), so the weights are pi_old's
+    # throughout the one optimizer step and no separate no-grad forward is needed for it
+    old_from_update: bool
+    logprob_head: str  # rl.logprob_head: how log-probs leave the LM head (`rl.logprobs`)
     credit: CreditConfig  # [credit]: which turns and sequences the advantage reaches
     # What a harness's rewritten history trains: "every" segment, the "last", or "mask"
     # (`TrainConfig.segment_training`); the batch builder adds segment rows for "every"
@@ -75,6 +80,8 @@ class LearnerSettings:
             lam=rl.lam,
             grad_clip=config.optim.grad_clip,
             recompute_old=config.sampling.engine == "vllm" or rl.max_staleness > 0,
+            old_from_update=rl.epochs == 1 and rl.max_staleness == 0,
+            logprob_head=rl.logprob_head,
             credit=config.credit,
             segment_training=config.segment_training,
         )

@@ -90,7 +90,9 @@ class Batch:
     (torchtune's GRPOTrajectory). B sequences, T completion tokens (right-padded)."""
 
     sequences: SequenceBatch  # prompt + completion ids (B, P + T), shared prompts found
-    old_logp: torch.Tensor  # (B, T) behaviour log pi_old(token), recorded while sampling
+    # (B, T) behaviour log pi_old(token), recorded while sampling; None: the update's own
+    # forward, detached (one epoch on current rollouts, `LearnerSettings.old_from_update`)
+    old_logp: torch.Tensor | None
     advantages: torch.Tensor  # (B, T)
     mask: torch.Tensor  # (B, T) float: 1 on the tokens that count (`groups.counts_in_loss`)
     ref_logp: torch.Tensor | None = None  # (B, T) reference model, when rl.kl_coef > 0

@@ -87,7 +87,8 @@ def build(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | N
     learner = Learner(settings, policy.model, value_head, optimizer, scheduler, strategy=strategy)
     if c.dist.cpu_offload:  # the shards live in host memory; the batches go where it computes
         learner.device = torch.device(device)
-    terms = model_terms(policy.model, reference, value_head, c.sampling.temperature)
+    terms = model_terms(policy.model, reference, value_head, c.sampling.temperature,
+                        c.rl.logprob_head)  # fmt: skip
     builder = BatchBuilder(settings, terms, policy.tokenizer.pad_token_id, learner.device)
     sampler = PromptSampler(len(tasks), c.run.seed, c.rl.prompt_sampler, c.rl.pass_rate_target,
                             c.rl.pass_rate_decay, mix, curriculum)  # fmt: skip

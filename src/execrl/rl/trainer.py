@@ -12,13 +12,13 @@ gradient as one big batch. The Learner is given a `LearnerSettings` record
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
 from execrl.rl import algorithms, dist, kl
 from execrl.rl.learner_settings import LearnerSettings
-from execrl.rl.logprobs import token_stats
+from execrl.rl.logprobs import resolve_head, token_stats
 from execrl.rl.losses import Batch, policy_loss
 from execrl.rl.tis import LogprobGap, logprob_gap
 
@@ -82,6 +82,9 @@ class Learner:
         self.aggregate = algorithms.aggregator(settings.loss_agg, settings.max_new_tokens)
         self.kl = None if settings.kl_estimator is None else kl.ESTIMATORS[settings.kl_estimator]
         self.device = next(model.parameters()).device
+        # the LM head's path (`rl.logprobs`), once: an entropy bonus needs the full one
+        self.head = resolve_head(model, settings.logprob_head,
+                                 entropy_grad=bool(settings.loss.entropy_coef))  # fmt: skip
 
     def update(self, batches: list[Batch], denominator: float) -> UpdateMetrics:
         """`epochs` passes over the micro-batches; one optimizer step per pass."""
@@ -94,8 +97,8 @@ class Learner:
             self.optimizer.zero_grad(set_to_none=True)
             sums = _Sums()
             by_task: dict[int, list[float]] = {}
-            for batch in self.strategy.balanced(batches):
-                self._micro_step(batch, denominator, sums, by_task)
+            used = [self._micro_step(batch, denominator, sums, by_task)
+                    for batch in self.strategy.balanced(batches)]  # fmt: skip
             sums = sums.all_reduced()
             grad_norm = self.strategy.reduce_and_clip(params, self.settings.grad_clip)
             if not math.isfinite(grad_norm):
@@ -104,7 +107,7 @@ class Learner:
             self.optimizer.step()
         self.scheduler.step()
         n_tok = max(1.0, sums.tokens)
-        gap = _engine_gap(batches, self.settings.loss.tis_cap)
+        gap = _engine_gap(used, self.settings.loss.tis_cap)
         return UpdateMetrics(
             loss=sums.loss, value_loss=sums.value_loss, clip_frac=sums.clipped / n_tok,
             kl=sums.kl / n_tok, entropy=sums.entropy / n_tok, grad_norm=grad_norm,
@@ -116,10 +119,13 @@ class Learner:
         )  # fmt: skip
 
     def _micro_step(self, batch: Batch, denominator: float, sums: _Sums,
-                    by_task: dict[int, list[float]]) -> None:  # fmt: skip
+                    by_task: dict[int, list[float]]) -> Batch:  # fmt: skip
+        """One micro-batch's forward and backward; returns the batch as the loss read it."""
         stats = token_stats(self.model, batch.sequences, self.settings.temperature, entropy=True,
                             entropy_grad=bool(self.settings.loss.entropy_coef),
-                            hidden=self.value_head is not None)  # fmt: skip
+                            hidden=self.value_head is not None, head=self.head)  # fmt: skip
+        if batch.old_logp is None:  # pi_old is this forward (`LearnerSettings.old_from_update`)
+            batch = replace(batch, old_logp=stats.logp.detach() * batch.sequences.token_mask)
         values = (
             self.value_head(stats.hidden.float()).squeeze(-1)  # (B, T)
             if self.value_head is not None
@@ -141,6 +147,7 @@ class Learner:
                 entry = by_task.setdefault(int(task), [0.0, 0.0])
                 entry[0] += kl_sum
                 entry[1] += n
+        return batch
 
 
 def _all_tasks(by_task: dict[int, list[float]]) -> dict[int, tuple[float, float]]:

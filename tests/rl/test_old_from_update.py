@@ -1,0 +1,90 @@
+"""pi_old from the update's own forward (one epoch, synchronous, behaviour log-probs from
+another engine): the same update as with the separate no-grad forward of every row, one
+forward fewer per row."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from execrl.models.sampling import Completion
+from execrl.rewards.result import RewardResult
+from execrl.rewards.scorer import build_sample
+from execrl.rl.batch_builder import BatchBuilder
+from execrl.rl.batch_rows import model_terms
+from execrl.rl.config import load_config
+from execrl.rl.learner_settings import LearnerSettings
+from execrl.rl.scored import Scored
+from execrl.rl.trainer import Learner
+from execrl.tasks import CallTests, Task
+
+TASK = Task(id="inc", prompt="Write f.", tests=CallTests(((1,),), (2,)), entry_point="f")
+
+
+def _sample(prompt: list[int], tokens: list[int], score: float) -> Scored:
+    # mu (the engine's log-probs) is -1.5 everywhere: far from pi, so TIS weights act
+    n = len(tokens)
+    completion = Completion(0, "x", torch.tensor(prompt), torch.tensor(tokens),
+                            torch.full((n,), -1.5), "eos")  # fmt: skip
+    return Scored(0, completion, RewardResult(score), build_sample(TASK, "x"))
+
+
+GROUPS = [
+    [_sample([5, 6, 7], [9, 10, 11], 1.0), _sample([5, 6, 7], [12, 13], 0.0)],
+    [_sample([8, 9], [14, 15, 16, 17], 0.0), _sample([8, 9], [18], 1.0)],
+]
+
+
+def _settings(*extra: str) -> LearnerSettings:
+    config = load_config(None, ["sampling.engine='vllm'", "rl.group_size=2",
+                                "rl.micro_batch_size=2", "sampling.temperature=0.9", *extra],
+                         this_machine=False)  # fmt: skip
+    return LearnerSettings.of(config)
+
+
+def _step(model_dir, settings: LearnerSettings):
+    """One step from GROUPS: (update metrics, weights after it, rows the decoder ran)."""
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    with torch.no_grad():  # larger weights than the initialisation's: visible differences
+        for p in model.parameters():
+            p.normal_(0, 0.2 if p.dim() > 1 else 0.5)
+    rows: list[int] = []
+    model.get_decoder().register_forward_pre_hook(
+        lambda _m, _args, kwargs: rows.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
+    terms = model_terms(model, None, None, settings.temperature, settings.logprob_head)
+    built = BatchBuilder(settings, terms, pad_id=0, device=torch.device("cpu")).build(GROUPS)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+    learner = Learner(settings, model, None, optimizer, scheduler)
+    denominator = float(sum(b.mask.sum() for b in built.batches))
+    metrics = learner.update(built.batches, denominator)
+    return metrics, [p.detach().clone() for p in model.parameters()], sum(rows)
+
+
+@pytest.mark.parametrize("head", ["fused", "full"])
+def test_old_logprobs_from_the_update_give_the_same_step_with_one_forward_fewer(
+    tiny_model_dir, head
+):
+    shortcut = _settings(f"rl.logprob_head='{head}'")
+    assert shortcut.recompute_old and shortcut.old_from_update
+    recomputed = replace(shortcut, old_from_update=False)  # the no-grad forward of every row
+    got, got_weights, got_rows = _step(tiny_model_dir, shortcut)
+    want, want_weights, want_rows = _step(tiny_model_dir, recomputed)
+    assert want_rows == 2 * got_rows  # every row: a forward for pi_old, then the update's
+    assert got.skipped_update == 0 and got.grad_norm > 0
+    for key in ("loss", "grad_norm", "kl", "entropy", "clip_frac", "engine_logprob_diff_mean",
+                "engine_logprob_diff_max", "engine_tis_truncated"):  # fmt: skip
+        assert getattr(got, key) == pytest.approx(getattr(want, key), rel=1e-6, abs=1e-7), key
+    assert got.engine_tis_truncated is not None and got.engine_logprob_diff_mean > 0.1
+    for a, b in zip(got_weights, want_weights, strict=True):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_several_epochs_or_stale_rollouts_keep_the_separate_forward():
+    assert not _settings("rl.epochs=2").old_from_update  # the weights move between epochs
+    assert not _settings("rl.max_staleness=1").old_from_update  # rollouts of older weights
