@@ -206,10 +206,12 @@ def _save_checkpoint(run_dir: Path, step: int, model: Any, optimizer: Any, sched
 def _load_checkpoint(run_dir: Path, model: Any, optimizer: Any, scheduler: Any) -> int:
     import torch
 
+    from execrl.rl.safe_load import load_weights
+
     path = run_dir / "checkpoint" / "state.pt"
     if not path.is_file():
         raise ValueError(f"--resume {run_dir}: no checkpoint/state.pt; nothing to continue from")
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = load_weights(path, map_location="cpu")  # UnsafeFile, a ValueError: exit 2
     current = dict(model.named_parameters())
     if set(state["trainable"]) != {n for n, p in current.items() if p.requires_grad}:
         raise ValueError(f"{path}: its weights do not match the model of config.toml")

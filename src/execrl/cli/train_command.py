@@ -66,6 +66,7 @@ def _train_with(args: argparse.Namespace, overrides: list[str]) -> int:
     from execrl.rl.checkpoint import Unwritable
     from execrl.rl.config import ConfigError, load_config, resume_config
     from execrl.rl.episodes.harness import HarnessError
+    from execrl.rl.safe_load import UnsafeFile
     from execrl.rl.setup import name_taken
     from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 
@@ -92,6 +93,8 @@ def _train_with(args: argparse.Namespace, overrides: list[str]) -> int:
     except HarnessError as e:  # the agent harness failed on every episode of a batch
         return _error(e)
     except Unwritable as e:  # a full disk; final/ was saved when the last checkpoint failed
+        return _error(e)
+    except UnsafeFile as e:  # --resume of a checkpoint file that would run code: refused
         return _error(e)
     except KeyboardInterrupt:
         print("execrl train: interrupted twice: the step was abandoned; resume from the last "

@@ -20,6 +20,7 @@ import torch
 from safetensors import SafetensorError
 
 from execrl.rl import dist
+from execrl.rl.safe_load import UnsafeFile, load_weights
 
 
 def save_checkpoint(run_dir: Path, step: int, learner: Any, sampler: Any,
@@ -111,7 +112,7 @@ def load_checkpoint(run_dir: Path, learner: Any, sampler: Any) -> tuple[int, dic
             f"--resume {run_dir}: no checkpoint/state.pt to resume from (a run saves one every "
             "run.checkpoint_every steps, at the end, and when it is interrupted)"
         )
-    state = torch.load(path, map_location=learner.device, weights_only=False)
+    state = load_weights(path, map_location=learner.device)  # it may come from elsewhere
     sharded = getattr(learner.strategy, "checkpoints", None) is not None
     if sharded != ("shards" in state):
         raise ValueError(
@@ -120,9 +121,13 @@ def load_checkpoint(run_dir: Path, learner: Any, sampler: Any) -> tuple[int, dic
             f"{'fsdp' if sharded else 'ddp'}; resume it with the strategy it was saved with"
         )
     if sharded:
-        from execrl.rl.dist_checkpoint import load_shards
+        from execrl.rl.dist_checkpoint import PREFIX, load_shards
 
-        load_shards(path.parent / state["shards"], learner)
+        shards = str(state["shards"])
+        if not (shards.startswith(PREFIX) and shards[len(PREFIX) :].isdigit()):  # a name, no path
+            raise UnsafeFile(f"{path}: names shards {shards[:80]!r}, not {PREFIX}<step> beside "
+                             "it; restore the run's checkpoint directory as it was saved")  # fmt: skip
+        load_shards(path.parent / shards, learner)
     else:
         learner.model.load_state_dict(state["model"])
         if state["value_head"] is not None:

@@ -24,9 +24,12 @@ from typing import Any
 import torch
 import torch.distributed as torch_dist
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import FileSystemReader
+from torch.distributed.checkpoint.metadata import StorageMeta
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from execrl.rl import dist
+from execrl.rl.safe_load import load_dcp_metadata
 
 PREFIX = "shards-"
 
@@ -90,9 +93,26 @@ def load_shards(directory: Path, learner: Any) -> None:
             "run was stopped while saving it: resume from a copy of an earlier run directory"
         )
     payload = _payload(learner)
-    dcp.load(payload, checkpoint_id=directory)
+    reader = _MetadataChecked(directory)
+    reader.read_metadata()  # refused here, in one line, before torch's collectives wrap it
+    dcp.load(payload, storage_reader=reader)
     set_state_dict(_modules(learner), learner.optimizer, model_state_dict=payload["model"],
                    optim_state_dict=payload["optimizer"])  # fmt: skip
+
+
+class _MetadataChecked(FileSystemReader):
+    """torch's reader, but `.metadata` (which it would `pickle.load`, running whatever the
+    file names) read by `rl.safe_load`'s unpickler of DCP's own records; the shards' tensors
+    are raw bytes, their other values torch loads weights-only."""
+
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Any:
+        path = Path(self._get_metadata_path(kwargs.get("rank")))
+        with self.fs.create_stream(path, "rb") as stream:
+            metadata = load_dcp_metadata(path, stream.read())
+        if getattr(metadata, "storage_meta", None) is None:
+            metadata.storage_meta = StorageMeta()
+        metadata.storage_meta.load_id = self.load_id
+        return metadata
 
 
 def _payload(learner: Any) -> dict[str, Any]:

@@ -48,6 +48,7 @@ import torch
 from execrl.models.engine import RolloutEngine
 from execrl.rl.checkpoint import save_atomic
 from execrl.rl.groups import Gathered
+from execrl.rl.safe_load import load_weights
 
 
 def behaviour_version(step: int, max_staleness: int, first: int) -> int:
@@ -236,7 +237,7 @@ def load_prefetched(run_dir: Path, step: int) -> list[Prefetched]:
             f"saves the batches it gathered ahead beside checkpoint/state.pt (step {step}); "
             "restore the file, or start a new run"
         )
-    saved: dict[str, Any] = torch.load(path, weights_only=False)
+    saved: dict[str, Any] = load_weights(path, records=True)  # data only: `rl.safe_load`
     items: list[Prefetched] = saved["items"]
     if saved["step"] != step or [x.step for x in items] != list(range(step, step + len(items))):
         raise ValueError(
