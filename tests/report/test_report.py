@@ -138,3 +138,26 @@ def test_tracker_choice_and_missing_packages(monkeypatch, tmp_path):
 def test_scalars_keep_numbers_and_group_tags():
     row = {"step": 3, "reward_mean": 0.5, "verdict/PASSED": 0.25, "note": "x", "flag/no_code": 2}
     assert scalars(row) == {"train/reward_mean": 0.5, "verdict/PASSED": 0.25, "flag/no_code": 2.0}
+
+
+def test_the_report_says_how_the_run_ended_and_shows_each_completion_once(tmp_path, capsys):
+    """Through `execrl report`: the summary's first row is the run's status (an interrupted
+    run's differed from a finished one's only by a row further down), and a completion the
+    policy wrote again at a later step is one entry of "Best completions", not two."""
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(metrics_row(s, 2)) + "\n"
+                                                    for s in range(2)))  # fmt: skip
+    same = dict(task="t/1", verdict="PASSED", passed=True, masked=False, n_tokens=3,
+                truncated=False, prompt="p", completion="return 1")  # fmt: skip
+    logged = [ex.Example(step=s, score=1.0, **same) for s in (0, 1)]
+    logged += [ex.Example(step=1, task="t/2", score=s, verdict="WRONG_ANSWER", passed=False,
+                          masked=False, n_tokens=3, truncated=False, prompt="p",
+                          completion=f"return {s}") for s in (0.0, 0.5)]  # fmt: skip
+    ex.ExampleLog(tmp_path / "examples.jsonl").write(logged)
+    for summary, status in (({"steps": 1, "interrupted_at": 1}, "interrupted at step 1 ("),
+                            ({"steps": 2}, "finished</td>")):  # fmt: skip
+        (tmp_path / "summary.json").write_text(json.dumps(summary))
+        assert main(["report", str(tmp_path)]) == 0, capsys.readouterr()
+        page = (tmp_path / "report.html").read_text()
+        assert f"<tr><td>status</td><td>{status}" in page
+    best = page.split("<h2>Best completions</h2>", 1)[1].split("<h2>Worst completions</h2>")[0]
+    assert best.count("return 1") == 1 and "step 1 · task <code>t/1" in best, best

@@ -46,3 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     except LanguageUnavailable as e:  # a toolchain missing here: any command that runs programs
         print(f"execrl {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: a line, not the traceback of wherever it landed
+        print(f"execrl {args.command}: interrupted{AFTER_INTERRUPT.get(args.command, '')}",
+              file=sys.stderr)  # fmt: skip
+        return 130
+
+
+# What a command interrupted keeps, said with its Ctrl-C (`execrl train` says its own).
+AFTER_INTERRUPT = {
+    "eval": "; the samples generated so far are saved: the same command continues from them",
+}

@@ -118,6 +118,15 @@ def image_row(paths: Sequence[str]) -> str:
     return f'<div class="images">{"".join(figures)}</div>' if figures else ""
 
 
+def run_status(summary: Mapping[str, Any]) -> str:
+    """The summary's first row: a finished run's said so, and an interrupted one's differed from
+    it only by an `interrupted_at` row further down."""
+    step = summary.get("interrupted_at")
+    if step is None:
+        return "finished"
+    return f"interrupted at step {step} (no final/ model; continue it with --resume)"
+
+
 def render(
     run_name: str,
     summary: Mapping[str, Any],
@@ -129,8 +138,9 @@ def render(
 ) -> str:
     parts = [f"<h1>execrl run {html.escape(run_name)}</h1>"]
     if summary:
+        cells = {"status": run_status(summary), **summary}
         body = "".join(
-            f"<tr><td>{html.escape(k)}</td><td>{_fmt(v)}</td></tr>" for k, v in summary.items()
+            f"<tr><td>{html.escape(k)}</td><td>{_fmt(v)}</td></tr>" for k, v in cells.items()
         )
         parts.append(f"<h2>Summary</h2><table>{body}</table>")
     else:

@@ -9,6 +9,8 @@ of metrics.jsonl. Warnings name what to change.
 
 from __future__ import annotations
 
+import os
+import shlex
 import signal
 import sys
 import threading
@@ -50,13 +52,34 @@ class Progress:
             left = (self.total - step) / rate if rate else 0.0
             self.log(
                 f"step {step}/{self.total}  reward {row['reward_mean']:.3f}  pass rate "
-                f"{row['pass_rate']:.2f}  groups kept {row['groups_kept']}  {rate:.2f} steps/s  "
+                f"{row['pass_rate']:.2f}  groups kept {row['groups_kept']}  {pace(rate)}  "
                 f"{_duration(left)} left  ({step_times(row)})"
             )
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+def pace(steps_per_s: float) -> str:
+    """'2.50 steps/s', or '45.2 s/step' for steps slower than one a second: a step of minutes
+    read as '0.00 steps/s', a run that seemed stalled."""
+    if steps_per_s >= 1:
+        return f"{steps_per_s:.2f} steps/s"
+    return f"{1 / max(steps_per_s, 1e-9):.1f} s/step"
+
+
+def command_as_run() -> str:
+    """The command this process was started as, for a line a person pastes into a fresh shell:
+    argv[0] as typed (`.venv/bin/execrl`; a bare `execrl` a shell found on its PATH is the
+    path it found), `python -m execrl.cli` as this interpreter's; `execrl` when no command line
+    started the run (rl.run.train from Python)."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    if os.path.basename(argv0) == "execrl":
+        return shlex.quote(argv0)
+    if argv0.endswith(os.path.join("execrl", "cli", "__main__.py")):
+        return f"{shlex.quote(sys.executable)} -m execrl.cli"
+    return "execrl"
 
 
 def step_times(row: dict[str, Any]) -> str:

@@ -9,8 +9,8 @@ update runs.
 The run directory holds `config.toml` (resolved), `metrics.jsonl` (one line per step),
 `flagged.jsonl` (samples the reward flagged), `checkpoint/state.pt` (everything `--resume`
 needs; an asynchronous run adds `prefetched-<step>.pt`, the batches gathered ahead), `final/`
-(the policy in Hugging Face format; a LoRA run merges its adapter in unless `run.merge_lora` is
-false) and `summary.json`. It is made only once set-up succeeded.
+(the policy in Hugging Face format, once the run finished; a LoRA run merges its adapter in
+unless `run.merge_lora` is false) and `summary.json`. It is made only once set-up succeeded.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from execrl.rl.prefetch import (
     save_prefetched,
     staleness_summary,
 )
-from execrl.rl.progress import IdleWatch, Progress, StopRequest, setup_warnings
+from execrl.rl.progress import IdleWatch, Progress, StopRequest, command_as_run, setup_warnings
 from execrl.rl.rollouts import Rollouts, idle_processes
 from execrl.tasks.schema import Task
 
@@ -231,9 +231,13 @@ def _train(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | 
             rollouts.close()
             engine.close()
     summary.update(seconds=round(time.time() - start, 1), run_dir=str(run_dir))
-    model = _final_model(run)  # every process: FSDP gathers its shards to rank 0
+    # An interrupted run's policy is in its checkpoint, not in final/, which is a finished
+    # model to whoever finds it; with the checkpoint unsaved (a full disk) final/ is all there is
+    finished = "interrupted_at" not in summary or run.unsaved is not None
+    model = _final_model(run) if finished else None  # every process: FSDP gathers to rank 0
     if dist.rank() == 0:
-        _save_final(run, model)
+        if finished:
+            _save_final(run, model)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     telemetry.end(summary)  # after summary.json: the report reads this run's, not a stale one
     if run.unsaved is not None:
@@ -285,8 +289,8 @@ def _loop(run: Run, sandbox: Any, log: Callable[[str], None], quiet: bool,
         run.engine.sync_weights(built.policy.model)
         summary.update(staleness_summary(metrics.rows))
     if step < c.run.steps:
-        log(f"stopped at step {step} of {c.run.steps}; checkpoint saved. Resume with:\n"
-            f"    execrl train --resume {run.run_dir}")  # fmt: skip
+        log(f"stopped at step {step} of {c.run.steps}; checkpoint saved, no final/ yet. Resume "
+            f"with:\n    {command_as_run()} train --resume {run.run_dir}")  # fmt: skip
         summary["interrupted_at"] = step
     elif built.heldout:
         _evaluate_heldout(run, sandbox, summary, "after", log)

@@ -134,6 +134,10 @@ class WorkerPool:
                 env=env,
                 cwd="/",
                 close_fds=True,
+                # Its own process group: a terminal's Ctrl-C is the parent's to act on (finish
+                # the step, then close the pool); sent to the workers too, each printed a
+                # KeyboardInterrupt traceback and died under the step it was running
+                process_group=0,
             )
         finally:
             theirs.close()
