@@ -6,6 +6,7 @@ says it finished; slow steps read as seconds per step, not `0.00 steps/s`."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -27,6 +28,21 @@ def _small(model_dir: Path, out_dir: Path, name: str) -> list[str]:
                  "rl.dynamic_sampling=false", "run.trackers='none'", "model.threads=1")  # fmt: skip
 
 
+SLOW_GRPO = """import dataclasses, time
+from execrl.rl.algorithms import REGISTRY
+
+
+def slow():  # GRPO, each step's advantages 1.1 s late: steps slower than one a second
+    grpo = REGISTRY["grpo"]
+
+    def advantage(x):
+        time.sleep(1.1)
+        return grpo.advantage(x)
+
+    return dataclasses.replace(grpo, advantage=advantage)
+"""
+
+
 def _interrupt_when(proc: subprocess.Popen, ready, timeout_s: float = 300) -> tuple[str, str]:
     """Ctrl-C as a terminal sends it (the whole process group) once `ready()`; the output."""
     deadline = time.monotonic() + timeout_s
@@ -37,23 +53,33 @@ def _interrupt_when(proc: subprocess.Popen, ready, timeout_s: float = 300) -> tu
     return proc.communicate(timeout=300)
 
 
-def test_ctrl_c_stops_execrl_train_without_tracebacks_and_says_the_command_typed(
+def test_ctrl_c_stops_execrl_train_without_tracebacks_and_its_resume_line_finishes_the_run(
     tiny_model_dir, tmp_path
 ):
+    (tmp_path / "slow_grpo.py").write_text(SLOW_GRPO)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
     typed = os.path.relpath(EXECRL, tmp_path)  # `.venv/bin/execrl`, from where the user is
-    run = tmp_path / "cut"
-    proc = subprocess.Popen([typed, "train", *_small(tiny_model_dir, tmp_path, "cut"),
-                             "--set", "run.steps=500"], cwd=tmp_path, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)  # fmt: skip
-    metrics = run / "metrics.jsonl"
+    run, metrics = tmp_path / "cut", tmp_path / "cut" / "metrics.jsonl"
+    argv = [typed, "train", *_small(tiny_model_dir, tmp_path, "cut"),
+            *_sets("rl.algorithm='slow_grpo:slow'", "run.steps=500")]  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
     out, err = _interrupt_when(proc, lambda: metrics.is_file() and metrics.read_text().count("\n"))
     assert proc.returncode == 130, err[-3000:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
     assert f"\n    {typed} train --resume {run}\n" in err, err[-2000:]
     assert not (run / "final").exists()  # the policy is in checkpoint/, not a finished model
-    assert (run / "checkpoint" / "state.pt").is_file()
     assert "interrupted at step" in (run / "report.html").read_text()
+    # the printed line, pasted as it is, one more step: that step reads in seconds per step
+    at = json.loads(out.strip().splitlines()[-1])["interrupted_at"]
+    resume = err.split("Resume with:\n", 1)[1].splitlines()[0].split()
+    done = subprocess.run([*resume, "--set", f"run.steps={at + 1}"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [x for x in done.stderr.splitlines() if x.startswith("step ")]
+    assert lines and all(" s/step " in x and "steps/s" not in x for x in lines), lines
+    assert (run / "final" / "config.json").is_file()
+    assert "<tr><td>status</td><td>finished</td></tr>" in (run / "report.html").read_text()
 
 
 def test_ctrl_c_during_execrl_eval_is_one_line_saying_the_samples_are_kept(
@@ -73,32 +99,3 @@ def test_ctrl_c_during_execrl_eval_is_one_line_saying_the_samples_are_kept(
         "execrl eval: interrupted; the samples generated so far are saved: the same command "
         "continues from them"
     )
-
-
-SLOW_GRPO = """import dataclasses, time
-from execrl.rl.algorithms import REGISTRY
-
-
-def slow():  # GRPO, each step's advantages 1.1 s late: steps slower than one a second
-    grpo = REGISTRY["grpo"]
-
-    def advantage(x):
-        time.sleep(1.1)
-        return grpo.advantage(x)
-
-    return dataclasses.replace(grpo, advantage=advantage)
-"""
-
-
-def test_a_finished_run_says_so_and_slow_steps_read_as_seconds_per_step(tiny_model_dir, tmp_path):
-    (tmp_path / "slow_grpo.py").write_text(SLOW_GRPO)
-    argv = [str(EXECRL), "train", *_small(tiny_model_dir, tmp_path, "slow"),
-            *_sets("rl.algorithm='slow_grpo:slow'", "run.steps=2")]  # fmt: skip
-    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, PYTHONPATH=str(tmp_path)))  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = [x for x in done.stderr.splitlines() if x.startswith("step ")]
-    assert lines and all(" s/step " in x and "steps/s" not in x for x in lines), lines
-    run = tmp_path / "slow"
-    assert (run / "final" / "config.json").is_file()
-    assert "<tr><td>status</td><td>finished</td></tr>" in (run / "report.html").read_text()
