@@ -39,6 +39,7 @@ from execrl.rewards.token_credit import TokenCredit
 from execrl.rewards.verifier import VerifierScore
 from execrl.sandbox.config import SandboxConfig, SandboxConfigError, moved_to_limits
 from execrl.sandbox.grading.limits import Limits
+from execrl.tasks.limit_caps import capped
 
 LEAVES: dict[str, type] = {
     "pass": PassAll,
@@ -383,15 +384,17 @@ def sandbox_config_of(path: str | Path, say: Callable[[str], None] | None = None
     table = data.get("sandbox", {})
     if not isinstance(table, Mapping):
         raise RewardConfigError(f"{path}: [sandbox] must be a table")
+    say = say or (lambda m: print(m, file=sys.stderr))
     try:
-        table = moved_to_limits(table, str(path), say or (lambda m: print(m, file=sys.stderr)))
+        table = moved_to_limits(table, str(path), say)
     except SandboxConfigError as exc:
         raise RewardConfigError(str(exc)) from None
     default = SandboxConfig()
     limits = table.pop("limits", {})
     if not isinstance(limits, Mapping):
         raise RewardConfigError(f"{path}: sandbox.limits must be a table, e.g. [sandbox.limits]")
+    given = capped(limits, where=f"{path} [sandbox.limits]", say=say)  # a file's
     limits = _make(
-        Limits, {**dataclasses.asdict(default.limits), **limits}, f"{path}: sandbox.limits"
+        Limits, {**dataclasses.asdict(default.limits), **given}, f"{path}: sandbox.limits"
     )
     return _make(SandboxConfig, {**table, "limits": limits}, f"{path}: sandbox")

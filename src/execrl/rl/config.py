@@ -33,6 +33,7 @@ from execrl.rl.episodes.env import EnvConfig
 from execrl.rl.logprobs import HEADS
 from execrl.rl.toml_config import ConfigError, read_toml, with_overrides
 from execrl.sandbox.config import SandboxConfig, SandboxConfigError, moved_to_limits
+from execrl.tasks.limit_caps import capped
 
 
 @dataclass
@@ -299,6 +300,15 @@ def _suggest(name: str) -> str:
     return f"; did you mean {' or '.join(hits)}?" if hits else ", e.g. optim.lr=1e-5"
 
 
+def _capped_limits(table: dict[str, Any], where: str, say: Callable[[str], None]) -> dict[str, Any]:
+    """[sandbox] with its [sandbox.limits] capped (`tasks.limit_caps`): a run directory's
+    config.toml is a file that can come from anyone, and `--resume` reads it."""
+    limits = table.get("limits")
+    if not isinstance(limits, dict):
+        return table  # not a table: refused where [sandbox] is checked
+    return {**table, "limits": capped(limits, where=f"{where} [sandbox.limits]", say=say)}
+
+
 def from_dict(data: dict[str, Any], where: str = "config",
               say: Callable[[str], None] | None = None, this_machine: bool = True) -> TrainConfig:  # fmt: skip
     """The config of `data`'s tables, checked; `say` gets each deprecation message (stderr when
@@ -311,6 +321,7 @@ def from_dict(data: dict[str, Any], where: str = "config",
             data = {**data, "sandbox": moved_to_limits(data["sandbox"], where, say)}
         except SandboxConfigError as e:
             raise ConfigError(str(e)) from None
+        data = {**data, "sandbox": _capped_limits(data["sandbox"], where, say)}
     sections = {f.name: f for f in dataclasses.fields(TrainConfig)}
     for section, values in data.items():
         if section not in sections:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ from execrl.rl.rollouts import Rollouts, RolloutTimes
 from execrl.rl.scored import Scored
 from execrl.sandbox.config import SandboxConfig
 from execrl.sandbox.grading.limits import Limits
+from execrl.tasks.limit_caps import capped
 from execrl.tasks.schema import Task
 
 SPEC_FILE = "execrl_eval.json"
@@ -58,7 +60,9 @@ class HeldoutSpec:
     seed: int  # the run's seed; each chunk's sampling seed derives from it
     groups_per_generate: int  # tasks per generate call: the unit of seeding
     program: str  # how a completion becomes a program (`[reward] program`: auto | extract | ...)
-    limits: Limits  # each program's run: the run's [sandbox.limits]
+    # each program's run: the run's [sandbox.limits], for its own held-out tasks; None: each
+    # task's own (its benchmark's harness's), as on another task set (`eval.as_trained`)
+    limits: Limits | None
     dtype: str  # the dtype the model was trained in
     engine: str = "loop"  # the rollout engine (`sampling.engine`): loop and hf draw differently
     # the stop rules (`sampling.code_end`, `sampling.repeat_ngram`); off in a spec saved before
@@ -88,7 +92,7 @@ class HeldoutSpec:
         try:
             data = json.loads(path.read_text())
             data["stop"] = tuple(data["stop"])
-            data["limits"] = _saved_limits(data)
+            data["limits"] = _saved_limits(data, path)
             return cls(**data)
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(
@@ -97,12 +101,21 @@ class HeldoutSpec:
             ) from None
 
 
-def _saved_limits(data: dict[str, Any]) -> Limits:
+def _saved_limits(data: dict[str, Any], path: Path) -> Limits | None:
     """A spec's limits: its `limits` object, or in a spec saved before [sandbox.limits], the
-    `wall_s` and `memory_mb` it kept (the other limits were the defaults then)."""
+    `wall_s` and `memory_mb` it kept (the other limits were the defaults then); capped, as every
+    limit a file gives (`tasks.limit_caps`: a model directory can come from anyone)."""
+    if "limits" in data and data["limits"] is None:
+        return None  # each task's own limits
     if "limits" in data:
-        return Limits(**data["limits"])
-    return Limits(wall_s=data.pop("wall_s"), memory_mb=data.pop("memory_mb"))
+        given = dict(data["limits"])
+    else:
+        given = {"wall_s": data.pop("wall_s"), "memory_mb": data.pop("memory_mb")}
+    return Limits(**capped(given, where=f"{path} limits", say=_say))
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr)
 
 
 def heldout_spec(c: TrainConfig) -> HeldoutSpec:
@@ -162,7 +175,8 @@ def run_heldout(
                             code_end=spec.code_end and env.one_turn,
                             repeat_ngram=spec.repeat_ngram)  # fmt: skip
     reward = RewardConfig(tree={"type": "pass"}, program=spec.program, analysis_workers=0)
-    scorer = RewardScorer(reward, sandbox=sandbox, sandbox_config=SandboxConfig(limits=spec.limits))
+    box = SandboxConfig(limits=spec.limits) if spec.limits is not None else None
+    scorer = RewardScorer(reward, sandbox=sandbox, sandbox_config=box, task_limits=box is None)
     # graded, not trained: a harness's rewritten history is no reason to mask an episode
     source = episode_source(env, engine, tokenizer, tasks, scorer, params, chat, segments="last")
     rollouts = Rollouts(source, spec.seed + HELDOUT_SEED_OFFSET, spec.groups_per_generate)

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from execrl.tasks.errors import TaskDataError
+from execrl.tasks.limit_caps import capped
 from execrl.tasks.schema import Compare, StdioCase, StdioTests, Task, TimeLimit
 from execrl.tasks.sources import DataFile, field, make_task, read_records
 
@@ -52,8 +53,10 @@ def read_codejam(path: Path) -> list[Task]:
                 prompt=statement,
                 tests=StdioTests(cases=hidden, compare=cmp),
                 visible_tests=StdioTests(cases=samples, compare=cmp) if samples else None,
-                time_limits={
-                    "tests": TimeLimit(wall_s=per_case * len(hidden), test_wall_s=per_case)
+                time_limits={  # the statement's limit is data: capped (`limit_caps`)
+                    "tests": TimeLimit(
+                        **capped({"wall_s": per_case * len(hidden), "test_wall_s": per_case})
+                    )
                 },
                 metadata={
                     "source": "codejam",

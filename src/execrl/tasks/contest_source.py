@@ -14,12 +14,13 @@ import json
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
 from execrl.tasks.errors import DataNotFound, TaskDataError
+from execrl.tasks.limit_caps import CAPS, MAX_MEMORY_MB, MAX_TEST_S, LimitCaps, capped
 from execrl.tasks.schema import Task, TimeLimit
 from execrl.tasks.sources import read_records
 
@@ -31,12 +32,9 @@ Record = tuple[str, dict[str, Any]]  # (where: file and line, for messages; the 
 TIME_FACTOR = 2.0
 MEMORY_FACTOR = 1.0
 MEMORY_FLOOR_MB = 256
-# Caps on the scaled limits. A record's limits are data: one that asks for 48 hours or 976 GiB
-# a test would hold a worker that long, or ask the host for that much. `?max_test_s=` and
-# `?max_memory_mb=` on the benchmark's name raise or lower them, where the loader reads limits
-# from its records (`LIMIT_OPTIONS` among its options).
-MAX_TEST_S = 30.0
-MAX_MEMORY_MB = 4096
+# The scaled limits are capped (`limit_caps`: a record's limits are data; one asked for 48 hours
+# and 976 GiB a test). `?max_test_s=` and `?max_memory_mb=` on the benchmark's name raise or
+# lower the caps, where the loader reads limits from its records (`LIMIT_OPTIONS`).
 LIMIT_OPTIONS = ("max_test_s", "max_memory_mb")
 # A judge's limit as its records write it, "2 seconds", "256 megabytes": the token before the
 # unit, which must be an ASCII decimal number.
@@ -153,19 +151,11 @@ def json_value(where: str, rec: dict[str, Any], name: str, default: Any = ...) -
         raise TaskDataError(f"{where}: field {name!r} is not valid JSON: {exc.msg}") from None
 
 
-@dataclass(frozen=True, slots=True)
-class LimitCaps:
-    """The largest per-test time and memory a record's limits may scale to."""
-
-    test_s: float = MAX_TEST_S
-    memory_mb: int = MAX_MEMORY_MB
-
-
 def limit_caps(name: str, options: dict[str, str]) -> LimitCaps:
     """The caps of `NAME:PATH?max_test_s=&max_memory_mb=`, the defaults where not given."""
     test_s = _option_number(name, options, "max_test_s", MAX_TEST_S, "seconds")
     memory_mb = _option_number(name, options, "max_memory_mb", MAX_MEMORY_MB, "MiB")
-    return LimitCaps(test_s, math.ceil(memory_mb))
+    return replace(CAPS, test_wall_s=test_s, memory_mb=math.ceil(memory_mb))
 
 
 def _option_number(
@@ -199,19 +189,17 @@ def scaled_limits(
     n_tests: int,
     memory_bytes: int | None = None,
     factor: float = TIME_FACTOR,
-    caps: LimitCaps = LimitCaps(),
+    caps: LimitCaps = CAPS,
 ) -> dict[str, TimeLimit]:
     """`Task.time_limits` from a judge's per-test time and memory, scaled by the factors above
     (`factor=1` where the limit is already a Python harness's, as LiveCodeBench's is), then
     capped (`caps`)."""
-    per_test = min(per_test_s * factor, caps.test_s)
+    per_test = min(per_test_s * factor, caps.test_wall_s)
     memory_mb = None
     if memory_bytes:
-        scaled = max(MEMORY_FLOOR_MB, math.ceil(memory_bytes / (1 << 20) * MEMORY_FACTOR))
-        memory_mb = min(scaled, caps.memory_mb)
-    return {
-        "tests": TimeLimit(wall_s=per_test * n_tests + 1, test_wall_s=per_test, memory_mb=memory_mb)
-    }
+        memory_mb = max(MEMORY_FLOOR_MB, math.ceil(memory_bytes / (1 << 20) * MEMORY_FACTOR))
+    limits = {"wall_s": per_test * n_tests + 1, "test_wall_s": per_test, "memory_mb": memory_mb}
+    return {"tests": TimeLimit(**capped(limits, caps))}
 
 
 def named(where: str, task_id: object) -> str:

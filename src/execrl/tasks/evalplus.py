@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from execrl.tasks.errors import NoSuchTask, TaskDataError
+from execrl.tasks.limit_caps import capped
 from execrl.tasks.reference_runs import (
     ReferenceOutputs,
     ReferenceRun,
@@ -186,7 +187,10 @@ def _expected(p: Problem, inp: tuple[Any, ...], out: Any) -> tuple[str, Any]:
 
 def time_limit(seconds: tuple[float, ...]) -> TimeLimit:
     limits = [max(MIN_TIME_LIMIT, GT_TIME_LIMIT_FACTOR * t) for t in seconds]
-    return TimeLimit(wall_s=min(TIMEOUT_PER_TASK, sum(limits)) + 1, test_wall_s=max(limits))
+    # the reference's times are read from a file: capped (`limit_caps`)
+    return TimeLimit(
+        **capped({"wall_s": min(TIMEOUT_PER_TASK, sum(limits)) + 1, "test_wall_s": max(limits)})
+    )
 
 
 _NOT_NONE_SETUP = """\

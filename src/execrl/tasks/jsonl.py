@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from execrl.tasks.errors import TaskDataError
+from execrl.tasks.limit_caps import capped
 from execrl.tasks.schema import (
     SCHEMA_VERSION,
     AssertTests,
@@ -133,7 +134,7 @@ def task_from_dict(d: Any) -> Task:
         language=_str(d.get("language", "python")),
         reference=d.get("reference"),
         metadata=from_json(d["metadata"]) if d.get("metadata") else {},  # may be left out
-        time_limits={k: TimeLimit(**v) for k, v in (d.get("time_limits") or {}).items()},
+        time_limits={k: TimeLimit(**capped(v)) for k, v in (d.get("time_limits") or {}).items()},
         strict_returns=bool(d.get("strict_returns", True)),
         prelude=_str(d.get("prelude", "")),
         **opt,
