@@ -25,6 +25,7 @@ from execrl.eval.generation import GenerationMeta
 from execrl.eval.samples import Sample
 from execrl.rl.eval_spec import HeldoutSpec, run_heldout
 from execrl.rl.scored import Scored
+from execrl.sandbox.grading.limits import Limits
 from execrl.tasks.schema import Task
 
 
@@ -39,9 +40,13 @@ def spec_for(args: argparse.Namespace, spec: HeldoutSpec) -> HeldoutSpec:
         "chat": args.chat,
         "repeat_ngram": args.repeat_ngram,
     }
+    # The saved limits are the run's, for its own held-out tasks: another task set is graded
+    # with each task's own (its benchmark's), never with a file's (None: `run_heldout`)
+    limits = spec.limits if args.benchmark in (None, "", spec.benchmark) else None
     if args.timeout is not None:  # --timeout: the wall clock of each run, as `execrl eval`'s
-        given["limits"] = dataclasses.replace(spec.limits, wall_s=args.timeout)
-    return dataclasses.replace(spec, **{k: v for k, v in given.items() if v is not None})
+        limits = dataclasses.replace(limits or Limits(), wall_s=args.timeout)
+    given = {k: v for k, v in given.items() if v is not None}
+    return dataclasses.replace(spec, limits=limits, **given)
 
 
 def benchmark_for(args: argparse.Namespace, spec: HeldoutSpec) -> tuple[str, int]:
