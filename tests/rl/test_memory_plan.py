@@ -56,8 +56,41 @@ def test_activations_count_a_llama_layer_by_hand():
     # each row's copy of the prompt's keys and values (2 x 1 kv head x 4)
     shared = dataclasses.replace(s, group_size=2)
     assert _bytes(plan(SMALL, shared), "activations") == 2 * (120 * (1 + 2 * 2) + 2 * 8) * 4
-    # fp32 log-probs over the vocabulary and their gradient, for the completion tokens
-    assert _bytes(plan(SMALL, s), "logits (fp32 log-probs + grad)") == 8 * 2 * 2 * 10
+    # rl.logprob_head "full": fp32 log-probs over the vocabulary and their gradient, for the
+    # completion tokens (2 rows x 2 tokens x 10 entries)
+    full = dataclasses.replace(s, logprob_head="full")
+    assert _bytes(plan(SMALL, full), "logits (fp32 log-probs + grad)") == 8 * 2 * 2 * 10
+
+
+def test_the_fused_head_holds_one_chunk_of_logits():
+    from execrl.rl.fused_head import CHUNK_ELEMENTS
+
+    s = PlanSettings(seq_len=3, completion_len=2, micro_batch=2, generation_rows=0)
+    # fused (the default): a chunk, here the whole 2 x 2 x 10 logits, its matmul output in
+    # fp32 (4 bytes) and three fp32 temporaries (12): 16 bytes an entry
+    assert _bytes(plan(SMALL, s), "fused LM head (one chunk)") == 16 * 40
+    # chunked: the model's logits kept and their gradient (2 x 4 bytes), and one chunk's
+    # temporaries (12 bytes)
+    chunked = dataclasses.replace(s, logprob_head="chunked")
+    assert _bytes(plan(SMALL, chunked), "logits (kept + grad, chunked log-softmax)") == 20 * 40
+    # FSDP runs the head in the model's own forward: "fused" is chunked there
+    sharded = dataclasses.replace(s, strategy="fsdp", devices=2)
+    assert _bytes(plan(SMALL, sharded), "logits (kept + grad, chunked log-softmax)") == 20 * 40
+    # Qwen2.5-Coder-0.5B's 151,936 entries, 4 rows of 384 tokens: the full path's 4.67 GB
+    # against a chunk's 0.54 GB (bfloat16 matmul output: 14 bytes an entry, 0.47 GB)
+    qwen = dataclasses.replace(shape_of("0.5b"), vocab=151_936)
+    big = dataclasses.replace(s, seq_len=534, completion_len=384, micro_batch=4)
+    assert _bytes(plan(qwen, dataclasses.replace(big, logprob_head="full")),
+                  "logits (fp32 log-probs + grad)") == 8 * 4 * 384 * 151_936  # fmt: skip
+    assert _bytes(plan(qwen, big), "fused LM head (one chunk)") == 16 * CHUNK_ELEMENTS
+    with pytest.raises(ValueError, match="logprob_head 'fast'"):
+        PlanSettings(logprob_head="fast")
+
+
+def test_lora_adapters_stay_float32_over_a_bfloat16_base():
+    result = plan(SMALL, PlanSettings(lora_r=2, lora_targets=("q_proj", "v_proj"),
+                                      dtype="bfloat16"))  # fmt: skip
+    assert [_bytes(result, n) for n in STATES] == [1352 * 2 + 112 * 4, 112 * 4, 2 * 112 * 4]
 
 
 def test_the_reference_is_a_copy_except_under_lora():

@@ -155,6 +155,7 @@ def _settings(args: argparse.Namespace, config: Any):
         # vLLM decodes inside its share; execrl's own engines hold a KV cache beside the model
         generation_rows=0 if share or elsewhere else chunk_groups * config.rl.group_size,
         lean_decoder=config.sampling.engine == "loop",
+        logprob_head=config.rl.logprob_head,
         engine_share=share,
         device_memory=device_memory,
         reserve_bytes=_size("--reserve", args.reserve),

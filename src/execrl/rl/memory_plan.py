@@ -6,7 +6,8 @@ and counts what execrl itself allocates:
 - params, grads, optimizer: P parameters stored in `dtype` (model.dtype; execrl loads the model in
   it and keeps no fp32 master copy), a gradient per trainable parameter in the same dtype, and
   AdamW's two moments (exp_avg, exp_avg_sq) per trainable parameter in the parameter's dtype, as
-  torch.optim.AdamW allocates them. fp32 full fine-tuning is 4 + 4 + 8 = 16 bytes a parameter:
+  torch.optim.AdamW allocates them; LoRA's adapters are float32 whatever the base's dtype (PEFT
+  keeps them so: mixed precision), with their gradients and moments. fp32 full fine-tuning is 4 + 4 + 8 = 16 bytes a parameter:
   a 7B model is 112 GB before activations. With LoRA only the adapters train; the base is frozen
   (no gradient, no moments). `fsdp` divides the three by the number of devices (FULL_SHARD, as
   torch's fully_shard does by default); cpu offload moves them to host memory.
@@ -31,9 +32,12 @@ and counts what execrl itself allocates:
   group, `group_size` rows) run it once (`rl.logprobs`' shared-prompt forward): a micro-batch of
   B rows keeps the activations of ceil(B / group_size) prompts and B completions, and each
   row's attention keeps its copy of the prompt's keys and values (2 kv_heads*head_dim a prompt
-  token); checkpointing turns the sharing off. Plus the LM head's output over the
-  completion tokens, which `rl.logprobs` turns into fp32 log-probabilities (B, T, V) kept for
-  the backward, and their gradient: 8 bytes per completion token and vocabulary entry.
+  token); checkpointing turns the sharing off. Plus the log-probabilities' own memory, by
+  rl.logprob_head (`rl.logprobs`): "full" keeps fp32 log-probabilities (B, T, V) for the backward
+  and makes their gradient, 8 bytes per completion token and vocabulary entry; "chunked" keeps
+  the model's logits (B, T, V) in the compute dtype and makes their gradient, plus one chunk's
+  fp32 temporaries; "fused" holds no (B, T, V) tensor: one chunk of `fused_head.CHUNK_ELEMENTS`
+  logits at a time, its matmul output in the compute dtype and three fp32 temporaries.
 - reference: the KL anchor, a frozen copy of the policy in `dtype` (sharded like the policy under
   fsdp); none with LoRA, whose reference is the base with the adapters switched off.
 - value head: PPO's linear head on the last hidden state (h + 1 weights, trained in fp32).
@@ -60,6 +64,7 @@ from dataclasses import dataclass
 
 from execrl.models.lean_llama import MAX_PARAMETERS as LEAN_MAX_PARAMETERS
 from execrl.models.shape import LORA_TARGETS, ModelShape
+from execrl.rl.fused_head import CHUNK_ELEMENTS
 
 GB = 10**9
 GIB = 2**30
@@ -87,6 +92,7 @@ class PlanSettings:
     # sampling.engine = "loop": execrl's fused decoder (`models.lean_llama`), which decodes from
     # copies of the projections, concatenated (q|k|v, gate|up) and with LoRA merged in
     lean_decoder: bool = False
+    logprob_head: str = "fused"  # rl.logprob_head: fused | chunked | full (`rl.logprobs`)
     engine_share: float = 0.0  # a colocated vLLM engine's gpu_memory_utilization
     device_memory: int = 0  # bytes a device holds (0: unknown, no verdict)
     reserve_bytes: int = 0  # CUDA context and allocator slack
@@ -108,6 +114,8 @@ def settings_problem(s: PlanSettings) -> str:
     for name, value in (("dtype", s.dtype), ("compute dtype", s.compute)):
         if value not in DTYPE_BYTES:
             return f"{name} {value!r}: choose one of {', '.join(DTYPE_BYTES)}"
+    if s.logprob_head not in ("fused", "chunked", "full"):
+        return f"logprob_head {s.logprob_head!r}: choose one of fused, chunked, full"
     if s.devices < 1 or s.lora_r < 0:
         return "devices must be at least 1 and the LoRA rank at least 0"
     if s.strategy == "single" and s.devices != 1:
@@ -179,15 +187,16 @@ def plan(model: ModelShape, s: PlanSettings) -> MemoryPlan:
     shards = s.devices if s.strategy == "fsdp" else 1
     trainable = trainable_params(model, s)
     frozen = model.params if s.lora_r else 0  # LoRA's base; the adapters are `trainable`
+    trained = 4 if s.lora_r else store  # bytes of a trainable parameter: adapters are fp32
 
     def sharded(name: str, total: int) -> Component:
         per_device = math.ceil(total / shards)
         return Component(name, 0, per_device) if s.cpu_offload else Component(name, per_device)
 
     parts = [
-        sharded("params", (frozen + trainable) * store),
-        sharded("grads", trainable * store),
-        sharded("optimizer (AdamW moments)", 2 * trainable * store),
+        sharded("params", frozen * store + trainable * trained),
+        sharded("grads", trainable * trained),
+        sharded("optimizer (AdamW moments)", 2 * trainable * trained),
     ]
     if s.strategy == "fsdp":
         gathered = (model.root_params + 2 * model.layer_params) * compute
@@ -205,8 +214,7 @@ def plan(model: ModelShape, s: PlanSettings) -> MemoryPlan:
     if s.value_head:
         parts.append(Component("value head", 4 * (model.hidden + 1) * 4))
     parts.append(Component("activations", activation_bytes(model, s), phase="update"))
-    parts.append(Component("logits (fp32 log-probs + grad)",
-                           8 * s.micro_batch * s.completion_len * model.vocab, phase="update"))  # fmt: skip
+    parts.append(logprob_component(model, s))
     if s.generation_rows:
         kv = model.kv_elements_per_token() * s.seq_len * s.generation_rows * compute
         parts.append(Component("generation KV cache", kv, phase="generation"))
@@ -218,6 +226,21 @@ def plan(model: ModelShape, s: PlanSettings) -> MemoryPlan:
     if s.reserve_bytes:
         parts.append(Component("reserve (CUDA context, allocator)", s.reserve_bytes))
     return MemoryPlan(model, s, tuple(parts))
+
+
+def logprob_component(model: ModelShape, s: PlanSettings) -> Component:
+    """The log-probabilities' memory in the update (the module docstring's count)."""
+    logits = s.micro_batch * s.completion_len * model.vocab  # (B, T, V)
+    chunk = min(logits, CHUNK_ELEMENTS)
+    compute = DTYPE_BYTES[s.compute]
+    # FSDP gathers the head in the model's own forward: "fused" runs "chunked" there
+    head = "chunked" if s.logprob_head == "fused" and s.strategy == "fsdp" else s.logprob_head
+    if head == "full":
+        return Component("logits (fp32 log-probs + grad)", 8 * logits, phase="update")
+    if head == "chunked":
+        return Component("logits (kept + grad, chunked log-softmax)",
+                         2 * compute * logits + 12 * chunk, phase="update")  # fmt: skip
+    return Component("fused LM head (one chunk)", (compute + 12) * chunk, phase="update")
 
 
 def decoder_copy_bytes(model: ModelShape, s: PlanSettings) -> int:
