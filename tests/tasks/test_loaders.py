@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import socket
 import sys
 import types
 
@@ -172,7 +173,22 @@ def test_jsonl_path_in_both_formats_and_neither(tmp_path):
         load_benchmark(f"jsonl:{tmp_path}/absent.jsonl")
 
 
-def test_download_through_datasets_is_cached_in_the_files_format(data_dir, tmp_path, monkeypatch):
+@pytest.fixture
+def hub_answers(monkeypatch):
+    """An endpoint that takes connections (a listening socket on loopback), as an online
+    machine's hub does: the download is tried (`sources.hub_unreachable`)."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
+        for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+            monkeypatch.delenv(name, raising=False)
+        yield
+
+
+def test_download_through_datasets_is_cached_in_the_files_format(
+    data_dir, tmp_path, monkeypatch, hub_answers
+):
     # No network in tests: `datasets.load_dataset` is replaced by a reader of the local file,
     # split by task id as the hub copy is; the code path around it is the real one.
     records = [json.loads(line) for line in (data_dir / "mbpp" / "mbpp.jsonl").open()]
@@ -212,7 +228,7 @@ def test_data_can_be_copied_elsewhere(data_dir, tmp_path):
     assert len(load_benchmark("humanevalfix", tmp_path)) == 164
 
 
-def test_a_failed_download_is_not_found_with_the_reason(tmp_path, monkeypatch):
+def test_a_failed_download_is_not_found_with_the_reason(tmp_path, monkeypatch, hub_answers):
     def offline(*args, **kwargs):
         raise ConnectionError("no network")
 

@@ -9,11 +9,13 @@ import gzip
 import importlib.resources
 import json
 import os
+import socket
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from execrl.tasks.errors import DataNotFound, TaskDataError
 from execrl.tasks.jsonl import read_json_lines
@@ -88,7 +90,10 @@ def locate(spec: DataFile, data_dir: str | Path | None = None, download: bool = 
     if cached.is_file():
         return Found(cached, "download cache")
     tried.append(str(cached))
-    if spec.hub and download:
+    why = hub_unreachable() if spec.hub and download else None
+    if spec.hub and download and why:
+        tried.append(f"a download of {spec.hub.path} (not tried: {why})")
+    elif spec.hub and download:
         try:
             return Found(download_hub_copy(spec, cached), f"downloaded {spec.hub.path}")
         except ImportError:
@@ -102,6 +107,27 @@ def locate(spec: DataFile, data_dir: str | Path | None = None, download: bool = 
         f"(choose the directory with --data-dir DIR or {DATA_DIR_ENV}=DIR). Looked in: "
         + "; ".join(tried)
     )
+
+
+_PROXIES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+
+
+def hub_unreachable(timeout_s: float = 2.0) -> str | None:
+    """Why a download cannot be tried (offline by setting, or the hub's endpoint does not take
+    a connection within `timeout_s`), or None. `datasets` finds out by retrying for half a
+    minute; one connection says as much. Behind a proxy the proxy decides: not checked."""
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        if os.environ.get(name, "") not in ("", "0"):
+            return f"{name} is set"
+    if any(os.environ.get(p) for p in _PROXIES):
+        return None
+    url = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as e:
+        return f"{host}:{port} cannot be reached: {e.strerror or e}"
+    return None
 
 
 def download_hub_copy(
