@@ -17,6 +17,7 @@ import argparse
 import json
 import re
 import sys
+import time
 from pathlib import Path
 
 from execrl.cli.progress_bar import progress_bar
@@ -30,9 +31,11 @@ from execrl.eval.evaluate import (
     write_jsonl_atomic,
 )
 from execrl.eval.generation import GenerationMeta, SamplesFile, first_n, generate_missing
+from execrl.eval.prompt_style import STYLES
 from execrl.eval.samples import Sample
 from execrl.models.backends import OPENAI_PREFIX
 from execrl.models.device import device_problem
+from execrl.models.engine import ENGINES
 from execrl.models.prompting import with_named_entry_points
 from execrl.models.registry import require_fetched
 from execrl.models.sampling import out_of_range
@@ -86,6 +89,28 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="use the chat template (auto, the default: when the tokenizer has one; servers: off)",
     )
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, or auto")
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=None,
+        help="the engine that generates: loop (execrl's decode loop, the default), hf (Hugging "
+        "Face generate) or vllm (needs vLLM: docs/engines.md); a model execrl trained: as trained",
+    )
+    p.add_argument(
+        "--prompt",
+        choices=tuple(STYLES),
+        default=None,
+        help="how the model is asked and its program read (docs/benchmarks.md): execrl (the "
+        "default) or evalplus (EvalPlus's instruct prompt, response prefix and sanitiser, as "
+        "published instruct-model figures were made); not for a model execrl trained",
+    )
+    p.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16", "float16"),
+        default=None,
+        help="the weights' dtype while generating (default: float32 on a CPU, bfloat16 on a GPU; "
+        "bfloat16 decodes about twice as fast on a CPU with avx512_bf16)",
+    )
     p.add_argument("--batch-size", type=int, default=16, help="sequences per generate call")
     p.add_argument("--seed", type=int, default=None, help="default 0, or as trained")
     p.add_argument("--limit", type=int, default=0, help="only the first N tasks (0: all)")
@@ -176,7 +201,7 @@ def run_eval(args: argparse.Namespace) -> int:
         spec = HeldoutSpec.load(args.model) if Path(args.model).is_dir() else None
     except ValueError as exc:
         return _fail(str(exc))
-    problem = _engine_problem(args.model, spec)
+    problem = _engine_problem(args, spec)
     if problem:
         return _fail(problem)
     # A model execrl trained samples as its run did: the sandbox scores while it generates
@@ -187,20 +212,26 @@ def run_eval(args: argparse.Namespace) -> int:
         return _run_eval(args, spec)
 
 
-def _engine_problem(model: str, spec: HeldoutSpec | None) -> str | None:
-    """A model whose run generated with vLLM is evaluated with vLLM (as trained, one turn or
-    episodes): said before anything loads where vLLM is not installed."""
+def _engine_problem(args: argparse.Namespace, spec: HeldoutSpec | None) -> str | None:
+    """The engine that will generate cannot run here (vLLM not installed), said before anything
+    loads: --engine's, else the trained model's own (as trained, one turn or episodes)."""
     from execrl.models.engine_factory import engine_missing  # imports torch: not for --help
 
+    if args.engine is not None:
+        missing = engine_missing(args.engine)
+        return None if missing is None else f"--engine {args.engine}: {missing}"
     missing = engine_missing(spec.engine) if spec is not None else None
     if missing is None:  # not a trained model, or its engine is installed
         return None
-    return f"{model} was trained with sampling.engine = {spec.engine!r} and is evaluated as trained. {missing}"
+    return f"{args.model} was trained with sampling.engine = {spec.engine!r} and is evaluated as trained. {missing}"
 
 
 def _run_eval(args: argparse.Namespace, spec: HeldoutSpec | None) -> int:
     """`spec`: the model's saved `execrl_eval.json` (None: not a model execrl trained)."""
     if not is_one_turn(args.env):  # multi-turn episodes, pass@1 by turn
+        if args.prompt is not None:
+            return _fail(f"--prompt {args.prompt} with --env {args.env}: episodes prompt as "
+                         "training does")  # fmt: skip
         from execrl.eval.episodes_eval import run_episodes_eval
 
         return run_episodes_eval(args, spec)
@@ -211,6 +242,8 @@ def _run_eval(args: argparse.Namespace, spec: HeldoutSpec | None) -> int:
     except ValueError:
         return _fail(f"-k {args.k!r}: give comma-separated integers, e.g. -k 1,10")
     if spec is not None:
+        if args.prompt is not None:
+            return _fail(f"--prompt {args.prompt}: {args.model} is prompted as it was trained")
         return _run_as_trained(args, spec, ks)
     for name, default in _DEFAULTS.items():
         if getattr(args, name) is None:
@@ -245,12 +278,14 @@ def _run_eval(args: argparse.Namespace, spec: HeldoutSpec | None) -> int:
         generator.chat,
         code_end=True,
         repeat_ngram=args.repeat_ngram,
+        prompt=args.prompt or "execrl",
     )
     from execrl.models.backends import GenerationParams, ServerError
 
     params = GenerationParams(temperature, args.top_p, args.max_new_tokens,
                               batch_size=args.batch_size, code_end=meta.code_end,
                               repeat_ngram=meta.repeat_ngram)  # fmt: skip
+    started = time.monotonic()
     try:
         samples_file = SamplesFile(out_dir / "samples.jsonl", meta, restart=args.restart)
         with progress_bar(len(tasks) * args.n, "generate") as advance:
@@ -258,9 +293,12 @@ def _run_eval(args: argparse.Namespace, spec: HeldoutSpec | None) -> int:
         samples = first_n(samples_file.read(tasks), tasks, args.n)
     except (TaskDataError, ServerError) as exc:
         return _fail(str(exc))
+    finally:
+        if hasattr(generator, "close"):  # an engine's processes and KV cache, before grading
+            generator.close()
     print(
         f"generated {made} samples ({len(samples) - made} from an earlier run) in "
-        f"{samples_file.path}",
+        f"{samples_file.path}, {time.monotonic() - started:.1f} s",
         file=sys.stderr,
     )
     return _evaluate(args, samples, tasks, out_dir, temperature, ks)
@@ -329,7 +367,8 @@ def _open_generator(args: argparse.Namespace):
     from execrl.models.backends import open_generator
 
     torch.manual_seed(args.seed)
-    return open_generator(args.model, chat=args.chat, device=args.device)
+    return open_generator(args.model, chat=args.chat, device=args.device,
+                          engine=args.engine or "loop", dtype=args.dtype or "")  # fmt: skip
 
 
 def _slug(text: str) -> str:

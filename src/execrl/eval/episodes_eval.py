@@ -28,7 +28,7 @@ from typing import Any
 
 from execrl.eval.as_trained import benchmark_for
 from execrl.eval.evaluate import print_summary, write_jsonl_atomic
-from execrl.eval.generation import stops_for
+from execrl.eval.prompt_style import stops_for
 from execrl.models.backends import ServerError
 from execrl.models.chat import chat_wanted, uses_chat_template
 from execrl.rewards.config import RewardConfig
@@ -162,7 +162,8 @@ def _episodes(
     from execrl.models.backends import GenerationParams, HFGenerator, open_generator
 
     torch.manual_seed(args.seed if args.seed is not None else 0)
-    generator = open_generator(args.model, chat=args.chat or "auto", device=args.device)
+    generator = open_generator(args.model, chat=args.chat or "auto", device=args.device,
+                               dtype=getattr(args, "dtype", None) or "")  # fmt: skip
     top_p = args.top_p if args.top_p is not None else 0.95
     max_new = args.max_new_tokens or 512
     if not isinstance(generator, HFGenerator):
@@ -180,7 +181,8 @@ def _episodes(
     from execrl.models.sampling import SamplingParams
 
     tokenizer = generator.policy.tokenizer
-    engine = make_engine(engine_of(spec), generator.policy.model, tokenizer)
+    engine = make_engine(getattr(args, "engine", None) or engine_of(spec), generator.policy.model,
+                         tokenizer)  # fmt: skip
     episodes = []
     try:
         # One generate call shares its stop sequences: tasks are run by their kind of prompt.

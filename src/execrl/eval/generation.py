@@ -18,30 +18,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from execrl.eval.prompt_style import STYLES, PromptStyle
 from execrl.eval.samples import Sample
-from execrl.eval.solution import solution_from
 from execrl.models.backends import GenerationParams, Generator
-from execrl.models.prompting import is_code_prompt
 from execrl.tasks.errors import TaskDataError
 from execrl.tasks.schema import Task
-
-# EvalPlus's extra stop sequences for direct completion of a code prompt (codegen.py).
-CODE_PROMPT_STOPS = (
-    "\ndef ",
-    "\nclass ",
-    "\nimport ",
-    "\nfrom ",
-    "\nassert ",
-    '\n"""',
-    "\nif __name__",
-    "\nprint(",
-)
-PROSE_PROMPT_STOPS = ("\nif __name__", "\nassert ")
-
-CHAT_INSTRUCTION = (
-    "Complete the following Python function. Answer with the whole function, with any imports "
-    "it needs, in one ```python code block.\n\n```python\n{prompt}\n```"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,16 +40,12 @@ class GenerationMeta:
     # is not the sample the same settings without them give, so a resume must match them too
     code_end: bool = False
     repeat_ngram: int = 0
+    prompt: str = "execrl"  # the prompt style (`eval.prompt_style`): it changes every answer
 
 
 def prompt_text(task: Task, chat: bool) -> str:
-    if chat and is_code_prompt(task.prompt):
-        return CHAT_INSTRUCTION.format(prompt=task.prompt.strip())
-    return task.prompt
-
-
-def stops_for(task: Task) -> tuple[str, ...]:
-    return CODE_PROMPT_STOPS if is_code_prompt(task.prompt) else PROSE_PROMPT_STOPS
+    """The user's message for `task` in execrl's own prompt style."""
+    return STYLES["execrl"].text(task, chat)
 
 
 class SamplesFile:
@@ -157,27 +134,35 @@ def generate_missing(
     if progress is not None:
         progress(sum(min(have[t.id], out.meta.n) for t in tasks))
     made = 0
+    style = STYLES[out.meta.prompt]
+    chat = generator.chat
+
+    def stops(task: Task) -> tuple[str, ...]:
+        return style.stops(task, chat)
+
     # One generate call shares its stop sequences and its stop rule's language (a row ends at
     # its first block in its task's language), so tasks are chunked by both.
-    for stops, language in sorted({(stops_for(t), t.language) for t in todo}):
-        group = [t for t in todo if stops_for(t) == stops and t.language == language]
-        call = replace(params, stop=stops, code_language=language)
+    for ends, language in sorted({(stops(t), t.language) for t in todo}):
+        group = [t for t in todo if stops(t) == ends and t.language == language]
+        call = replace(params, stop=ends, code_language=language,
+                       reply_prefix=style.reply_prefix(chat))  # fmt: skip
         for start in range(0, len(group), chunk_tasks):
             chunk = group[start : start + chunk_tasks]
-            made += _generate_chunk(generator, chunk, have, out, call)
+            made += _generate_chunk(generator, style, chunk, have, out, call)
             if progress is not None:
                 progress(sum(out.meta.n - have[t.id] for t in chunk))
     return made
 
 
-def _generate_chunk(generator, chunk, have, out: SamplesFile, params) -> int:
+def _generate_chunk(generator, style: PromptStyle, chunk, have, out: SamplesFile,
+                    params) -> int:  # fmt: skip
     """One chunk of tasks; tasks with some samples already get the rest. Tasks are grouped by
     how many they still need, since one call gives the same number to every prompt."""
     records = []
     for need in sorted({out.meta.n - have[t.id] for t in chunk}):
         tasks = [t for t in chunk if out.meta.n - have[t.id] == need]
         texts = generator.generate(
-            [prompt_text(t, generator.chat) for t in tasks],
+            [style.text(t, generator.chat) for t in tasks],
             need,
             params,
         )
@@ -187,7 +172,7 @@ def _generate_chunk(generator, chunk, have, out: SamplesFile, params) -> int:
                     {
                         "task_id": task.id,
                         "completion_id": have[task.id] + i,
-                        "solution": solution_from(task, raw, generator.chat),
+                        "solution": style.program(task, raw, generator.chat),
                         "raw": raw,
                     }
                 )

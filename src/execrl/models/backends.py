@@ -3,7 +3,9 @@ speaks the OpenAI completions API (vLLM, SGLang, llama.cpp's server, TGI).
 
 Both take prompt texts and give back n raw completions per prompt; what the text means as a
 program is decided by the caller (`eval.generation`). A model is named `openai:URL#MODEL` for a
-server, and by a path, hub id or `default` otherwise (`models.loading`).
+server, and by a path, hub id, known model or `default` otherwise (`models.loading`). A local
+model generates with one of the rollout engines (`models.engine`: execrl's loop, Hugging Face
+`generate`, or vLLM, which loads the model directory itself and holds the only copy).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from execrl.models.chat import chat_wanted, uses_chat_template
@@ -26,12 +29,13 @@ class GenerationParams:
     temperature: float = 0.0  # 0 means greedy
     top_p: float = 1.0
     max_new_tokens: int = 512
-    stop: tuple[str, ...] = ()  # used for plain completion only; chat ends at eos
+    stop: tuple[str, ...] = ()  # besides eos (the prompt style's: `eval.prompt_style`)
     batch_size: int = 16  # sequences per generate call (HF) or per request (server)
     # the stop rules (`models.stop_rules`), in-process only: a server stops at eos and `stop`
     code_end: bool = False
     repeat_ngram: int = 0
     code_language: str = "python"  # the language whose block ends a row (code_end)
+    reply_prefix: str = ""  # the start of the model's reply, after the chat template
 
 
 class Generator(Protocol):
@@ -42,8 +46,11 @@ class Generator(Protocol):
         ...
 
 
-def open_generator(model: str, *, chat: str = "auto", device: str = "auto") -> Generator:
-    """The generator a `--model` argument names; chat is auto | on | off."""
+def open_generator(model: str, *, chat: str = "auto", device: str = "auto", engine: str = "loop",
+                   dtype: str = "") -> Generator:  # fmt: skip
+    """The generator a `--model` argument names; chat is auto | on | off; engine is loop | hf |
+    vllm (a local model's); dtype is float32 | bfloat16 | float16, "" for the engine's default
+    (float32 on a CPU, bfloat16 on a GPU)."""
     if model.startswith(OPENAI_PREFIX):
         url, sep, name = model[len(OPENAI_PREFIX) :].partition("#")
         if not sep or not url or not name:
@@ -52,21 +59,31 @@ def open_generator(model: str, *, chat: str = "auto", device: str = "auto") -> G
                 "e.g. openai:http://localhost:8000/v1#Qwen/Qwen2.5-Coder-7B-Instruct"
             )
         return OpenAIGenerator(url, name, chat=chat == "on")
-    return HFGenerator(model, chat=chat, device=device)
+    if engine == "vllm":
+        return VLLMGenerator(model, chat=chat, dtype=dtype)
+    return HFGenerator(model, chat=chat, device=device, engine=engine, dtype=dtype)
+
+
+def _default_dtype(device: str) -> str:
+    return "bfloat16" if device.startswith("cuda") else "float32"
 
 
 class HFGenerator:
-    """A transformers causal LM; prompts through its chat template when it has one."""
+    """A transformers causal LM in this process, generating with execrl's decode loop ("loop")
+    or Hugging Face `generate` ("hf"); prompts through its chat template when it has one."""
 
-    def __init__(self, model: str, *, chat: str = "auto", device: str = "auto") -> None:
+    def __init__(self, model: str, *, chat: str = "auto", device: str = "auto",
+                 engine: str = "loop", dtype: str = "") -> None:  # fmt: skip
         import torch
 
         from execrl.models.loading import load_policy
 
+        if engine not in ("loop", "hf"):
+            raise ValueError(f"an in-process generator's engine is 'loop' or 'hf', not {engine!r}")
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        dtype = "bfloat16" if device.startswith("cuda") else "float32"
-        self.policy = load_policy(model, device=device, dtype=dtype)
+        self.engine = engine
+        self.policy = load_policy(model, device=device, dtype=dtype or _default_dtype(device))
         self.policy.model.eval()
         self.chat = uses_chat_template(self.policy.tokenizer, chat_wanted(chat))
 
@@ -74,19 +91,61 @@ class HFGenerator:
         from execrl.models.sampling import SamplingParams, encode_prompts, sample
 
         tokenizer = self.policy.tokenizer
-        ids = encode_prompts(tokenizer, prompts, chat=self.chat)
+        ids = encode_prompts(tokenizer, prompts, chat=self.chat, reply_prefix=params.reply_prefix)
         sampling = SamplingParams(
             temperature=params.temperature,
             top_p=params.top_p,
             max_new_tokens=params.max_new_tokens,
-            stop=() if self.chat else params.stop,
+            stop=params.stop,
+            batch_size=params.batch_size,
+            code_end=params.code_end,
+            repeat_ngram=params.repeat_ngram,
+            code_language=params.code_language,
+            engine=self.engine,
+        )
+        completions = sample(self.policy.model, tokenizer, ids, sampling, n=n)
+        return [[c.text for c in completions[i * n : (i + 1) * n]] for i in range(len(prompts))]
+
+    def close(self) -> None:
+        del self.policy  # the weights go with the last reference
+
+
+class VLLMGenerator:
+    """vLLM over the model's directory (`models.vllm_engine`): the engine loads it itself, so
+    no second copy of the weights is held here. Sampling as the rollout engine samples, with
+    the same stop rules, so a run's evaluation and `execrl eval --engine vllm` agree."""
+
+    def __init__(self, model: str, *, chat: str = "auto", dtype: str = "",
+                 max_model_len: int = 4096) -> None:  # fmt: skip
+        from execrl.models.loading import load_tokenizer, resolve_model_path
+        from execrl.models.vllm_engine import VLLMEngine
+
+        source, _ = resolve_model_path(model)
+        self.tokenizer = load_tokenizer(model)
+        self.chat = uses_chat_template(self.tokenizer, chat_wanted(chat))
+        self.engine = VLLMEngine(None, self.tokenizer, directory=Path(source), dtype=dtype,
+                                 max_model_len=max_model_len)  # fmt: skip
+
+    def generate(self, prompts: Sequence[str], n: int, params: GenerationParams) -> list[list[str]]:
+        from execrl.models.sampling import SamplingParams, encode_prompts
+
+        ids = encode_prompts(self.tokenizer, prompts, chat=self.chat,
+                             reply_prefix=params.reply_prefix)  # fmt: skip
+        sampling = SamplingParams(
+            temperature=params.temperature,
+            top_p=params.top_p,
+            max_new_tokens=params.max_new_tokens,
+            stop=params.stop,
             batch_size=params.batch_size,
             code_end=params.code_end,
             repeat_ngram=params.repeat_ngram,
             code_language=params.code_language,
         )
-        completions = sample(self.policy.model, tokenizer, ids, sampling, n=n)
+        completions = self.engine.generate(ids, sampling, n=n)
         return [[c.text for c in completions[i * n : (i + 1) * n]] for i in range(len(prompts))]
+
+    def close(self) -> None:
+        self.engine.close()
 
 
 class ServerError(RuntimeError):
@@ -118,6 +177,11 @@ class OpenAIGenerator:
             "max_tokens": params.max_new_tokens,
         }
         if self.chat:
+            if params.reply_prefix:
+                raise ServerError(
+                    f"{self.base}: a chat server cannot be given the start of the reply "
+                    "(--prompt evalplus); use --chat off, or a local model"
+                )
             body["messages"] = [{"role": "user", "content": prompt}]
             answer = self._post("/chat/completions", body)
         else:

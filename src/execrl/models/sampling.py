@@ -95,14 +95,16 @@ class Completion:
 
 
 def encode_prompts(
-    tokenizer: Any, prompts: Sequence[str], *, chat: bool | None = None
+    tokenizer: Any, prompts: Sequence[str], *, chat: bool | None = None, reply_prefix: str = ""
 ) -> list[list[int]]:
-    """Prompt token ids, after the chat template when one applies (it adds its own bos)."""
+    """Prompt token ids, after the chat template when one applies (it adds its own bos);
+    `reply_prefix` begins the model's reply (chat only)."""
     templated = uses_chat_template(tokenizer, chat)
     return [
-        tokenizer(format_prompt(tokenizer, p, chat=chat), add_special_tokens=not templated)[
-            "input_ids"
-        ]
+        tokenizer(
+            format_prompt(tokenizer, p, chat=chat, reply_prefix=reply_prefix),
+            add_special_tokens=not templated,
+        )["input_ids"]
         for p in prompts
     ]
 

