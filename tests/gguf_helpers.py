@@ -24,25 +24,27 @@ def _permute(w: Any, n_head: int) -> Any:
 
 
 def write_tiny_gguf(model: Any, tokenizer: Any, path: Path, quant: str = "F32", tokenizer_model: str = "gpt2",
-                    architecture: str = "llama") -> Path:  # fmt: skip
+                    architecture: str = "llama", claims: dict[str, int] | None = None,
+                    n_tensors: int | None = None) -> Path:  # fmt: skip
     """The HF LlamaForCausalLM `model` and its byte-level BPE `tokenizer` as a GGUF file;
-    quant F32 (exact) or Q8_0 (2-d weights quantised, as a real GGUF's are)."""
+    quant F32 (exact) or Q8_0 (2-d weights quantised, as a real GGUF's are). claims: metadata
+    that says otherwise than the model (e.g. {"embedding_length": 8192}); n_tensors: write only
+    the first n tensors."""
     import gguf
     import numpy as np
 
     c = model.config
     writer = gguf.GGUFWriter(str(path), architecture)
     writer.add_name("tiny test llama")
-    writer.add_context_length(c.max_position_embeddings)
-    writer.add_embedding_length(c.hidden_size)
-    writer.add_block_count(c.num_hidden_layers)
-    writer.add_feed_forward_length(c.intermediate_size)
-    writer.add_head_count(c.num_attention_heads)
-    writer.add_head_count_kv(c.num_key_value_heads)
-    writer.add_layer_norm_rms_eps(c.rms_norm_eps)
-    writer.add_rope_freq_base(c.rope_parameters["rope_theta"])
-    writer.add_rope_dimension_count(c.hidden_size // c.num_attention_heads)
-    writer.add_vocab_size(c.vocab_size)
+    declared = {"context_length": c.max_position_embeddings, "embedding_length": c.hidden_size,
+                "block_count": c.num_hidden_layers, "feed_forward_length": c.intermediate_size,
+                "head_count": c.num_attention_heads, "head_count_kv": c.num_key_value_heads,
+                "layer_norm_rms_eps": c.rms_norm_eps,
+                "rope_freq_base": c.rope_parameters["rope_theta"],
+                "rope_dimension_count": c.hidden_size // c.num_attention_heads,
+                "vocab_size": c.vocab_size}  # fmt: skip
+    for key, value in {**declared, **(claims or {})}.items():
+        getattr(writer, f"add_{key}")(value)
     backend = json.loads(tokenizer.backend_tokenizer.to_str())
     vocab = tokenizer.get_vocab()
     tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
@@ -72,7 +74,7 @@ def write_tiny_gguf(model: Any, tokenizer: Any, path: Path, quant: str = "F32", 
             elif g == "attn_k":
                 w = _permute(w, c.num_key_value_heads)
             tensors[f"blk.{i}.{g}.weight"] = w
-    for name, w in tensors.items():
+    for name, w in list(tensors.items())[:n_tensors]:
         if quant == "Q8_0" and w.ndim == 2:
             q = gguf.quants.quantize(np.ascontiguousarray(w), gguf.GGMLQuantizationType.Q8_0)
             writer.add_tensor(name, q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
@@ -100,3 +102,36 @@ def write_wheel(path: Path, member: str, payload: Path) -> Path:
         )
         wheel.writestr(f"{info}/RECORD", "")
     return path
+
+
+def with_metadata_array(source: Path, path: Path, key: str, n: int) -> Path:
+    """A copy of the GGUF file source with one more metadata key: an array of about n zero
+    bytes, its length rounded so that the data section keeps its alignment (32)."""
+    import struct
+
+    data = source.read_bytes()
+    head = 8 + len(key) + 4 + 4 + 8  # key string, value type, element type, length
+    n += -(head + n) % 32
+    entry = struct.pack("<Q", len(key)) + key.encode() + struct.pack("<IIQ", 9, 0, n) + bytes(n)
+    n_tensors, n_keys = struct.unpack_from("<QQ", data, 8)
+    path.write_bytes(data[:8] + struct.pack("<QQ", n_tensors, n_keys + 1) + entry + data[24:])
+    return path
+
+
+def write_sliced_wheels(gguf: Path, into: Path, parts: int, package: str = "tiny-sliced-part{n}",
+                        version: str = "0.1.0") -> list[tuple[str, str, int, Path]]:  # fmt: skip
+    """The GGUF file cut into `parts` slices, each the one member of its own wheel, named as
+    the real sliced models' are: [(package, member, slice size, wheel path)], in order."""
+    data = gguf.read_bytes()
+    step = -(-len(data) // parts)
+    made = []
+    for n in range(1, parts + 1):
+        name = package.format(n=n)
+        project = name.replace("-", "_")
+        member = f"{project}/data/part{n:02d}.bin"
+        piece = into / f"part{n}.bin"
+        piece.write_bytes(data[(n - 1) * step : n * step])
+        wheel = write_wheel(into / f"{project}-{version}-py3-none-any.whl", member, piece)
+        made.append((name, member, piece.stat().st_size, wheel))
+        piece.unlink()
+    return made

@@ -86,8 +86,8 @@ def test_an_interrupted_conversion_never_leaves_a_cache_that_looks_complete(
     path = write_tiny_gguf(model, tokenizer, tmp_path / "tiny.gguf")
     real_convert = gguf_module._convert
 
-    def interrupted(source, directory):
-        real_convert(source, directory)  # every file written, then the user presses Ctrl-C
+    def interrupted(source, directory, *rest):
+        real_convert(source, directory, *rest)  # every file written, then the user presses Ctrl-C
         (directory / "model.safetensors").write_bytes(b"half")
         raise KeyboardInterrupt
 
@@ -141,3 +141,130 @@ def test_a_gguf_transformers_cannot_convert_is_refused_naming_the_file(tiny, tmp
     ):
         load_policy(str(path))
     assert list((cache / "models").iterdir()) == []
+
+
+# Issue 41, class 3: a model file is what it claims, or it is refused.
+
+
+@pytest.fixture
+def no_model_built(monkeypatch):
+    """Fail the test if a model is built from the file (the meta device's shapes excepted)."""
+    from transformers import AutoModelForCausalLM
+
+    def built(*args, **kwargs):
+        raise AssertionError("a model was built from a file that should have been refused")
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", built)
+
+
+@pytest.mark.parametrize(
+    "claims, refusal",
+    [  # a 69B-parameter Llama's shape; then as wide, in the 2 blocks the file has; then narrower
+        ({"block_count": 80, "embedding_length": 8192, "feed_forward_length": 28672,
+          "head_count": 64, "head_count_kv": 8}, "declares 80 blocks but holds tensors for 2"),
+        ({"embedding_length": 8192, "feed_forward_length": 28672, "head_count": 64,
+          "head_count_kv": 8}, "token_embd.weight holds 8,928 values, but parameter model.embed_tokens.weight"),
+        ({"feed_forward_length": 32}, "blk.0.ffn_gate.weight holds 2,048 values, but parameter"),
+    ],
+)  # fmt: skip
+def test_a_gguf_is_refused_before_building_when_its_tensors_are_not_the_declared_model(
+    tiny, tmp_path, cache, no_model_built, claims, refusal
+):
+    model, tokenizer = tiny
+    path = write_tiny_gguf(model, tokenizer, tmp_path / "claims.gguf", claims=claims)
+    assert path.stat().st_size < 200_000  # a small file, whatever it declares
+    with pytest.raises(ModelFileError, match=f"model file {path} .*{refusal}"):
+        ensure_converted(path, log=lambda m: None)
+    assert list((cache / "models").iterdir()) == []
+
+
+@pytest.mark.parametrize("n_tensors, refusal", [
+    (1, "declares 2 blocks but holds tensors for 0"),
+    (19, "has no tensor blk.1.ffn_down.weight .parameter model.layers.1.mlp.down_proj.weight"),
+])  # fmt: skip
+def test_a_gguf_missing_tensors_is_refused_not_converted_into_a_random_model(
+    tiny, tmp_path, cache, no_model_built, n_tensors, refusal
+):
+    model, tokenizer = tiny
+    path = write_tiny_gguf(model, tokenizer, tmp_path / "part.gguf", n_tensors=n_tensors)
+    with pytest.raises(ModelFileError, match=f"model file {path} .*{refusal}"):
+        ensure_converted(path, log=lambda m: None)
+    assert list((cache / "models").iterdir()) == []
+
+
+def test_no_weight_is_left_unfilled_after_loading_even_past_the_file_checks(
+    tiny, tmp_path, cache, monkeypatch
+):
+    """The check after loading stands on its own: with the checks before building skipped, a
+    file lacking a tensor is still refused, not cached as a partly random model."""
+    model, tokenizer = tiny
+    path = write_tiny_gguf(model, tokenizer, tmp_path / "part.gguf", n_tensors=19)
+    monkeypatch.setattr(gguf_module, "check_claims", lambda *a: None, raising=False)
+    with pytest.raises(ModelFileError, match=r"left 1 weights unfilled .*mlp.down_proj.weight"):
+        ensure_converted(path, log=lambda m: None)
+    assert list((cache / "models").iterdir()) == []
+
+
+def test_reading_a_gguf_header_takes_memory_bounded_by_caps_not_by_its_arrays(tiny, tmp_path):
+    """The gguf package's reader keeps ~200 bytes per array element before any check: 1.5M
+    elements were ~300 MB. Now a header is walked without per-element objects and a metadata
+    array past its cap is refused before anything else reads the file."""
+    import tracemalloc
+
+    from gguf_helpers import with_metadata_array
+
+    model, tokenizer = tiny
+    path = write_tiny_gguf(model, tokenizer, tmp_path / "tiny.gguf")
+    padded = with_metadata_array(path, tmp_path / "padded.gguf", "execrl.padding", 1_500_000)
+    vocab = with_metadata_array(path, tmp_path / "vocab.gguf", "tokenizer.ggml.extra", 1_000_000)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ModelFileError, match=f"{padded} .*execrl.padding declares 1500"):
+            ensure_converted(padded, log=lambda m: None)
+        refused_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        from execrl.models.gguf_header import read_header_of
+
+        assert read_header_of(vocab).arrays["tokenizer.ggml.extra"] >= 1_000_000  # under its cap
+        read_peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert refused_peak < 8 << 20 and read_peak < 4 << 20, (refused_peak, read_peak)
+
+
+def _embedding(directory):
+    from safetensors.torch import load_file
+
+    return load_file(str(directory / "model.safetensors"))["model.embed_tokens.weight"]
+
+
+def test_the_cache_holds_the_conversion_of_exactly_the_bytes_hashed(
+    tiny, tmp_path, cache, monkeypatch
+):
+    """A file renamed over the original between hashing and converting (same size, same mtime)
+    must not be cached under the original's hash: that hash may be a known model's pin."""
+    import os
+
+    from execrl.models.gguf import converted_dir, file_sha256
+
+    model, tokenizer = tiny
+    path = write_tiny_gguf(model, tokenizer, tmp_path / "model.gguf")
+    pinned = file_sha256(path)
+    other = new_llama(tokenizer, SHAPE, seed=1)
+    swap = write_tiny_gguf(other, tokenizer, tmp_path / "swap.gguf")
+    assert swap.stat().st_size == path.stat().st_size
+    real_check = gguf_module.check_gguf
+
+    def swapped_after_hashing(*args, **kwargs):
+        if swap.exists():
+            os.utime(swap, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns))
+            os.replace(swap, path)
+        return real_check(*args, **kwargs)
+
+    monkeypatch.setattr(gguf_module, "check_gguf", swapped_after_hashing)
+    ensure_converted(path, log=lambda m: None)
+    directory = converted_dir(pinned)
+    assert not swap.exists()
+    assert not directory.exists() or torch.equal(
+        _embedding(directory), model.model.embed_tokens.weight.detach()
+    )

