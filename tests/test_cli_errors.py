@@ -149,3 +149,42 @@ def test_every_sandbox_option_is_described_with_its_default():
     assert "(default humaneval)" in bench["benchmark"] and "(default 1)" in bench["repeat"]
     serve = {a.dest: a.help for a in _subcommand("sandbox", "serve")._actions}
     assert "(default EXECRL_SANDBOX_TOKEN;" in serve["token_env"]
+
+
+def test_a_set_error_is_labelled_by_where_the_value_came_from(capsys, tmp_path):
+    """A value --set gave was labelled "defaults:"; a file's value is labelled by the file."""
+    err = _one_line_error(capsys, "train", "--set", "sampling.temperature=-1")
+    assert err.startswith("execrl train: error: --set: sampling.temperature = -1.0")
+    config = tmp_path / "c.toml"
+    config.write_text("[sampling]\ntemperature = -1\n")
+    err = _one_line_error(capsys, "train", "--config", str(config), "--set", "run.steps=2")
+    assert err.startswith(f"execrl train: error: {config} with --set: sampling.temperature")
+    err = _one_line_error(capsys, "sft", "--set", "optim.nope=1")
+    assert err.startswith("execrl sft: error: --set: unknown key optim.nope")
+
+
+def test_a_json_error_says_where_on_the_line(capsys, tmp_path):
+    """json's message alone ended "... starting at": the position was cut off."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"task_id": "HumanEval/0", "completion": "x\n')
+    err = _one_line_error(capsys, "eval-samples", str(bad), "--benchmark", "humaneval")
+    assert err.endswith(f"{bad}:1: not valid JSON: Unterminated string starting at: column 42")
+
+
+def test_train_and_eval_know_the_same_task_sources(capsys, tmp_path):
+    runs = ["--set", f"run.out_dir={str(tmp_path)!r}"]
+    train = _one_line_error(capsys, "train", "--set", "data.train='nosuch'", *runs)
+    evaluated = _one_line_error(capsys, "eval", "--model", "default", "--benchmark", "nosuch")
+    known = train.split("; known: ")[1]
+    assert evaluated.split("; known: ")[1] == known
+    assert "sql[:opts]" in known and "apps:PATH" in known
+
+
+def test_tasks_errors_say_error_and_its_list_is_aligned(capsys):
+    err = _one_line_error(capsys, "tasks", "show", "--benchmark", "nosuch", "x")
+    assert err.startswith("execrl tasks: error: unknown benchmark 'nosuch'")
+    assert main(["tasks", "list"]) == 0
+    rows = capsys.readouterr().out.split("\n\n")[0].splitlines()
+    # the count column ends in one place on every row, the longest name's included
+    ends = {re.match(r"\S+\s+\S+", row).end() for row in rows}
+    assert len(rows) > 20 and len(ends) == 1 and "primeintellect:PATH" in rows[-1], rows

@@ -55,7 +55,8 @@ def test_cli_report_rebuilds_with_tensorboard(run_dir, capsys):
     events = list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
     assert len(events) == 1
     assert main(["report", str(run_dir.parent / "nope")]) == 2
-    assert "no such run directory" in capsys.readouterr().out
+    err = capsys.readouterr().err  # on stderr, as every command's errors
+    assert err.startswith("execrl report: error: ") and "no such run directory" in err
 
 
 def _event_scalars(directory):

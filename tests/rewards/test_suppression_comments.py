@@ -15,7 +15,7 @@ from execrl.rewards import Security, StaticAnalysis, Style
 from .conftest import sample
 
 # Findings for every backend: pyflakes/F (unused import and variable, undefined name),
-# pycodestyle/E-W (E302, E711, E501 — E711 and E501 honour `# noqa` in pycodestyle), and
+# pycodestyle/E-W (E302, E711, E501 — E711 and E501 honour noqa comments in pycodestyle), and
 # bandit/S (B404 import subprocess, B602 shell=True, B307 eval).
 PROGRAM = (
     "import os\n"

@@ -164,7 +164,7 @@ def test_rl_algorithm_takes_a_record_or_a_function_from_a_users_module(user_modu
     out = ["--set", f"run.out_dir={str(tmp_path / 'runs')!r}"]
     assert main(["train", "--set", "rl.algorithm='no_such_module_xyz:A'", *out]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("execrl train: error: defaults: rl.algorithm = 'no_such_module_xyz:A'")
+    assert err.startswith("execrl train: error: --set: rl.algorithm = 'no_such_module_xyz:A'")
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "runs").exists()
 
 

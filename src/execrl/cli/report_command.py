@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,7 +40,7 @@ def _report(args: argparse.Namespace) -> int:
                 board.log(row, int(row["step"]))
             board.close()
     except (OSError, ValueError) as e:
-        print(f"execrl report: {e}")
+        print(f"execrl report: error: {e}", file=sys.stderr)
         return 2
     print(json.dumps({"report": str(report.html), "plots": [str(p) for p in report.plots],
                       "steps": report.steps}))  # fmt: skip

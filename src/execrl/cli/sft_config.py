@@ -14,7 +14,13 @@ from typing import Any
 from execrl.models.device import device_problem
 from execrl.rl import toml_config
 from execrl.rl.config import CHOICES, ModelConfig, OptimConfig
-from execrl.rl.toml_config import ConfigError, checked_table, read_toml, with_overrides
+from execrl.rl.toml_config import (
+    ConfigError,
+    checked_table,
+    read_toml,
+    source_name,
+    with_overrides,
+)
 
 
 @dataclass
@@ -59,7 +65,7 @@ def load_sft_config(
     path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()
 ) -> SFTConfig:
     """Defaults, then the TOML file, then each override, checked."""
-    return from_dict(with_overrides(read_toml(path), overrides), str(path) if path else "defaults")
+    return from_dict(with_overrides(read_toml(path), overrides), source_name(path, overrides))
 
 
 def from_dict(data: dict[str, Any], where: str) -> SFTConfig:

@@ -65,14 +65,14 @@ def register(subparsers: Any) -> None:
 
 
 def _fail(message: str) -> int:
-    print(f"execrl tasks: {message}", file=sys.stderr)
+    print(f"execrl tasks: error: {message}", file=sys.stderr)
     return 2
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    print(f"{'benchmark':<16} {'tasks':>6}  data")
     root = data_dir_of(args.data_dir)
     missing: list[Benchmark] = []
+    rows: list[tuple[str, object, str]] = [("benchmark", "tasks", "data")]
     for b in list_benchmarks():
         try:
             found = locate_benchmark(b.name, args.data_dir, download=False)
@@ -81,17 +81,17 @@ def cmd_list(args: argparse.Namespace) -> int:
             assert b.data is not None  # only a benchmark read from a file can be missing
             missing.append(b)
             where = f"MISSING: put {b.data.filename} at {wanted_path(b.data, root)}"
-        print(f"{b.name:<16} {b.count or '-':>6}  {where}")
-    print(
-        f"{'synthetic':<16} {'any':>6}  generated (synthetic:split=train,difficulty=1,n=100,seed=0)"
-    )
-    print(f"{'jsonl:PATH':<16} {'-':>6}  a file in HumanEval's format or execrl's schema")
+        rows.append((b.name, b.count or "-", where))
+    rows.append(("synthetic", "any", "generated (synthetic:split=train,difficulty=1,n=100,seed=0)"))
+    rows.append(("jsonl:PATH", "-", "a file in HumanEval's format or execrl's schema"))
     for name, what in SUITES.items():  # scored by verifiers (docs/verifiers.md)
-        count = DEFAULT_N * len(LEVELS)
         options = f"{name}:split=train|test,difficulty=1-3,n=8"
-        print(f"{name:<16} {count:>6}  generated ({options}): {what}")
+        rows.append((name, DEFAULT_N * len(LEVELS), f"generated ({options}): {what}"))
     for b in PATH_BENCHMARKS.values():  # read from the dataset's own files (contest_registry)
-        print(f"{b.name + ':PATH':<16} {'-':>6}  {b.description}; PATH a JSONL/parquet file or hf")
+        rows.append((f"{b.name}:PATH", "-", f"{b.description}; PATH a JSONL/parquet file or hf"))
+    width = max(len(name) for name, _, _ in rows)  # the longest name sets the column
+    for name, count, text in rows:
+        print(f"{name:<{width}} {count!s:>6}  {text}")
     if missing:
         print(_missing_note(missing, args.data_dir, root))
     return 0

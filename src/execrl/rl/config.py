@@ -31,7 +31,7 @@ from execrl.rl.data_config import DataConfig, check_data
 from execrl.rl.dist_config import DistConfig, check_dist
 from execrl.rl.episodes.env import EnvConfig
 from execrl.rl.logprobs import HEADS
-from execrl.rl.toml_config import ConfigError, read_toml, with_overrides
+from execrl.rl.toml_config import ConfigError, read_toml, source_name, with_overrides
 from execrl.sandbox.config import SandboxConfig, SandboxConfigError, moved_to_limits
 from execrl.tasks.limit_caps import capped
 
@@ -252,7 +252,7 @@ def load_config(
     this_machine=False reads a config for another machine (`execrl plan` on a GPU recipe): its
     device and engine are not checked against this one."""
     data = with_overrides(read_toml(path), overrides, _suggest)
-    return from_dict(data, str(path) if path else "defaults", this_machine=this_machine)
+    return from_dict(data, source_name(path, overrides), this_machine=this_machine)
 
 
 # What `--resume` may change: how long and where the run goes on, not what it trains.

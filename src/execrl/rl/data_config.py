@@ -88,8 +88,8 @@ def _check_source(key: str, source: str, where: str) -> None:
     """A task source names the synthetic suite, a registered benchmark, a verifier suite with
     its options (sql:split=test,n=4), a contest benchmark with its path, or jsonl:PATH."""
     from execrl.tasks.errors import UnknownBenchmark
-    from execrl.tasks.registry import BENCHMARKS, is_path_benchmark
-    from execrl.tasks.suites import SUITES, is_suite, parse_options
+    from execrl.tasks.registry import BENCHMARKS, is_path_benchmark, known_sources
+    from execrl.tasks.suites import is_suite, parse_options
 
     if source in ("", "synthetic") or source.startswith(("synthetic:", "jsonl:")):
         return
@@ -101,5 +101,4 @@ def _check_source(key: str, source: str, where: str) -> None:
         except UnknownBenchmark as e:
             raise ConfigError(f"{where}: {key}: {e}") from None
         return
-    known = ", ".join(["synthetic", *BENCHMARKS, *SUITES, "jsonl:PATH"])
-    raise ConfigError(f"{where}: {key} = {source!r} is not a task source; known: {known}")
+    raise ConfigError(f"{where}: {key} = {source!r} is not a task source; known: {known_sources()}")

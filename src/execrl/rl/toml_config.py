@@ -30,6 +30,14 @@ def read_toml(path: str | Path | None) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML: {e}") from e
 
 
+def source_name(path: str | Path | None, overrides: list[str] | tuple[str, ...]) -> str:
+    """Where a config's values came from, as its errors begin: a value --set gave was labelled
+    "defaults", which sent a reader to a file they never wrote."""
+    if path and overrides:
+        return f"{path} with --set"
+    return str(path) if path else "--set" if overrides else "defaults"
+
+
 def _example(name: str) -> str:
     return ", e.g. optim.lr=1e-5"
 

@@ -167,7 +167,9 @@ def read_json_lines(path: str | Path, text: str | None = None) -> Iterator[tuple
         except json.JSONDecodeError as exc:
             last = i == len(lines) or (i == len(lines) - 1 and not lines[-1])
             hint = " (the file looks truncated)" if last and not text.endswith("\n") else ""
-            raise TaskDataError(f"{path}:{i}: not valid JSON{hint}: {exc.msg}") from None
+            # exc.msg alone ends "... starting at", its position cut off: the column is said
+            where = f"{exc.msg}: column {exc.colno}"
+            raise TaskDataError(f"{path}:{i}: not valid JSON{hint}: {where}") from None
 
 
 def read_tasks(path: str | Path) -> list[Task]:

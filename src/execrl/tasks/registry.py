@@ -156,9 +156,17 @@ def read_jsonl_tasks(path: Path) -> list[Task]:
     )
 
 
+def known_sources() -> str:
+    """Every name a task source may have, as the commands that take one (`execrl eval
+    --benchmark`, `execrl train`'s data.train) list it: one list, not one for each."""
+    from execrl.tasks.suites import SUITES
+
+    paths = [f"{n}:PATH" for n in PATH_BENCHMARKS]
+    suites = [f"{n}[:opts]" for n in ("synthetic", *SUITES)]
+    return ", ".join([*BENCHMARKS, *suites, "jsonl:PATH", *paths])
+
+
 def _get(name: str) -> Benchmark:
     if name not in BENCHMARKS:
-        paths = [f"{n}:PATH" for n in PATH_BENCHMARKS]
-        known = ", ".join([*BENCHMARKS, "synthetic[:opts]", "jsonl:PATH", *paths])
-        raise UnknownBenchmark(f"unknown benchmark {name!r}; known: {known}")
+        raise UnknownBenchmark(f"unknown benchmark {name!r}; known: {known_sources()}")
     return BENCHMARKS[name]
