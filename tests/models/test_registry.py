@@ -116,6 +116,7 @@ def test_an_unfetched_known_model_is_one_line_before_anything_loads(
         ["sft", "--set", "model.path='tiny-test'", "--set", f"data.train={str(pairs)!r}"],
         ["eval", "--model", "tiny-test", "--benchmark", "humaneval"],
         ["eval", "--model", "tiny-test", "--benchmark", "mbpp", "--env", "self_correct"],
+        ["plan", "--model", "tiny-test"],
     ]
     for argv in commands:
         assert main(argv) == 2, argv

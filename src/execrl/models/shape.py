@@ -159,11 +159,15 @@ def shape_of(spec: str) -> ModelShape:
 def _local_config(spec: str) -> Path | None:
     """The config.json `spec` names on this machine: a file, a model directory, a model fetched
     with `execrl models get`, or a hub id in the Hugging Face cache (never downloaded)."""
+    from execrl.models.gguf import ModelFileError
     from execrl.models.registry import fetched_dir, known_model
 
     path = Path(spec).expanduser()
     if known_model(spec) is not None:
-        path = fetched_dir(spec)
+        try:
+            path = fetched_dir(spec)
+        except ModelFileError as e:  # not fetched yet: the one line that says what to run
+            raise ShapeError(str(e)) from None
     if path.is_dir():
         path = path / "config.json"
     if path.is_file():
