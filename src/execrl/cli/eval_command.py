@@ -111,7 +111,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the weights' dtype while generating (default: float32 on a CPU, bfloat16 on a GPU; "
         "bfloat16 decodes about twice as fast on a CPU with avx512_bf16)",
     )
-    p.add_argument("--batch-size", type=int, default=16, help="sequences per generate call")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="sequences per generate call (default 16; --engine vllm: 64)")  # fmt: skip
     p.add_argument("--seed", type=int, default=None, help="default 0, or as trained")
     p.add_argument("--limit", type=int, default=0, help="only the first N tasks (0: all)")
     p.add_argument(
@@ -185,6 +186,8 @@ def run_eval(args: argparse.Namespace) -> int:
     problem = device_problem(args.device)
     if problem:
         return _fail(f"--device {problem}")
+    if args.batch_size is None:  # vLLM batches a whole call's sequences at each decoding step
+        args.batch_size = 64 if args.engine == "vllm" else 16
     if args.threads < 0:
         return _fail(f"--threads {args.threads}: give 0 (chosen at start) or a positive count")
     if args.corrections and is_one_turn(args.env):

