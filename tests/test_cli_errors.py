@@ -188,3 +188,10 @@ def test_tasks_errors_say_error_and_its_list_is_aligned(capsys):
     # the count column ends in one place on every row, the longest name's included
     ends = {re.match(r"\S+\s+\S+", row).end() for row in rows}
     assert len(rows) > 20 and len(ends) == 1 and "primeintellect:PATH" in rows[-1], rows
+
+
+def test_a_near_miss_of_a_known_model_name_is_suggested(capsys):
+    err = _one_line_error(capsys, "eval", "--model", "smollm2-135m")
+    assert "did you mean 'smollm2-135m-instruct'?" in err
+    far = _one_line_error(capsys, "eval", "--model", "no-such-model-name")
+    assert "did you mean" not in far

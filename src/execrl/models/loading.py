@@ -10,6 +10,7 @@ itself on first use (`execrl.models.default`).
 from __future__ import annotations
 
 import copy
+import difflib
 import os
 import re
 from dataclasses import dataclass
@@ -73,8 +74,10 @@ def resolve_model_path(name: str) -> tuple[str, bool]:
             f"model path {path} is a file but not a GGUF file; give the directory that holds it"
         )
     if name.startswith((".", "/", "~")) or not _HUB_ID.match(name):
+        close = difflib.get_close_matches(name, KNOWN_MODELS, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
         raise FileNotFoundError(
-            f"model path {name!r} does not exist; give a directory in Hugging Face format, "
+            f"model path {name!r} does not exist; {hint}give a directory in Hugging Face format, "
             "a .gguf file, a hub id like 'Qwen/Qwen2.5-Coder-0.5B-Instruct', 'default', or a "
             f"known model ({', '.join(sorted(KNOWN_MODELS))}: `execrl models list`)"
         )
