@@ -105,3 +105,34 @@ def test_sft_resume_refuses_a_state_pt_that_would_run_code(on_default, tmp_path,
     assert main(["sft", "--resume", str(run), *sets("run.steps=2")]) == 2
     assert not marker.exists()
     refused_in_one_line(capsys.readouterr().err, state, "sft")
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        '[rl]\nalgorithm = "{mod}:estimator"\n',
+        '[env]\nname = "{mod}:Environment"\n',
+        '[reward.tree]\ntype = "callable"\ntarget = "{mod}:reward"\n',
+    ],
+)
+def test_a_handed_config_that_names_code_is_refused_before_importing_it(
+    tmp_path, monkeypatch, capsys, names
+):
+    """A run directory's config.toml naming a module:name is refused on --resume, before the
+    module is imported (its import would create the marker), unless --trust-code."""
+    marker = tmp_path / "imported"
+    code = tmp_path / "code"
+    code.mkdir()
+    mod = f"execrl_planted_{abs(hash(names))}"  # a module imported once per process: its own
+    (code / f"{mod}.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.syspath_prepend(str(code))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.toml").write_text(names.format(mod=mod))
+    assert main(["train", "--resume", str(run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "names code that resuming would run" in err[0], err
+    assert mod in err[0] and "--trust-code" in err[0]
+    assert not marker.exists()
+    main(["train", "--resume", str(run), "--trust-code"])  # trusted: read as before
+    assert marker.exists()

@@ -33,6 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "--set reward.noise.rate=0.2 (repeatable)")  # fmt: skip
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint "
                    "with its saved config (--set may change run.steps and a few others)")  # fmt: skip
+    p.add_argument("--trust-code", action="store_true", help="with --resume: run what the run "
+                   "directory's config names (a harness command, module:name classes or "
+                   "functions); refused without it, since a run directory may come from anyone")  # fmt: skip
     p.add_argument("--data-dir", metavar="DIR", help="where benchmark data lives "
                    "(<DIR>/<dataset>/<file>; default $EXECRL_DATA_DIR)")  # fmt: skip
     p.add_argument("--allow-weaker-sandbox", action="store_true",
@@ -74,7 +77,7 @@ def _train_with(args: argparse.Namespace, overrides: list[str]) -> int:
         if args.resume:
             if args.config:
                 raise ConfigError("--resume continues with the run's saved config; drop --config")
-            config = resume_config(args.resume, overrides)
+            config = resume_config(args.resume, overrides, trust_code=args.trust_code)
         else:
             config = load_config(args.config, overrides)
         tracker_names(config.run.trackers or None)  # a bad tracker is an error before training

@@ -261,12 +261,21 @@ RESUMABLE = ("run.steps", "run.checkpoint_every", "run.trackers", "run.merge_lor
              "sandbox.workers", "model.threads", "sampling.engine_devices")  # fmt: skip
 
 
-def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = (),
+                  trust_code: bool = False) -> TrainConfig:  # fmt: skip
     """The saved config of `run_dir` with the `--set` overrides a resumed run can honour; any
-    other override is an error naming it (it would change what the run means)."""
+    other override is an error naming it (it would change what the run means). A run directory
+    may come from elsewhere: a config that names code (a harness command, a class or function
+    as module:name) is refused before anything is imported, unless `trust_code`."""
     saved = Path(run_dir) / "config.toml"
     if not saved.is_file():
         raise ConfigError(f"--resume {run_dir}: no config.toml there; is it a run directory?")
+    named = names_code(read_toml(saved))
+    if named and not trust_code:
+        raise ConfigError(
+            f"--resume {run_dir}: {saved} names code that resuming would run ("
+            f"{'; '.join(named)}); read it, and if you trust it add --trust-code"
+        )
     # A run directory saved before [credit] has its fields under [env]: execrl wrote them there,
     # so they load without a deprecation message
     silent = lambda message: None  # noqa: E731
@@ -286,6 +295,29 @@ def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = 
         )
     after.run.resume = str(run_dir)
     return after
+
+
+def names_code(data: dict[str, Any]) -> list[str]:
+    """Where a config's TOML (before it is built: building imports) names code to run: the
+    harness command, and each "module:name" of env.name, rl.algorithm and reward callables."""
+    env, rl = data.get("env", {}), data.get("rl", {})
+    found = [f"env.harness = {env['harness']!r}"] if env.get("harness") else []
+    for key, value in (("env.name", env.get("name")), ("rl.algorithm", rl.get("algorithm"))):
+        if isinstance(value, str) and ":" in value:
+            found.append(f"{key} = {value!r}")
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "target" and isinstance(value, str):
+                    found.append(f"{path}.target = {value!r}")
+                walk(value, f"{path}.{key}")
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{path}[{i}]")
+
+    walk(data.get("reward", {}), "reward")
+    return found
 
 
 def _suggest(name: str) -> str:
