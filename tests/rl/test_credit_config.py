@@ -27,7 +27,8 @@ def test_the_old_env_names_load_into_credit_with_one_message_each(tmp_path, caps
     assert config.uses_reference and config.segment_training == "mask"
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        f"execrl: {path}: env.{old} is deprecated; it is credit.{new} now ([credit], "
+        f"execrl: {path} with --set: env.{old} is deprecated; it is credit.{new} now "
+        "([credit], "
         "docs/episodes.md)"
         for old, new in MOVED_TO_CREDIT.items()
     ]
