@@ -36,18 +36,23 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def evalplus_verdicts(dataset: str, solutions: dict[str, str], work: Path) -> dict[str, tuple]:
-    """task id -> (base passed, plus passed) under `evalplus.evaluate`."""
+def evalplus_verdicts(dataset: str, solutions: dict[str, str], work: Path,
+                      every_task: list[str]) -> dict[str, tuple]:  # fmt: skip
+    """task id -> (base passed, plus passed) under `evalplus.evaluate`, for `solutions`' tasks
+    (EvalPlus grades whole benchmarks: the other tasks get an empty program, then are dropped)."""
     from evalplus.evaluate import evaluate
 
     path = work / f"{dataset}-{abs(hash(tuple(solutions.values())))}.jsonl"
     with path.open("w") as fh:
-        for task_id, solution in solutions.items():
-            fh.write(json.dumps({"task_id": task_id, "solution": solution}) + "\n")
+        for task_id in every_task:
+            line = {"task_id": task_id, "solution": solutions.get(task_id, "")}
+            fh.write(json.dumps(line) + "\n")
     evaluate(dataset, samples=str(path), parallel=2, i_just_wanna_run=True)
     results = json.loads(path.with_name(path.stem + "_eval_results.json").read_text())
     out = {}
     for task_id, rows in results["eval"].items():
+        if task_id not in solutions:
+            continue
         row = rows[0]
         out[task_id] = (row["base_status"] == "pass", row["plus_status"] == "pass")
     return out
@@ -79,7 +84,7 @@ def main() -> None:
     report: dict[str, dict] = {"execrl": _rates(ours)}
     with tempfile.TemporaryDirectory() as tmp:
         for name, solutions in variants.items():
-            verdicts = evalplus_verdicts(args.dataset, solutions, Path(tmp))
+            verdicts = evalplus_verdicts(args.dataset, solutions, Path(tmp), list(problems))
             row = _rates(verdicts)
             row["agree_base"] = sum(verdicts[t][0] == ours[t][0] for t in ours)
             row["agree_plus"] = sum(verdicts[t][1] == ours[t][1] for t in ours)

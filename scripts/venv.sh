@@ -13,6 +13,8 @@ fi
 .venv/bin/python -m pip install --quiet -e '.[dev]'
 # EvalPlus's own evaluator, for tests/eval/test_evalplus_agreement.py. Without its dependencies:
 # they are LLM API clients; the evaluator needs numpy and psutil (installed above) and the three
-# small modules its data package imports.
-.venv/bin/python -m pip install --quiet --no-deps evalplus==0.3.1 appdirs==1.4.4 tempdir==0.7.1 wget==3.2
+# small modules its data package imports; its sanitiser (benchmarks/evalplus_fidelity.py) needs
+# tree-sitter and its Python grammar.
+.venv/bin/python -m pip install --quiet --no-deps evalplus==0.3.1 appdirs==1.4.4 tempdir==0.7.1 wget==3.2 \
+    tree-sitter==0.26.1 tree-sitter-python==0.25.0
 echo "$want" > "$stamp"
