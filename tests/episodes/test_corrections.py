@@ -79,7 +79,11 @@ def test_correction_batch_learns_the_answer_after_the_feedback(scorer, tokenizer
         assert torch.equal(correction.advantages[i, :n], 0.5 * sample.mask)  # answer only
     sequences = collate([s.prompt_ids for s in made], [s.token_ids for s in made], 0)
     before = token_stats(learner.model, sequences, 1.0).logp.detach()
-    assert torch.allclose(correction.old_logp, before * correction.mask)  # ratio 1 at first
+    # one epoch: pi_old is the update's own forward (ratio 1 at first), no forward of its own;
+    # with two, the builder's forward gives it (the same seed-0 model)
+    assert correction.old_logp is None
+    twice = small_learner(tokenizer, "credit.correction_coef=0.5", "rl.epochs=2")[0]
+    assert torch.allclose(twice.build([group]).batches[-1].old_logp, before * correction.mask)
     learner.update([correction], denominator=float(correction.mask.sum()))
     after = token_stats(learner.model, sequences, 1.0).logp.detach()
     answer = correction.mask.bool()
