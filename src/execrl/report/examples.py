@@ -134,10 +134,12 @@ def read(path: Path) -> list[Example]:
 def best_and_worst(examples: Sequence[Example], n: int = 3) -> tuple[list[Example], list[Example]]:
     """The n highest-scoring and n lowest-scoring examples of the run; ties go to later steps
     (what the policy writes now). With fewer than 2n, they are split in half. Masked samples
-    (infrastructure errors) are neither, and a completion a task got again (a small policy
-    repeats itself, at later steps or within a group) is shown once, at its latest step."""
+    (infrastructure errors) are neither, and a completion a task got again with the same
+    score (a small policy repeats itself, at later steps or within a group) is shown once, at
+    its latest step; the same text scored otherwise (a verifier that renders or measures) is
+    another example."""
     by_step = sorted((e for e in examples if not e.masked), key=lambda e: e.step)
-    pool = list({(e.task, e.completion): e for e in by_step}.values())  # the last one kept
+    pool = list({(e.task, e.completion, e.score): e for e in by_step}.values())  # the last kept
     best = sorted(pool, key=lambda e: (-e.score, -e.step))[: min(n, (len(pool) + 1) // 2)]
     rest = [e for e in pool if e not in best]
     worst = sorted(rest, key=lambda e: (e.score, -e.step))[:n]
