@@ -42,7 +42,7 @@ from execrl.rewards.scorer import RewardScorer
 from execrl.rl import dist, setup
 from execrl.rl.batch_builder import NOTHING
 from execrl.rl.checkpoint import Unwritable, load_checkpoint, save_checkpoint, save_model_dir
-from execrl.rl.config import ConfigError, TrainConfig, to_toml
+from execrl.rl.config import ConfigError, TrainConfig, names_code, to_dict, to_toml
 from execrl.rl.episode_sources import episode_source
 from execrl.rl.eval_spec import heldout_spec
 from execrl.rl.groups import Gathered, gather
@@ -289,8 +289,10 @@ def _loop(run: Run, sandbox: Any, log: Callable[[str], None], quiet: bool,
         run.engine.sync_weights(built.policy.model)
         summary.update(staleness_summary(metrics.rows))
     if step < c.run.steps:
+        # the person who started the run trusts the code its config names (`--trust-code`)
+        trust = " --trust-code" if names_code(to_dict(c)) else ""
         log(f"stopped at step {step} of {c.run.steps}; checkpoint saved, no final/ yet. Resume "
-            f"with:\n    {command_as_run()} train --resume {run.run_dir}")  # fmt: skip
+            f"with:\n    {command_as_run()} train --resume {run.run_dir}{trust}")  # fmt: skip
         summary["interrupted_at"] = step
     elif built.heldout:
         _evaluate_heldout(run, sandbox, summary, "after", log)
