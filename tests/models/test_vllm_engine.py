@@ -286,3 +286,31 @@ def test_a_call_whose_prompts_exceed_one_prefill_chunk_samples_every_request(pol
     out = engine.generate(ids, SamplingParams(temperature=1.0, max_new_tokens=4), n=2)
     assert [c.prompt_index for c in out] == [i for i in range(30) for _ in range(2)]
     assert all(0 < c.n_tokens <= 4 for c in out)
+
+
+def test_execrl_eval_generates_with_vllm_for_a_model_it_did_not_train(model_dir, tmp_path):
+    """`execrl eval --engine vllm` on a plain model directory (vLLM loads it itself): every task
+    answered, and greedy answers equal execrl's loop's on the same float32 weights."""
+    import subprocess
+    import sys
+
+    tasks = tmp_path / "tasks.jsonl"
+    rows = [{"task_id": f"t/{i}", "prompt": p, "entry_point": p.split("(")[0][4:],
+             "canonical_solution": "    return 0\n",
+             "test": "def check(candidate):\n    assert True\n"}
+            for i, p in enumerate(["def add(a, b):\n", "def neg(x):\n"])]  # fmt: skip
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    raws = {}
+    for engine in ("vllm", "loop"):
+        out = tmp_path / engine
+        proc = subprocess.run(
+            [sys.executable, "-m", "execrl.cli", "eval", "--model", str(model_dir),
+             "--benchmark", f"jsonl:{tasks}", "--engine", engine, "--max-new-tokens", "12",
+             "--workers", "1", "--out-dir", str(out), "--json"],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        samples = [json.loads(line) for line in (out / "samples.jsonl").open()]
+        raws[engine] = [s["raw"] for s in samples]
+    assert len(raws["vllm"]) == 2
+    assert raws["vllm"] == raws["loop"]

@@ -120,6 +120,8 @@ class VLLMEngine:
         # whole batch ("CPU Generator does not use offset") once a call's prompts exceed one
         # chunk (4096 tokens: 128 prompts of 40 tokens did). The budget must hold the longest.
         chunked = torch.cuda.is_available()
+        if max_model_len:  # a bound asked for (an evaluation's) is no longer than the model's
+            max_model_len = min(max_model_len, config.max_position_embeddings)
         longest = max_model_len or config.max_position_embeddings
         self.llm = vllm.LLM(
             model=str(self.directory),
