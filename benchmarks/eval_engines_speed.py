@@ -64,7 +64,7 @@ def run_engine(model: str, engine: str, dtype: str, tasks: int, max_new: int, ou
         raise SystemExit(f"{engine}/{dtype} failed:\n{done.stderr[-3000:]}")
     match = GENERATED.search(done.stderr)
     assert match is not None, done.stderr[-2000:]
-    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    summary = json.loads((out / "summary.json").read_text())  # vLLM logs to stdout too
     return {
         "engine": engine, "dtype": dtype, "samples": int(match.group(1)),
         "seconds": float(match.group(2)), "pass@1": summary.get("pass@1"),
