@@ -5,8 +5,8 @@ format, chat template, sampling settings and seeds, program building, time limit
 file in the model directory, `execrl eval` runs `rl.eval_spec.run_heldout`, the function behind
 the run's held-out pass@1, so the same checkpoint gives the same number. A flag given on the
 command line (-n, --temperature, --top-p, --max-new-tokens, --seed, --chat, --timeout,
---benchmark, --limit, --engine, --dtype) replaces the saved value; the prompt format and the program building stay
-those the model was trained with. The samples are generated in one go (a deterministic function
+--benchmark, --limit, --engine, --dtype) replaces the saved value; the prompt format and the
+program building stay those the model was trained with. The samples are generated in one go (a deterministic function
 of the seed): an interrupted run starts over rather than continuing.
 """
 
@@ -39,8 +39,8 @@ def spec_for(args: argparse.Namespace, spec: HeldoutSpec) -> HeldoutSpec:
         "seed": args.seed,
         "chat": args.chat,
         "repeat_ngram": args.repeat_ngram,
-        "engine": getattr(args, "engine", None),
-        "dtype": getattr(args, "dtype", None),
+        "engine": args.engine,
+        "dtype": args.dtype,
     }
     # The saved limits are the run's, for its own held-out tasks: another task set is graded
     # with each task's own (its benchmark's), never with a file's (None: `run_heldout`)

@@ -163,7 +163,7 @@ def _episodes(
 
     torch.manual_seed(args.seed if args.seed is not None else 0)
     generator = open_generator(args.model, chat=args.chat or "auto", device=args.device,
-                               dtype=getattr(args, "dtype", None) or "")  # fmt: skip
+                               dtype=args.dtype or "")  # fmt: skip
     top_p = args.top_p if args.top_p is not None else 0.95
     max_new = args.max_new_tokens or 512
     if not isinstance(generator, HFGenerator):
@@ -181,8 +181,7 @@ def _episodes(
     from execrl.models.sampling import SamplingParams
 
     tokenizer = generator.policy.tokenizer
-    engine = make_engine(getattr(args, "engine", None) or engine_of(spec), generator.policy.model,
-                         tokenizer)  # fmt: skip
+    engine = make_engine(args.engine or engine_of(spec), generator.policy.model, tokenizer)
     episodes = []
     try:
         # One generate call shares its stop sequences: tasks are run by their kind of prompt.
