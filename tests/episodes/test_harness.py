@@ -197,6 +197,8 @@ def test_a_masked_harness_episode_enters_no_loss_or_advantage(scorer, tokenizer)
     for masked in (silent, rewritten):
         group = [episode_scored(0, ADD, e, 1.0, scorer) for e in (good, masked)]
         assert group[0].valid and not group[1].valid
+        # nothing to learn: no row in the update (`skips_idle_rows`)
+        assert builder_for("grpo", keep_idle_rows=False).build([group]).batches == []
         [batch] = builder_for("grpo").build([group]).batches
         assert batch.mask[1].sum() == 0 and (batch.advantages[1] == 0).all()
         assert batch.mask[0].sum() == sum(good.trajectory.loss_mask)

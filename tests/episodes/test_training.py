@@ -25,9 +25,11 @@ from .conftest import LOGPROB, play
 from .test_environments import ADD, PROMPT, RIGHT, WRONG
 
 
-def builder_for(algorithm: str, *extra: str) -> BatchBuilder:
-    """The batch builder of a group of two under `algorithm` (no model: no reference)."""
-    return builder(f"rl.algorithm='{algorithm}'", "rl.group_size=2", *extra)
+def builder_for(algorithm: str, *extra: str, keep_idle_rows: bool = True) -> BatchBuilder:
+    """The batch builder of a group of two under `algorithm` (no model: no reference), its
+    rows read by position: rows of advantage 0 kept unless told."""
+    return builder(f"rl.algorithm='{algorithm}'", "rl.group_size=2", *extra,
+                   keep_idle_rows=keep_idle_rows)  # fmt: skip
 
 
 def fixed_then_failed(scorer, tokenizer, turn_reward: str = "final", discount: float = 1.0):

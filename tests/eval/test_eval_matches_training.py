@@ -75,6 +75,16 @@ def test_eval_of_a_trained_checkpoint_gives_the_runs_heldout_pass_at_1(sft_model
     greedy = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert greedy["samples_per_task"] == 1 and greedy["as_trained"]["temperature"] == 0
 
+    # a published protocol asked for by name: the trained model is asked as any model is,
+    # before and after training the same way
+    assert main(["eval", "--model", str(final), "--out-dir", str(tmp_path / "e3"),
+                 "--workers", "1", "--prompt", "evalplus", "--benchmark", f"jsonl:{tasks_file}",
+                 "--json"]) == 0  # fmt: skip
+    published = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert "as_trained" not in published and published["n_tasks"] == 4
+    meta = json.loads((tmp_path / "e3" / "samples.meta.json").read_text())
+    assert meta["prompt"] == "evalplus" and meta["temperature"] == 0.0
+
 
 def test_a_damaged_spec_is_an_error_naming_the_file(tmp_path, capsys):
     # read before any model loads: the directory needs nothing else

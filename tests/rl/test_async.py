@@ -150,7 +150,9 @@ def test_episodes_are_gathered_ahead_as_the_synchronous_run_gathers_them(tiny_mo
     keys = ("reward_mean", "len_mean", "episode/turns_mean", "episode/feedback_tokens_mean")
     assert [[r[k] for k in keys] for r in sync] == [[r[k] for k in keys] for r in ahead]
     assert [r["async/staleness"] for r in ahead] == [0, 1, 1]
-    assert all(r["engine/logprob_diff_max"] < 1e-4 for r in ahead)
+    # a step whose groups all scored alike trains no row and has no gap to log
+    # (`LearnerSettings.skips_idle_rows`)
+    assert all(r.get("engine/logprob_diff_max", 0.0) < 1e-4 for r in ahead)
 
 
 def test_one_step_stale_rollouts_still_learn_and_log_staleness(tiny_model_dir, tmp_path):

@@ -75,8 +75,10 @@ def test_a_group_of_two_gives_grpo_advantages_and_masks_by_hand():
     assert grpo.denominator([GroupSummary.of(group)]) == 5  # DAPO's token mean: 5 tokens
     # a masked reward: out of the loss and the baseline (a group of one valid: advantage 0)
     masked = [group[0], replace(group[1], reward=RewardResult(0.0, masked=True))]
-    [batch] = grpo.build([masked]).batches
+    every_row = builder("rl.algorithm='grpo'", "rl.group_size=2", keep_idle_rows=True)
+    [batch] = every_row.build([masked]).batches
     assert batch.mask.tolist() == [[1, 1, 1], [0, 0, 0]] and (batch.advantages == 0).all()
+    assert grpo.build([masked]).batches == []  # idle rows: no forward (`skips_idle_rows`)
 
 
 def test_micro_batches_split_the_rows_and_keep_their_advantages():

@@ -102,7 +102,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="how the model is asked and its program read (docs/benchmarks.md): execrl (the "
         "default) or evalplus (EvalPlus's instruct prompt, response prefix and sanitiser, as "
-        "published instruct-model figures were made); not for a model execrl trained",
+        "published instruct-model figures were made); a model execrl trained is then asked as any "
+        "model is, not as trained",
     )
     p.add_argument(
         "--dtype",
@@ -204,6 +205,11 @@ def run_eval(args: argparse.Namespace) -> int:
         spec = HeldoutSpec.load(args.model) if Path(args.model).is_dir() else None
     except ValueError as exc:
         return _fail(str(exc))
+    if spec is not None and args.prompt is not None and is_one_turn(args.env):
+        # a published protocol asked for by name: the trained model is asked as any model is
+        print(f"execrl eval: --prompt {args.prompt}: {args.model} is evaluated like any model, "
+              "not as trained", file=sys.stderr)  # fmt: skip
+        spec = None
     problem = _engine_problem(args, spec)
     if problem:
         return _fail(problem)
@@ -245,8 +251,6 @@ def _run_eval(args: argparse.Namespace, spec: HeldoutSpec | None) -> int:
     except ValueError:
         return _fail(f"-k {args.k!r}: give comma-separated integers, e.g. -k 1,10")
     if spec is not None:
-        if args.prompt is not None:
-            return _fail(f"--prompt {args.prompt}: {args.model} is prompted as it was trained")
         return _run_as_trained(args, spec, ks)
     for name, default in _DEFAULTS.items():
         if getattr(args, name) is None:

@@ -113,8 +113,11 @@ class BatchBuilder:
         """The micro-batches of the update: every tensor that stays fixed while the policy
         changes."""
         samples = [s for g in groups for s in g]
+        # without a reference or a critic the estimator reads nothing of the model, and the
+        # model's terms wait for the rows that train
+        skips = self.settings.skips_idle_rows
         parts = self.rows.parts(samples)
-        terms = [self._own_terms(part) for part in parts]
+        terms = [] if skips else [self._own_terms(part) for part in parts]
         inputs = self.advantage_inputs(
             samples, [x for t in terms for x in t.ref_logp or []],
             [x for t in terms for x in t.old_values or []],
@@ -127,13 +130,19 @@ class BatchBuilder:
             targets = None if targets is None else credit.expand(targets, inputs.mask)
         else:
             adv, targets = self._estimate(inputs)
+        estimated = Estimated(groups, samples, adv, inputs.mask)
+        if skips:  # `LearnerSettings.skips_idle_rows`: the same gradient without them
+            busy = ((adv * inputs.mask) != 0).any(dim=1).nonzero().flatten()  # (B',)
+            samples, adv = [samples[i] for i in busy.tolist()], adv[busy]
+            targets = None if targets is None else targets[busy]
+            parts = self.rows.parts(samples)
+            terms = [self._own_terms(part) for part in parts]
         own, lo = [], 0
         for part, part_terms in zip(parts, terms, strict=True):
             rows = slice(lo, lo + len(part))
             own.append(self._own_batch(part, part_terms, adv[rows],
                                        None if targets is None else targets[rows]))  # fmt: skip
             lo += len(part)
-        estimated = Estimated(groups, samples, adv, inputs.mask)
         return Built(own, self.segments(self.rows, estimated),
                      self.corrections(self.rows, estimated))  # fmt: skip
 

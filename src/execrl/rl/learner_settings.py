@@ -49,6 +49,14 @@ class LearnerSettings:
     # What a harness's rewritten history trains: "every" segment, the "last", or "mask"
     # (`TrainConfig.segment_training`); the batch builder adds segment rows for "every"
     segment_training: str
+    # Rows whose advantage is 0 on every token (a group whose samples all scored alike, a sample
+    # that does not count) are left out of the update. With the advantage term the loss's only
+    # term (no KL to a reference, no entropy bonus, no critic) such a row adds exactly 0 to the
+    # gradient, and the denominator is counted over every row before
+    # (`BatchBuilder.denominator`), so the step is the same without its forward and backward:
+    # about half a GRPO batch at a pass rate near 0.5. The update's health metrics (entropy,
+    # clip fraction, the engine/trainer gap) then cover the rows that trained.
+    skips_idle_rows: bool = False
 
     @classmethod
     def of(cls, config: TrainConfig) -> LearnerSettings:
@@ -84,4 +92,7 @@ class LearnerSettings:
             logprob_head=rl.logprob_head,
             credit=config.credit,
             segment_training=config.segment_training,
+            skips_idle_rows=not config.uses_reference
+            and not rl.entropy_coef
+            and not algorithm.critic,
         )

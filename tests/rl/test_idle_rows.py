@@ -1,0 +1,86 @@
+"""Rows whose advantage is 0 everywhere are left out of the update when the advantage term is
+the loss's only term: the same step (loss, gradient norm, weights) with fewer rows run."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from execrl.models.sampling import Completion
+from execrl.rewards.result import RewardResult
+from execrl.rewards.scorer import build_sample
+from execrl.rl.batch_builder import BatchBuilder
+from execrl.rl.batch_rows import model_terms
+from execrl.rl.config import load_config
+from execrl.rl.learner_settings import LearnerSettings
+from execrl.rl.scored import Scored
+from execrl.rl.trainer import Learner
+from execrl.tasks import CallTests, Task
+
+TASK = Task(id="inc", prompt="Write f.", tests=CallTests(((1,),), (2,)), entry_point="f")
+
+
+def _sample(prompt: list[int], tokens: list[int], score: float) -> Scored:
+    n = len(tokens)
+    completion = Completion(0, "x", torch.tensor(prompt), torch.tensor(tokens),
+                            torch.full((n,), -1.5), "eos")  # fmt: skip
+    return Scored(0, completion, RewardResult(score), build_sample(TASK, "x"))
+
+
+GROUPS = [  # the middle group's samples all scored alike: zero advantage, nothing to learn
+    [_sample([5, 6, 7], [9, 10, 11], 1.0), _sample([5, 6, 7], [12, 13], 0.0)],
+    [_sample([4, 3], [19, 20, 21, 22, 23], 1.0), _sample([4, 3], [24, 25], 1.0)],
+    [_sample([8, 9], [14, 15, 16, 17], 0.0), _sample([8, 9], [18], 1.0)],
+]
+
+
+def _settings(*extra: str) -> LearnerSettings:
+    config = load_config(None, ["rl.group_size=2", "rl.micro_batch_size=2",
+                                "sampling.temperature=0.9", *extra],
+                         this_machine=False)  # fmt: skip
+    return LearnerSettings.of(config)
+
+
+def _step(model_dir, settings: LearnerSettings):
+    """One step from GROUPS: (update metrics, weights after it, rows the update ran)."""
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    with torch.no_grad():  # larger weights than the initialisation's: visible differences
+        for p in model.parameters():
+            p.normal_(0, 0.2 if p.dim() > 1 else 0.5)
+    terms = model_terms(model, None, None, settings.temperature, settings.logprob_head)
+    builder = BatchBuilder(settings, terms, pad_id=0, device=torch.device("cpu"))
+    built = builder.build(GROUPS)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+    learner = Learner(settings, model, None, optimizer, scheduler)
+    # the denominator of every kept row, as `train_step` counts it before building
+    denominator = float(sum(len(s.completion.token_ids) for g in GROUPS for s in g))
+    metrics = learner.update(built.batches, denominator)
+    rows = sum(len(b.sequences.input_ids) for b in built.batches)
+    return metrics, [p.detach().clone() for p in model.parameters()], rows
+
+
+@pytest.mark.parametrize("engine", ["loop", "vllm"])  # vllm: TIS weights in the loss
+def test_rows_with_zero_advantage_are_left_out_and_the_step_is_the_same(tiny_model_dir, engine):
+    skipping = _settings(f"sampling.engine='{engine}'")
+    assert skipping.skips_idle_rows
+    every_row = replace(skipping, skips_idle_rows=False)
+    got, got_weights, got_rows = _step(tiny_model_dir, skipping)
+    want, want_weights, want_rows = _step(tiny_model_dir, every_row)
+    assert (got_rows, want_rows) == (4, 6)  # the alike group's two rows are not run
+    assert got.skipped_update == 0 and got.grad_norm > 0
+    assert got.loss == pytest.approx(want.loss, rel=1e-6, abs=1e-8)
+    assert got.grad_norm == pytest.approx(want.grad_norm, rel=1e-6)
+    for a, b in zip(got_weights, want_weights, strict=True):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_a_loss_with_terms_beyond_the_advantage_trains_every_row():
+    assert not _settings("rl.kl_coef=0.01").skips_idle_rows  # the KL reaches every token
+    assert not _settings("rl.entropy_coef=0.01").skips_idle_rows
+    assert not _settings("rl.algorithm='ppo'").skips_idle_rows  # the critic's value loss
+    assert _settings("rl.algorithm='rloo'").skips_idle_rows
