@@ -97,8 +97,22 @@ def assert_rollouts_from_the_pushed_weights(rows: list[dict]) -> None:
 
 
 # first in the file: it builds (and closes) its own engine before the module's engine starts
-def test_grpo_steps_with_the_vllm_engine_change_parameters_and_log_the_gap(model_dir, tmp_path):
+def test_grpo_steps_with_the_vllm_engine_change_parameters_and_log_the_gap(
+    model_dir, tmp_path, monkeypatch
+):
+    from execrl.models.vllm_engine import VLLMEngine
+
+    contexts, start = [], VLLMEngine.__init__
+
+    def spy(self, *args, **kwargs):
+        contexts.append(kwargs.get("max_model_len"))
+        start(self, *args, **kwargs)
+
+    monkeypatch.setattr(VLLMEngine, "__init__", spy)
     assert_rollouts_from_the_pushed_weights(train_three_steps(model_dir, tmp_path))
+    # sized for the run's rollouts (`rl.setup.rollout_context`: prompts of a few tokens and 8
+    # new ones), not the model's whole context
+    assert contexts == [512]
 
 
 # before the module's engine starts, too

@@ -209,6 +209,8 @@ def _train(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | 
         pushed = {"weights": built.learner.strategy.weights} if own_copy else {}
         if c.sampling.engine == "vllm":
             pushed["gpu_memory_utilization"] = c.sampling.engine_memory
+            pushed["max_model_len"] = setup.rollout_context(c, built.tasks, built.heldout, tok,
+                                                            chat)  # fmt: skip
         engine = make_engine(c.sampling.engine, built.policy.model, tok, device=device, **pushed)
         params = SamplingParams(c.sampling.temperature, c.sampling.top_p,
                                 c.sampling.max_new_tokens, tuple(c.sampling.stop),

@@ -277,3 +277,20 @@ def curriculum_for(c: TrainConfig, mix: TaskMix) -> Curriculum | None:
         )
     return Curriculum(d.curriculum, levels, c.run.steps, tuple(d.curriculum_opens),
                       d.curriculum_target, d.curriculum_window)  # fmt: skip
+
+
+def rollout_context(c: TrainConfig, tasks: list[Task], heldout: list[Task], tokenizer: Any,
+                    chat: bool | None) -> int | None:  # fmt: skip
+    """The longest sequence a rollout of this run can be, with room to spare: the longest
+    prompt (training and held-out, as the chat template lays them out) plus
+    sampling.max_new_tokens, a quarter more and 256 tokens, in steps of 256; None for episodes
+    without env.max_tokens, whose context grows turn by turn. vLLM sizes its batches and
+    buffers by it: without it, by the model's whole context (Qwen2.5's 32,768 tokens)."""
+    from execrl.models.sampling import encode_prompts
+
+    if not c.env.one_turn:
+        return c.env.max_tokens or None
+    prompts = [t.prompt for t in [*tasks, *heldout]]
+    longest = max((len(ids) for ids in encode_prompts(tokenizer, prompts, chat=chat)), default=0)
+    need = (longest + c.sampling.max_new_tokens) * 5 // 4 + 256
+    return -(-need // 256) * 256
