@@ -17,10 +17,10 @@ line is JSON, with the load average before and after each run.
 
     python benchmarks/self_correct.py --out runs/self-correct                     # no warm-up
     python benchmarks/self_correct.py --out runs/sc-warm --warmup --control \\
-        --set credit.from_turn=2 --seeds 0 1 2 3 4                  # docs/results.md
+        --set credit.from_turn=2 --seeds 0 1 2 3 4       # docs/results/self-correction.md
     python benchmarks/self_correct.py --out runs/sc-warm --collect                # tabulate only
 
-SmolLM2 (docs/results.md "SmolLM2-135M-Instruct: self-correction"): the correction warm-up from
+SmolLM2 (docs/results/smollm2-self-correction.md): the correction warm-up from
 the MBPP SFT warm-up, on MBPP's train split, its targets the reference in one fenced block:
 
     .venv-vllm/bin/python benchmarks/self_correct.py --config configs/smollm2-self-correct.toml \

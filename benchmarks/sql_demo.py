@@ -38,8 +38,8 @@ from pathlib import Path
 CONFIG = Path("configs/sql-demo.toml")
 # The warm-up's tasks: the config's 600 training tasks (241 distinct prompts). A warm-up on the
 # first 120 of them memorised the level-2 queries, learnt no join (level 3: 0.00 held-out, so
-# nothing for RL to reinforce there) and RL then lost level 2 (docs/results.md, "Learning on a
-# verifier suite"); on all 600 it writes joins with held-out pass@1 0.10 and pass@4 0.32 at T=0.2.
+# nothing for RL to reinforce there) and RL then lost level 2 (docs/results/sql-embedded-default.md);
+# on all 600 it writes joins with held-out pass@1 0.10 and pass@4 0.32 at T=0.2.
 WARMUP_TASKS = "sql:n=200"
 SEEDS = (0, 1, 2)
 LEVELS = (1, 2, 3)

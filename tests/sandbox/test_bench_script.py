@@ -1,4 +1,4 @@
-"""The sandbox's throughput scripts run, and their last line is the JSON docs/results.md quotes."""
+"""The sandbox's throughput scripts run, and their last line is the JSON docs/results/ quotes."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""configs/sql-demo.toml, docs/results.md's learning demonstration on the sql suite, is a valid
-`execrl train` config whose tasks are the suite's: training on the train split, held out on the
-test split, rewarded by the sql verifier."""
+"""configs/sql-demo.toml, the learning demonstration of docs/results/sql-embedded-default.md, is
+a valid `execrl train` config whose tasks are the suite's: training on the train split, held out
+on the test split, rewarded by the sql verifier."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_the_sql_demo_config_trains_on_the_train_split_and_holds_out_the_test_sp
 
 
 def test_the_sql_demo_config_is_the_one_the_results_page_reports():
-    # docs/results.md "Learning on a verifier suite": its table was measured with these settings; at
+    # docs/results/sql-embedded-default.md: its table was measured with these settings; at
     # the default lr (2e-4) the same runs collapsed, so a change here must be measured again
     config = load_config(CONFIG)
     assert (config.rl.prompt_sampler, config.optim.lr) == ("uniform", 1e-4)

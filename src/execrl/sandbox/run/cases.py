@@ -21,8 +21,8 @@ the one thing of the candidate's the server does (compile runs no code); it does
 run's address-space and CPU limits. A server that fails in any way is dropped and the case, and
 every case after it, runs as before, forked by the worker (`Lost`): same verdicts, slower.
 
-Measured on the 200-case problem of `benchmarks/stdio_throughput.py` (docs/results.md,
-"Stdin/stdout problems"). Imported by the worker: standard library only, no typing.
+Measured on the 200-case problem of `benchmarks/stdio_throughput.py` (docs/results/stdio.md).
+Imported by the worker: standard library only, no typing.
 """
 
 from __future__ import annotations
