@@ -2,7 +2,8 @@
 
 Built in: `verilog` (Icarus Verilog simulation against a reference model's outputs), `sql`
 (SQLite result sets, as BIRD/Spider compare them), `chart` (matplotlib figures by data and by
-image similarity) and `optimize` (feasibility, then the gap to the best known objective). A
+image similarity), `optimize` (feasibility, then the gap to the best known objective) and
+`testgen` (a test suite, by the mutants of a reference it rejects and the coverage it gets). A
 task names its verifier in its tests (`VerifierTests`, `"verifier": "sql"` in a task file); a
 user's own is `"package.module:Class"`, a class with `name`, `jobs` and `verify`.
 
@@ -29,6 +30,8 @@ BUILTIN = {
     "sql": "execrl.sandbox.verifiers.sql:SqlVerifier",
     "chart": "execrl.sandbox.verifiers.chart:ChartVerifier",
     "optimize": "execrl.sandbox.verifiers.optimize:OptimizeVerifier",
+    "diagram": "execrl.sandbox.verifiers.diagram:DiagramVerifier",
+    "testgen": "execrl.sandbox.verifiers.testgen:TestgenVerifier",
 }
 
 __all__ = [

@@ -1,5 +1,5 @@
 """Procedural suites for the domain verifiers (docs/verifiers.md): `verilog`, `sql`, `chart`,
-`optimize`, each with difficulty levels 1-3, a train/test split and a reference solution and a
+`optimize`, `testgen`, each with difficulty levels 1-3, a train/test split and a reference solution and a
 wrong solution per task.
 
     load_suite("sql")                                  # the train split, every level
@@ -33,6 +33,7 @@ SUITES = {
     "sql": "SQLite queries, result sets compared as Spider's execution accuracy",
     "chart": "matplotlib charts, scored by figure data and image similarity",
     "optimize": "knapsack and scheduling solvers, feasibility then gap to the best known value",
+    "testgen": "test suites for MBPP and HumanEval functions, scored by the mutants they reject",
 }
 LEVELS = (1, 2, 3)
 SPLITS = ("train", "test")
