@@ -22,7 +22,9 @@ under test. The process reads it all, then forks:
   then kills the child), and, when asked for coverage and the suite passed, replays the recorded
   calls on a fresh copy of the program under `sys.settrace` to find the lines they execute.
   Nothing the suite did reaches this measure except the arguments it passed, which it could
-  have passed anyway. It prints one line sealed with the key (`protocol.seal`), which the child
+  have passed anyway (so a program that runs its input as code, `eval`, must not be a task's
+  reference: the suite's code would run here; the built-in suite leaves such functions out).
+  It prints one line sealed with the key (`protocol.seal`), which the child
   never held in reach: the verdict, the covered lines and the count of recorded calls.
 """
 
@@ -38,9 +40,9 @@ MARK = "@execrl-testgen "
 PROGRAM = "<program under test>"
 SUITE_S = 4.0  # the suite's time against one program; over it, the program is rejected
 REPLAY_S = 2.0  # the coverage replay's time; lines covered by then count
-MAX_REPORT = 4 << 20  # bytes of the child's report
+MAX_REPORT = 16 << 20  # bytes of the child's report (the recording budget keeps it under)
 MAX_CALLS = 512  # calls recorded for the coverage replay
-MAX_NODES = 200_000  # values recorded, all calls together (a long string counts per 64 chars)
+MAX_NODES = 200_000  # values recorded, all calls together (a long string counts per 16 chars)
 HIDDEN_CODE = frozenset({"__code__", "gi_code", "cr_code", "ag_code", "f_code"})
 
 
@@ -74,7 +76,7 @@ def encode(value, budget, depth=0):
     if kind is float:
         return ["f", value.hex()]
     if kind is str or kind is bytes:
-        budget[0] -= len(value) // 64
+        budget[0] -= len(value) // 16
         return ["s", value] if kind is str else ["y", value.hex()]
     if kind in (list, tuple, set, frozenset):
         tag = {list: "l", tuple: "t", set: "S", frozenset: "F"}[kind]

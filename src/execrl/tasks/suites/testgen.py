@@ -44,6 +44,11 @@ from execrl.tasks.suites.testgen_wrong import WRONG_KINDS, SuiteParts, wrong_sui
 MAX_MUTANTS = 10
 MIN_MUTANTS = 3  # a function with fewer mutation sites says too little about a suite
 LEVEL_SIZES = (3, 7)
+# The coverage replay runs the reference on the suite's arguments in the runner's trusted
+# process (testgen_runner): a reference that runs its input as code (HumanEval/160's `eval`)
+# would run the suite's code there, which could then report any coverage. Such functions are
+# left out.
+RUNS_CODE = frozenset({"eval", "exec", "compile", "__import__", "breakpoint"})
 
 PROMPT = """Write a test suite for the Python function `{entry}` described below. The function \
 is already defined when your tests run: do not define, import or stub it; call it by its name. \
@@ -126,12 +131,17 @@ def _pool() -> dict[int, list[Source]]:
         warnings.simplefilter("ignore", (DeprecationWarning, SyntaxWarning))
         sources = [*_mbpp(), *_humaneval()]
     for source in sources:
-        if site_count(source.program, source.functions) < MIN_MUTANTS:
+        if site_count(source.program, source.functions) < MIN_MUTANTS or _runs_code(source):
             continue
         size = statement_count(source.program, source.functions)
         level = 1 if size <= LEVEL_SIZES[0] else 2 if size <= LEVEL_SIZES[1] else 3
         levels[level].append(source)
     return levels
+
+
+def _runs_code(source: Source) -> bool:
+    tree = ast.parse(source.program)
+    return any(isinstance(n, ast.Name) and n.id in RUNS_CODE for n in ast.walk(tree))
 
 
 def _mbpp() -> list[Source]:
