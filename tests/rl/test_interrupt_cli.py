@@ -43,6 +43,20 @@ def slow():  # GRPO, each step's advantages 1.1 s late: steps slower than one a 
 """
 
 
+def _started(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """The command in a session of its own, taking SIGINT as a terminal's foreground job does.
+    A suite started in the background by a script (`cmd &`) inherits SIGINT ignored, and an
+    ignored disposition survives exec: Python then installs no KeyboardInterrupt handler, and
+    the command would ignore the Ctrl-C this file sends. A handler is reset to the default by
+    exec, so one held around the start gives the child the default."""
+    held = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(argv, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    finally:
+        signal.signal(signal.SIGINT, held)
+
+
 def _interrupt_when(proc: subprocess.Popen, ready, timeout_s: float = 300) -> tuple[str, str]:
     """Ctrl-C as a terminal sends it (the whole process group) once `ready()`; the output."""
     deadline = time.monotonic() + timeout_s
@@ -62,8 +76,7 @@ def test_ctrl_c_stops_execrl_train_without_tracebacks_and_its_resume_line_finish
     run, metrics = tmp_path / "cut", tmp_path / "cut" / "metrics.jsonl"
     argv = [typed, "train", *_small(tiny_model_dir, tmp_path, "cut"),
             *_sets("rl.algorithm='slow_grpo:slow'", "run.steps=500")]  # fmt: skip
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    proc = _started(argv, tmp_path, env)
     out, err = _interrupt_when(proc, lambda: metrics.is_file() and metrics.read_text().count("\n"))
     assert proc.returncode == 130, err[-3000:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
@@ -91,8 +104,7 @@ def test_ctrl_c_during_execrl_eval_is_one_line_saying_the_samples_are_kept(
             "--limit", "60", "--batch-size", "1", "--max-new-tokens", "64", "--threads", "1",
             "--out-dir", str(out_dir)]  # fmt: skip
     samples = out_dir / "samples.jsonl"
-    proc = subprocess.Popen(argv, cwd=tmp_path, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    proc = _started(argv, tmp_path)
     out, err = _interrupt_when(proc, lambda: samples.is_file() and samples.read_text().count("\n"))
     assert proc.returncode == 130, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
