@@ -33,6 +33,7 @@ SUITES = {
     "sql": "SQLite queries, result sets compared as Spider's execution accuracy",
     "chart": "matplotlib charts, scored by figure data and image similarity",
     "optimize": "knapsack and scheduling solvers, feasibility then gap to the best known value",
+    "diagram": "Graphviz DOT and TikZ diagrams, scored by rendered structure and image similarity",
     "testgen": "test suites for MBPP and HumanEval functions, scored by the mutants they reject",
 }
 LEVELS = (1, 2, 3)
