@@ -32,6 +32,7 @@ BUILTIN = {
     "optimize": "execrl.sandbox.verifiers.optimize:OptimizeVerifier",
     "diagram": "execrl.sandbox.verifiers.diagram:DiagramVerifier",
     "testgen": "execrl.sandbox.verifiers.testgen:TestgenVerifier",
+    "web": "execrl.sandbox.verifiers.web:WebVerifier",
 }
 
 __all__ = [

@@ -35,6 +35,7 @@ SUITES = {
     "optimize": "knapsack and scheduling solvers, feasibility then gap to the best known value",
     "diagram": "Graphviz DOT and TikZ diagrams, scored by rendered structure and image similarity",
     "testgen": "test suites for MBPP and HumanEval functions, scored by the mutants they reject",
+    "web": "web pages (HTML, CSS, JavaScript) driven in headless Chromium: structure, function, looks",
 }
 LEVELS = (1, 2, 3)
 SPLITS = ("train", "test")
