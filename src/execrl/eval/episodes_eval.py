@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from collections import Counter
 from pathlib import Path
@@ -37,6 +38,7 @@ from execrl.rewards.scorer import RewardScorer
 from execrl.rl.episode_sources import MultiTurn
 from execrl.rl.episodes import EnvConfig, Episode, TextReplies
 from execrl.rl.episodes.trajectory import TextConversation
+from execrl.rl.episodes.turn_loop import standing_after
 from execrl.rl.episodes.visible import visible_tests
 from execrl.rl.eval_spec import HeldoutSpec, prompted
 from execrl.sandbox import Limits, Sandbox, SandboxConfig, SandboxUnavailable
@@ -108,6 +110,9 @@ def run_episodes_eval(args: argparse.Namespace, spec: HeldoutSpec | None) -> int
     shown = ["pass@1"] + [f"pass@1_turn{t + 1}" for t in range(config.max_turns)]
     print_summary({**summary, **_by_turn_keys(summary)}, False, shown=shown)  # final verdicts
     _print_verdicts_by_turn(summary)
+    for role, row in summary.get("roles", {}).items():
+        shown_row = {k: row[k] for k in ("pass@1_by_turn", "components") if k in row}
+        print(f"  {role}: " + json.dumps(shown_row, separators=(", ", ": ")))
     if args.json:
         print(json.dumps(summary, separators=(",", ":")))
     return 0
@@ -248,6 +253,12 @@ def summarize_episodes(
         # the final answers' verdicts, and those of the answers standing after each turn
         "verdicts": verdicts[-1] if verdicts else {},
         "verdicts_by_turn": verdicts,
+        # each role's share (an environment whose turns play roles: coder_tester)
+        **(
+            {"roles": by_role(episodes)}
+            if any(s.info.role for e in episodes for s in e.steps)
+            else {}
+        ),  # fmt: skip
         "feedback_protocol": {
             "visible_tests_by_source": dict(sorted(sources.items())),
             "feedback_holds": list(FEEDBACK_FIELDS)
@@ -258,6 +269,36 @@ def summarize_episodes(
             "ends": "when the visible tests pass or the turns run out",
         },
     }
+
+
+def by_role(episodes: list[Episode]) -> dict[str, Any]:
+    """Per role (`StepInfo.role`, in order of appearance): its turns per episode at most, its
+    mean reward, pass@1 after each of its turns where its answers are graded by the hidden
+    tests (an episode that ended early keeps its answer), and the mean of each component of
+    its final grade (coder_tester's tester: testgen's passes_reference, kill_rate, coverage)
+    over the episodes graded; a component named after another role is that role's."""
+    roles = list(dict.fromkeys(s.info.role for e in episodes for s in e.steps if s.info.role))
+    out: dict[str, Any] = {}
+    for role in roles:
+        mine = [[s for s in e.steps if s.info.role == role] for e in episodes]
+        turns = max(len(m) for m in mine)
+        row: dict[str, Any] = {
+            "turns": turns,
+            "reward_mean": statistics.fmean(sum(s.reward for s in m) for m in mine),
+        }
+        if any(s.info.hidden_passed is not None for m in mine for s in m):
+            passed = [standing_after([bool(s.info.hidden_passed) for s in m], turns) for m in mine]
+            row["pass@1_by_turn"] = [statistics.fmean(p[t] for p in passed) for t in range(turns)]
+        finals = [m[-1].info.graded for m in mine if m and m[-1].info.graded is not None]
+        parts: dict[str, list[float]] = {}
+        for graded in finals:
+            for name, value in graded.reward.components.items():
+                if name.split("/")[0] not in set(roles) - {role}:
+                    parts.setdefault(name, []).append(value)
+        row["graded"] = len(finals)
+        row["components"] = {k: statistics.fmean(v) for k, v in sorted(parts.items())}
+        out[role] = row
+    return out
 
 
 def verdicts_by_turn(episode: Episode, turns: int) -> list[str]:

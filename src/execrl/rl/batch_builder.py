@@ -124,10 +124,8 @@ class BatchBuilder:
         )  # fmt: skip
         inputs = replace(inputs, valid=self.credit.in_baseline(inputs.valid, samples))
         if any(s.turns is not None for s in samples):
-            # episodes: the estimators run over the policy's tokens, the environment's skipped
-            adv, targets = self._estimate(_compacted(inputs))
-            adv = self.credit.credited(credit.expand(adv, inputs.mask), samples)
-            targets = None if targets is None else credit.expand(targets, inputs.mask)
+            adv, targets = self._estimate_episodes(inputs, samples)
+            adv = self.credit.credited(adv, samples)
         else:
             adv, targets = self._estimate(inputs)
         estimated = Estimated(groups, samples, adv, inputs.mask)
@@ -155,6 +153,25 @@ class BatchBuilder:
         out = algorithm.advantage(x)
         algorithms.check_advantages(self.settings.algorithm_spec, out, x.mask)
         return out
+
+    def _estimate_episodes(self, x: algorithms.AdvantageInputs,
+                           samples: list[Scored]) -> algorithms.Advantages:  # fmt: skip
+        """Episodes: the estimator runs over the policy's tokens, the environment's skipped;
+        with roles (`LearnerSettings.roles`) once per role, over that role's turns alone, so
+        each role's turns are compared with the same role's in the group. The roles' tokens
+        are disjoint: their advantages and value targets (B, T) add up."""
+        views = [x] if not self.settings.roles else [
+            role_view(x, samples, role, self.settings.roles) for role in self.settings.roles
+        ]  # fmt: skip
+        adv, targets = torch.zeros_like(x.mask), None  # (B, T)
+        for view in views:
+            part, part_targets = self._estimate(_compacted(view))
+            adv = adv + credit.expand(part, view.mask)
+            if part_targets is not None:
+                targets = credit.expand(part_targets, view.mask) + (
+                    0 if targets is None else targets
+                )
+        return adv, targets
 
     def _own_terms(self, part: list[Scored]) -> _OwnTerms:
         """One micro-batch of the samples' own sequences and what the model gives on them."""
@@ -256,6 +273,30 @@ def token_rewards_of(s: Scored) -> torch.Tensor:
             f"completion of {n} tokens; the scorer's offsets must come from the same tokens"
         )
     return torch.tensor(token_credit, dtype=torch.float32)
+
+
+def role_view(x: algorithms.AdvantageInputs, samples: list[Scored], role: str,
+              roles: tuple[str, ...]) -> algorithms.AdvantageInputs:  # fmt: skip
+    """The estimator's inputs restricted to `role`'s turns: each episode's score is the part of
+    its return those turns earned (`credit.role_return`), and its per-token rewards (turn
+    rewards, a KL in the reward), mask and values are kept on those turns' tokens only."""
+    tokens = torch.zeros_like(x.mask)  # (B, T)
+    scores = torch.zeros_like(x.scores)  # (B,)
+    for i, s in enumerate(samples):
+        turns = s.turns
+        if turns is None:
+            continue
+        unknown = set(turns.roles) - set(roles) if turns.roles else {""}
+        if unknown:
+            raise ValueError(f"task {s.sample.task.id}: an episode's turns play roles "
+                             f"{sorted(unknown)}; its environment registers {list(roles)} "
+                             "(EnvKind.roles, StepInfo.role)")  # fmt: skip
+        mine = [k for k, r in enumerate(turns.roles) if r == role]
+        tokens[i, : s.completion.n_tokens] = credit.turn_tokens(s.completion.n_tokens,
+                                                                turns.ends, mine)  # fmt: skip
+        if x.valid[i]:
+            scores[i] = credit.role_return(turns.rewards, mine, turns.discount)
+    return replace(x, scores=scores, token_rewards=x.token_rewards * tokens, mask=x.mask * tokens)
 
 
 def _compacted(x: algorithms.AdvantageInputs) -> algorithms.AdvantageInputs:

@@ -68,6 +68,25 @@ def discounted_return(turn_rewards: Sequence[float], discount: float) -> float:
     return float(sum(r * discount**k for k, r in enumerate(turn_rewards)))
 
 
+def turn_tokens(length: int, turn_ends: Sequence[int], turns: Sequence[int]) -> torch.Tensor:
+    """(length,) 1 on the positions of the given turns (0-based), 0 elsewhere: turn k holds the
+    positions after the end of turn k-1 up to its own end, so the environment's tokens before
+    it count as its (a policy mask takes them out). With several roles in an episode, a role's
+    turns are its tokens."""
+    out = torch.zeros(length)
+    for k in turns:
+        start = turn_ends[k - 1] + 1 if k > 0 else 0
+        out[start : turn_ends[k] + 1] = 1.0
+    return out
+
+
+def role_return(turn_rewards: Sequence[float], turns: Sequence[int], discount: float) -> float:
+    """sum_{k in turns} discount^k r_k: the part of an episode's return that the given turns
+    (one role's) earned, each discounted to the episode's start as in `discounted_return`, so
+    the roles' returns add up to the episode's."""
+    return float(sum(turn_rewards[k] * discount**k for k in turns))
+
+
 def from_turn(length: int, turn_ends: Sequence[int], first_turn: int) -> torch.Tensor:
     """(length,) 1 on the positions after the end of turn `first_turn - 1` (turns counted from
     1), 0 before: multiplied into an episode's advantages, only turns >= first_turn are trained

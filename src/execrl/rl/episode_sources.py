@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol
@@ -33,7 +33,7 @@ from execrl.rl.credit import discounted_return
 from execrl.rl.episodes import EnvConfig, Episode, make_env
 from execrl.rl.episodes.builtin import Single
 from execrl.rl.episodes.trajectory import Conversation, TextConversation, Trajectory
-from execrl.rl.episodes.turn_loop import TurnLoop, play_out
+from execrl.rl.episodes.turn_loop import TurnLoop, finish_groups, play_out
 from execrl.rl.scored import Scored, Segment, Turns
 from execrl.tasks.schema import Task
 
@@ -156,12 +156,21 @@ class MultiTurn:
         # (`TrainConfig.segment_training`)
         self.segments = segments
         self.conversation = conversation or partial(Conversation, tokenizer, chat)
+        # what finishes a group whose rewards depend on one another (`GroupRewarded`)
+        self.finisher = None if config.kind.runs_harness else make_env(config, scorer)
 
     def episodes(self, task_indices: list[int]) -> list[Episode]:
         """One episode per task index, in order, every turn generated and graded here (one
-        batch of episodes after another: `execrl eval --env`)."""
-        return play_out(self._loop([self.tasks[t] for t in task_indices]), self.engine,
-                        self.params)  # fmt: skip
+        batch of episodes after another: `execrl eval --env`); a task's episodes are its group."""
+        tasks = [self.tasks[t] for t in task_indices]
+        episodes = play_out(self._loop(tasks), self.engine, self.params)
+        return self._finished(tasks, episodes, [(t.id, t.prompt) for t in tasks])
+
+    def _finished(self, tasks: list[Task], episodes: list[Episode],
+                  groups: Sequence[Hashable]) -> list[Episode]:  # fmt: skip
+        if self.finisher is None:
+            return episodes
+        return finish_groups(self.finisher, tasks, episodes, groups)
 
     def _loop(self, tasks: list[Task]) -> TurnLoop:
         return TurnLoop(lambda: make_env(self.config, self.scorer), tasks, self.conversation,
@@ -202,6 +211,8 @@ class MultiTurn:
         prompt-major groups of what the trainer learns from."""
         if self.segments != "every":  # the segment holding the final call stands alone
             episodes = [replace(e, segments=()) for e in episodes]
+        tasks = [self.tasks[t] for t in order]
+        episodes = self._finished(tasks, episodes, [i // group_size for i in range(len(order))])
         scored = [
             episode_scored(t, self.tasks[t], e, self.config.turn_discount, self.scorer)
             for t, e in zip(order, episodes, strict=True)
@@ -247,9 +258,16 @@ def episode_scored(task_index: int, task: Task, episode: Episode, discount: floa
         discount=discount,
         passed_by_turn=tuple(episode.passed_by_turn(len(episode.steps))),
         tool_calls=max([0] + [s.info.tool_calls for s in episode.steps]),
+        roles=_roles(episode),
     )
     return Scored(task_index, completion, reward, sample, turns,
                   tuple(_segment(t) for t in episode.segments))  # fmt: skip
+
+
+def _roles(episode: Episode) -> tuple[str, ...]:
+    """Each turn's role (`StepInfo.role`); () when the environment has one role."""
+    roles = tuple(s.info.role for s in episode.steps)
+    return roles if any(roles) else ()
 
 
 def _segment(trajectory: Trajectory) -> Segment:

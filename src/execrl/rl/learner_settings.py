@@ -57,6 +57,10 @@ class LearnerSettings:
     # about half a GRPO batch at a pass rate near 0.5. The update's health metrics (entropy,
     # clip fraction, the engine/trainer gap) then cover the rows that trained.
     skips_idle_rows: bool = False
+    # The roles of the environment's turns (`EnvKind.roles`): each role's advantages are
+    # estimated over its own turns alone, compared within the group with the same role's
+    # (`BatchBuilder.build`). (): the whole episode is one
+    roles: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, config: TrainConfig) -> LearnerSettings:
@@ -95,4 +99,5 @@ class LearnerSettings:
             skips_idle_rows=not config.uses_reference
             and not rl.entropy_coef
             and not algorithm.critic,
+            roles=config.env.kind.roles,
         )

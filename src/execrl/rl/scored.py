@@ -31,6 +31,8 @@ class Turns:
     discount: float  # env.turn_discount
     passed_by_turn: tuple[bool, ...]  # the hidden tests on the answer standing after each turn
     tool_calls: int = 0
+    # each policy turn's role (`StepInfo.role`) when one policy plays several; () for one role
+    roles: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,9 @@ class StepInfo:
     # the hidden grade as the one scoring path returned it (its reward components and flags
     # reach the training log); None for a turn that was not graded
     graded: ScoredSample | None = None
+    # which of the environment's roles played this turn (`EnvKind.roles`; "" for an
+    # environment of one role): each role's advantage is estimated over its own turns
+    role: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,10 +96,12 @@ class HarnessConfig:
 class EnvConfig:
     """The `[env]` of a run, or `execrl eval --env/--turns`."""
 
-    # "single", "self_correct", "tool", "harness" (a user's agent program, env.harness), or
-    # "package.module:Class"
+    # "single", "self_correct", "tool", "coder_tester" (one policy writes the tests, then the
+    # function), "harness" (a user's agent program, env.harness), or "package.module:Class"
     name: str = "single"  # ONE_TURN
-    max_turns: int = 2  # self_correct: attempts; tool: model turns (calls + the answer)
+    # self_correct: attempts; tool: model turns (calls + the answer); coder_tester: the tester's
+    # turn and the coder's attempts (3: the coder may revise once)
+    max_turns: int = 2
     visible_split: int = 0  # tasks with nothing visible: show their first N tests (0: none)
     # self_correct: what a feedback turn says. "full": which visible test failed, its input,
     # what the program returned, the expected value, the exception with its line; "verdict":
@@ -193,6 +198,10 @@ class EnvKind:
     # episodes come from a user's agent program (env.harness) calling the policy server, not
     # from an `Environment`; training logs the segments of the histories it rewrote
     runs_harness: bool = False
+    # The roles its turns play (`StepInfo.role`), when one policy plays several in an episode:
+    # each role's advantage is estimated over its own turns, as an episode of its own compared
+    # with the same role's turns in the group's other episodes (`rl.batch_builder`). (): one
+    roles: tuple[str, ...] = ()
 
 
 ONE_TURN = "single"  # the default environment: one turn, graded by the hidden tests
@@ -202,6 +211,9 @@ ENVIRONMENTS = {
     "self_correct": EnvKind("execrl.rl.episodes.builtin:SelfCorrect", corrects=True),
     "tool": EnvKind("execrl.rl.episodes.tool:ToolUse"),
     "harness": EnvKind("", runs_harness=True),
+    "coder_tester": EnvKind(
+        "execrl.rl.episodes.coder_tester:CoderTester", roles=("tester", "coder")
+    ),  # fmt: skip
 }
 BUILTIN = tuple(ENVIRONMENTS)
 

@@ -12,11 +12,11 @@ their episodes here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -54,6 +54,34 @@ class Episode:
                 last = bool(graded[t])
             out.append(last)
         return out
+
+
+@runtime_checkable
+class GroupRewarded(Protocol):
+    """An environment some of whose rewards depend on the other episodes of the group (the
+    episodes of one task): `finish_group` gets the group's finished episodes, in order, and
+    returns them with those rewards set, in their turns and trajectories alike (coder_tester:
+    the tester's reward is what its tests catch among the group's coders)."""
+
+    def finish_group(self, task: Task, episodes: Sequence[Episode]) -> list[Episode]: ...
+
+
+def finish_groups(env: Environment, tasks: Sequence[Task], episodes: Sequence[Episode],
+                  groups: Sequence[Hashable]) -> list[Episode]:  # fmt: skip
+    """`episodes` (one per entry of `tasks`) with the members of each group (the episodes whose
+    entries of `groups` are equal: a GRPO group, or a task's samples) finished together by
+    `env` when it is `GroupRewarded`; the order is kept. Else the episodes as they are."""
+    if not isinstance(env, GroupRewarded):
+        return list(episodes)
+    out = list(episodes)
+    members: dict[Hashable, list[int]] = {}
+    for i, group in enumerate(groups):
+        members.setdefault(group, []).append(i)
+    for indices in members.values():
+        finished = env.finish_group(tasks[indices[0]], [episodes[i] for i in indices])
+        for i, episode in zip(indices, finished, strict=True):
+            out[i] = episode
+    return out
 
 
 def standing_after(passed: Sequence[bool], turns: int) -> list[bool]:
