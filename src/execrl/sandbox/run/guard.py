@@ -272,20 +272,30 @@ def quiet(state: dict[str, Any]) -> None:
 
     Every one: a signal the candidate set to arrive when I/O becomes possible (F_SETSIG) can be
     any signal at all. Repeated until nothing changed: a handler that runs during the loop may
-    set another."""
+    set another. A run can set no signal's action (`handler_filter`), so what is undone is the
+    program's own table of timer handlers (`timer_signals`). A handler that differs all the
+    same was set by a fresh `_signal` module from what the kernel says (never a function of
+    the program's: SIGINT is ignored); putting it back is refused, and fails the run."""
     p = state["p"]
     setitimer, getsignal, set_handler = p["setitimer"], p["getsignal"], p["set_handler"]
-    handlers = p["handlers"]
+    handlers, timer_handlers = p["handlers"], p["timer_handlers"]
+    refused = False
     for _ in range(4):
         for timer in p["timers"]:
             setitimer(timer, 0)
-        changed = False
+        changed = bool(timer_handlers)
+        timer_handlers.clear()
         for sig, handler in handlers:
             if getsignal(sig) is not handler:
-                set_handler(sig, handler)
-                changed = True
+                try:
+                    set_handler(sig, handler)
+                    changed = True
+                except OSError:
+                    refused = True
         if not changed:
-            return
+            break
+    if refused:
+        state["tampered"].append("modified the signal module's handlers")
 
 
 def _restore_dict(

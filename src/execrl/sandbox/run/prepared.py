@@ -6,6 +6,7 @@ top of `harness.py`."""
 
 from __future__ import annotations
 
+import _signal
 import builtins
 import io
 import os
@@ -15,7 +16,8 @@ import sys
 import time
 import types
 
-from execrl.sandbox.run import audit_hook, guard, harness, leftovers, plain, restorer
+from execrl.sandbox.confine.handler_filter import IGNORED
+from execrl.sandbox.run import audit_hook, guard, harness, leftovers, plain, restorer, timer_signals
 from execrl.sandbox.run.harness import CODE_CACHE_SIZE, TESTS_FILE
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the worker 2 MB
@@ -39,7 +41,12 @@ class Prepared:
         import gc
         from _blake2 import blake2b
 
-        handlers = tuple((sig, _signal.getsignal(sig)) for sig in sorted(_catchable()))
+        # As a run has them: the worker's, but for the signals each run ignores before its
+        # first line (`handler_filter.refuse_new_handlers`).
+        handlers = tuple(
+            (sig, _signal.SIG_IGN if sig in IGNORED else _signal.getsignal(sig))
+            for sig in sorted(_catchable())
+        )
         modules: dict[str, tuple[Any, ...]] = {}
         for name in restorer.module_closure(protect):
             mod = sys.modules[name]
@@ -99,6 +106,7 @@ class Prepared:
             "getsignal": _signal.getsignal,
             "set_handler": _signal.signal,
             "handlers": handlers,
+            "timer_handlers": timer_signals.HANDLERS,  # the program's own (`timer_signals`)
         }
         private = _privatize()
         self.run_unit = private[harness.__name__]["run_unit"]
@@ -131,8 +139,8 @@ def _catchable() -> set[int]:
     """The signals a handler can be set for (not SIGKILL, SIGSTOP, or those Python refuses)."""
     out = set()
     for sig in signal.valid_signals():
-        try:
-            signal.signal(sig, signal.getsignal(sig))
+        try:  # `_signal`'s: `signal.signal` of a timer signal sets no action (`timer_signals`)
+            _signal.signal(sig, _signal.getsignal(sig))
         except (OSError, ValueError, TypeError):
             continue
         out.add(int(sig))

@@ -17,9 +17,16 @@ import signal
 import sys
 import time
 
-from execrl.sandbox.confine import isolation, memcg, syscalls
+from execrl.sandbox.confine import handler_filter, isolation, memcg, syscalls
 from execrl.sandbox.confine.hidden_paths import inside
-from execrl.sandbox.run import cases, execunit, frameless, protocol
+from execrl.sandbox.run import (
+    cases,
+    coroutine_decorator,
+    execunit,
+    frameless,
+    protocol,
+    timer_signals,
+)
 from execrl.sandbox.run.prepared import Prepared
 from execrl.sandbox.run.scratch import SCRATCH, clear_tmp, make_scratch, remove_scratch
 from execrl.sandbox.run.watch import channel, drain, watch_run
@@ -132,6 +139,7 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
     for name in PREIMPORT:
         importlib.import_module(name)
     frameless.install(sys.modules["traceback"])
+    coroutine_decorator.install(sys.modules["types"])  # `import asyncio` under the audit hook
     isolation.setup_worker(layers, config["hide"], config["keep"], config["scratch_mb"], userns)
     # Orphans of a run (daemons, double forks) become our children, not init's: we reap them,
     # so that no zombie keeps counting against the run uid's process limit.
@@ -156,6 +164,9 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
     if key_filter is not None:
         syscalls.join_fresh_session_keyring()
         syscalls.install_filter(key_filter)
+    # Before `Prepared` takes the handlers `guard.quiet` puts back: the timer signals' handler,
+    # which a run may no longer set (`handler_filter`), is set here.
+    timer_signals.install(signal)
     prepared = Prepared(PREIMPORT)
     ctx_cache = execunit.make_cache(config["bin_dir"], "filesystem" in layers, uid is not None)
     if memory is not None:
@@ -184,6 +195,7 @@ def _setup(config: dict[str, Any]) -> dict[str, Any]:
         "server": None,  # this request's `cases.CaseServer`, if it has one
         "next_pid": next_pid,  # `isolation.NextPid`, set before each run is forked, or None
         "pool_pid": pool_pid,
+        "handler_filter": handler_filter.handler_filter(),  # for every Python run (`_child`)
     }
 
 
@@ -470,6 +482,9 @@ def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, key, start=
             for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # ignored by Python; programs expect them
                 signal.signal(sig, signal.SIG_DFL)
             os.execve(unit["argv"][0], unit["argv"], os.environ)
+        # A Python run: from here on no signal handler of its own, which CPython would hand
+        # the frame it interrupts (`handler_filter`; its own timers: `timer_signals`).
+        handler_filter.refuse_new_handlers(ctx["handler_filter"])
     except BaseException as exc:  # noqa: BLE001 - an infrastructure failure, said on the channel
         message = protocol.seal(key, 0, protocol.dumps({"t": "setup_error", "msg": repr(exc)}))
         for fd in (3, ch_w):
@@ -479,10 +494,15 @@ def _child(unit, limits, ctx, scratch, stdin_fd, ch_w, out_w, err_w, key, start=
             except OSError:
                 continue
         os._exit(1)
-    if start is not None:
-        start(3, key)
-    ctx["prepared"].run_unit(unit, 3, key, ctx["prepared"].parts)
-    os._exit(0)
+    exit_ = os._exit  # bound before the program runs, which may patch `os`
+    try:
+        if start is not None:
+            start(3, key)
+        ctx["prepared"].run_unit(unit, 3, key, ctx["prepared"].parts)
+    finally:
+        # The harness never returns. Should it raise, the worker's own loop, up the stack, must
+        # not go on in this process (it did: with the program's state, on the run's pipes).
+        exit_(1)
 
 
 def _rlimits(
