@@ -5,11 +5,13 @@ advantages over its own turns, by hand; the evaluation's summary by role."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from batch_helpers import builder
 from execrl.eval.episodes_eval import by_role
@@ -22,9 +24,12 @@ from execrl.tasks.schema import AssertTests, StdioCase, StdioTests, Task
 
 from .conftest import PARAMS, ScriptedPolicy
 from .test_environments import ADD, PROMPT, RIGHT, WRONG
+from .test_train_cli import _train
+from .test_train_cli import tiny_model_dir as tiny_model_dir_fixture
 
 TASK = replace(ADD, reference=PROMPT + RIGHT)
 ENV = EnvConfig("coder_tester", max_turns=3)
+tiny_model_dir = tiny_model_dir_fixture  # the CLI test's tiny model, built as test_train_cli's
 GOOD = "```python\nassert add(1, 2) == 3\nassert add(2, 2) == 4\n```"  # kills a - b and a * b
 REJECTS_ALL = "```python\nassert add(1, 2) == 4\n```"  # fails on the reference
 WEAK = "```python\nassert add(0, 0) == 0\n```"  # passes on the reference, kills neither
@@ -153,3 +158,24 @@ def test_a_task_without_a_function_is_refused_by_name(scorer):
         make_env(ENV, scorer).reset(stdio)
     with pytest.raises(ValueError, match="at least 2"):
         make_env(EnvConfig("coder_tester", max_turns=1), scorer)
+
+
+def test_coder_tester_trains_from_the_cli_with_per_role_metrics(tiny_model_dir, tmp_path):
+    """`execrl train --set env.name=coder_tester`: two steps on a tiny random model. Its
+    answers earn nothing, so an entropy bonus makes sure the update moves the weights; the
+    log holds each role's grade and pass@1 after each of the three turns (the tester's first)."""
+    assert _train(tiny_model_dir, tmp_path, "ct", "env.name='coder_tester'", "env.max_turns=3",
+                  "rl.entropy_coef=0.01", "run.steps=2", "data.n_heldout=2",
+                  "data.heldout_samples=1") == 0  # fmt: skip
+    run = tmp_path / "ct"
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 2
+    for row in rows:
+        assert {"reward/tester/score", "reward/coder/score", "episode/pass@turn1"} <= set(row)
+        assert row["episode/pass@turn1"] == 0.0  # the tester's turn answers no hidden test
+        assert 2.0 <= row["episode/turns_mean"] <= 3.0
+    summary = json.loads((run / "summary.json").read_text())
+    assert len(summary["heldout_pass@1_by_turn_after"]) == 3
+    before = load_file(str(tiny_model_dir / "model.safetensors"))
+    after = load_file(str(run / "final" / "model.safetensors"))
+    assert any(not torch.equal(before[k], after[k]) for k in before)

@@ -36,6 +36,8 @@ from execrl.tasks.suites.testgen import MAX_MUTANTS
 
 SHOWN_FAILURES = 5  # failing tests listed in the coder's feedback
 SHOWN_CHARS = 300  # each shown test or error cut to this many characters
+# a suite that tests nothing (no code in the answer), as testgen scores one
+NOTHING_TESTED = {"passes_reference": 0.0, "kill_rate": 0.0, "coverage": 0.0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +144,7 @@ def grade_suites(task: Task, suites: Sequence[str | None], wrong: Sequence[str],
     results = sandbox.run_many(jobs[:1]) + sandbox.run_many(jobs[1:]) if jobs else []
     found = iter(results)
     return [
-        TesterGrade(0.0, {}, False, "no tests in the answer") if s is None
+        TesterGrade(0.0, dict(NOTHING_TESTED), False, "no tests in the answer") if s is None
         else _grade(next(found), against)
         for s in suites
     ]  # fmt: skip
