@@ -8,10 +8,13 @@ import random
 
 import pytest
 
-from execrl.sandbox.verifiers import VerifierSpecError
+from execrl.sandbox import Limits, Verdict
+from execrl.sandbox.verifiers import VerifierSpecError, VerifyRequest
+from execrl.sandbox.verifiers.web import WebVerifier
 from execrl.sandbox.verifiers.web_score import appearance, cascade, function, structure
 from execrl.sandbox.verifiers.web_seen import PageSeen, ScenarioSeen, Seen
 from execrl.sandbox.verifiers.web_spec import parse_spec, plan_of
+from execrl.tasks.schema import VerifierTests
 from execrl.tasks.suites.web import spec_of, task_of
 from execrl.tasks.suites.web_answer import AnswerFormatError, WebFile, format_answer, parse_answer
 from execrl.tasks.suites.web_pages import counter
@@ -164,3 +167,11 @@ def test_every_wrong_kind_changes_the_reference_and_keeps_the_format():
         assert parse_answer(format_answer(files)) == files
         task = task_of(drawn, kind)
         assert task.tests.wrong and task.tests.wrong != task.reference
+
+
+def test_an_answer_that_is_not_a_site_fails_without_a_run():
+    bad = "Here is my page.\n<!-- file: index.html -->\n<p>hi</p>\n"
+    request = VerifyRequest("web/x", bad, VerifierTests("web", spec_of(SITE)), Limits())
+    verification = WebVerifier().verify(request, [])
+    assert verification.verdict is Verdict.WRONG_ANSWER and verification.score == 0.0
+    assert "not a site: text before the first" in verification.feedback

@@ -32,7 +32,7 @@ import secrets
 import shutil
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from execrl.sandbox.confine.hidden_paths import sandbox_interpreter
@@ -60,14 +60,6 @@ CHROMIUM_PATHS = ("/usr/lib/chromium/chromium", "/usr/bin/chromium", "/usr/bin/c
 _SECRET = secrets.token_bytes(16)  # per process: the keys the runs' results carry back
 
 
-@dataclass(frozen=True, slots=True)
-class Reference:
-    """The reference site as the browser saw it, kept in the parent."""
-
-    seen: Seen
-    files: tuple[str, ...]
-
-
 def chromium_path() -> str | None:
     """The browser: $EXECRL_CHROMIUM, Debian's binary (not its wrapper script), or on PATH."""
     override = os.environ.get("EXECRL_CHROMIUM")
@@ -93,7 +85,7 @@ class WebVerifier:
     components = ("structure", "function", "appearance")
 
     def __init__(self) -> None:
-        self._references: dict[str, Reference] = {}
+        self._references: dict[str, Seen] = {}  # spec key -> the reference as seen
         # The reference is rendered by the first job of a batch that needs it; the rest of that
         # batch (the same thread: `run_verified` plans, runs, then verifies in order) waits for
         # its render instead of starting a browser each (a GRPO group is G samples of one task).
@@ -146,8 +138,7 @@ class WebVerifier:
                 f"task {request.task_id}: the reference site's run failed in this batch"
             )
         if isinstance(seen, str):
-            verdict = Verdict.TIMEOUT if "deadline" in seen else Verdict.RUNTIME_ERROR
-            return failed(verdict, seen, **_zero())
+            return failed(_failure_verdict(runs[0], seen), seen, **_zero())
         return _judge(spec, files, seen, reference)
 
     def _remember(
@@ -158,30 +149,23 @@ class WebVerifier:
             self._claims.pop(_spec_key(request), None)  # the next batch tries again if it failed
         if isinstance(seen, str):
             raise VerifierSpecError(f"task {request.task_id}: the reference site failed: {seen}")
-        names = [f.name for f in files]
-        own = web_score.cascade(
-            web_score.structure(spec, names, seen, ORIGIN).value,
-            web_score.function(spec, seen).value,
-            1.0,
-        )
-        if not own.passed:
-            problems = web_score.structure(spec, names, seen, ORIGIN).problems
-            problems += web_score.function(spec, seen).problems
+        structure = web_score.structure(spec, [f.name for f in files], seen, ORIGIN)
+        function = web_score.function(spec, seen)
+        if not web_score.cascade(structure.value, function.value, 1.0).passed:
+            problems = (*structure.problems, *function.problems)
             raise VerifierSpecError(
                 f"task {request.task_id}: the reference site fails its own checks: "
                 + "; ".join(problems[:3])
             )
         with self._lock:
-            self._references[_spec_key(request)] = Reference(seen, tuple(names))
+            self._references[_spec_key(request)] = seen
 
 
-def _judge(
-    spec: WebSpec, files: tuple[WebFile, ...], seen: Seen, reference: Reference
-) -> Verification:
+def _judge(spec: WebSpec, files: tuple[WebFile, ...], seen: Seen, reference: Seen) -> Verification:
     names = [f.name for f in files]
     structure = web_score.structure(spec, names, seen, ORIGIN)
     function = web_score.function(spec, seen)
-    appearance = web_score.appearance(seen, reference.seen, spec.pages)
+    appearance = web_score.appearance(seen, reference, spec.pages)
     result = web_score.cascade(structure.value, function.value, appearance.value)
     if structure.value < 1.0:
         feedback = "structure: " + "; ".join(structure.problems[:5])
@@ -196,12 +180,21 @@ def _judge(
     ]
     artifacts += [
         Artifact(f"reference-{i}.png", "image", p.shot)
-        for i, p in enumerate(reference.seen.pages)
+        for i, p in enumerate(reference.pages)
         if p.shot
     ]
     verdict = Verdict.PASSED if result.passed else Verdict.WRONG_ANSWER
     score = min(1.0, result.score)
     return Verification(score, result.components(), verdict, feedback, tuple(artifacts))
+
+
+def _failure_verdict(result: ExecutionResult, why: str) -> Verdict:
+    """A run that gave no observation: out of time (the driver's deadline or the sandbox's),
+    over a limit, or failed."""
+    if "deadline" in why:
+        return Verdict.TIMEOUT
+    limits = (Verdict.TIMEOUT, Verdict.MEMORY_LIMIT, Verdict.OUTPUT_LIMIT)
+    return result.verdict if result.verdict in limits else Verdict.RUNTIME_ERROR
 
 
 def _zero() -> dict[str, float]:
