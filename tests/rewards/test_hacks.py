@@ -28,8 +28,9 @@ ATTACKS = {
         "import sys\nsys.settrace(lambda *a: None)\ndef f(x):\n    return x + 1\n",
         Flag.TAMPERING,
     ),
-    "frame walk": (
-        "import sys\ndef f(x):\n    sys._getframe(1)\n    return x + 1\n",
+    "frame walk": (  # a frame read from a traceback: sys._getframe alone is FRAME_REFUSED
+        "import sys\ndef f(x):\n    try:\n        1 / 0\n    except ZeroDivisionError as e:\n"
+        "        e.__traceback__.tb_frame\n    return x + 1\n",
         Flag.TAMPERING,
     ),
     "gc scan": ("import gc\ndef f(x):\n    gc.get_objects()\n    return x + 1\n", Flag.TAMPERING),
@@ -72,6 +73,34 @@ def test_honest_programs_are_not_flagged(sandbox):
     ]
     for r in scorer.score([TASK, TASK], honest):
         assert r.score == 1.0 and not r.flags
+
+
+# Right answers whose standard library asks for a frame on their behalf and falls back when
+# refused: the refusal stands, but it is not the program's tampering
+LIBRARY_ASKS = {
+    "namedtuple": "from collections import namedtuple\nP = namedtuple('P', 'x')\n"
+    "def f(x):\n    return P(x + 1).x\n",
+    "enum": "import enum\nclass C(enum.Enum):\n    A = 1\ndef f(x):\n    return x + C.A.value\n",
+    "logging": "import logging\nlogging.basicConfig()\ndef f(x):\n"
+    "    logging.getLogger('f').warning('called')\n    return x + 1\n",
+    "typing.NamedTuple": "from typing import NamedTuple\nclass P(NamedTuple):\n    x: int\n"
+    "def f(x):\n    return P(x + 1).x\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LIBRARY_ASKS))
+def test_a_frame_the_library_asks_for_is_refused_but_not_the_programs_tampering(sandbox, name):
+    scorer = RewardScorer(RewardConfig(tree={"type": "verdict_credit"}), sandbox=sandbox)
+    (r,) = scorer.score([TASK], [LIBRARY_ASKS[name]])
+    assert r.score == 1.0 and Flag.TAMPERING not in r.flags, (r.flags, r.reason)
+
+
+def test_sys_getframe_refused_is_counted_and_gives_nothing(sandbox):
+    scorer = RewardScorer(RewardConfig(tree={"type": "verdict_credit"}), sandbox=sandbox)
+    asks = "import sys\ndef f(x):\n    sys._getframe(1)\n    return x + 1\n"
+    (r,) = scorer.score([TASK], [asks])
+    assert Flag.FRAME_REFUSED in r.flags and Flag.TAMPERING not in r.flags
+    assert r.score == -0.6  # the refusal raised: a crash, as without the sandbox's frame
 
 
 def test_penalties_can_be_off_and_counted_only(sandbox):

@@ -25,6 +25,11 @@ _LIMITS = {
 # How the sandbox words these events (sandbox/grading/grade.py, sandbox/run/plain.py).
 _EXIT_MESSAGES = ("ended the run before the tests finished", "the program raised SystemExit")
 _NOT_PLAIN = ("which is not plain data", "value too deep or too large to compare")
+# Denials the standard library causes on a right answer's behalf and falls back from
+# (collections.namedtuple and logging ask sys._getframe for their caller; the sandbox refuses
+# with the ValueError they expect): counted, never the program's tampering. The refusal stands,
+# so a program that asks itself gains nothing either.
+_LIBRARY_ASKS = frozenset({"sys._getframe"})
 
 
 @dataclass(frozen=True)
@@ -46,8 +51,10 @@ class HackPolicy:
 
 def execution_flags(result: ExecutionResult, stdio: bool) -> set[Flag]:
     flags: set[Flag] = set()
-    if result.tampering:
+    if any(t not in _LIBRARY_ASKS for t in result.tampering):
         flags.add(Flag.TAMPERING)
+    elif result.tampering:
+        flags.add(Flag.FRAME_REFUSED)
     if not stdio and (
         any(m in result.message for m in _EXIT_MESSAGES)
         or any(t.exception == "SystemExit" for t in result.tests)

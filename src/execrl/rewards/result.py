@@ -25,6 +25,10 @@ class Flag(enum.StrEnum):
     SANDBOX_ERROR = "sandbox_error"  # infrastructure failure: the sample is masked
     REWARD_MODEL_ERROR = "reward_model_error"  # an external reward model failed: masked
     NOISE_FLIPPED = "noise_flipped"  # injected label noise flipped this sample's verdict
+    # the sandbox refused the run a frame (`sys._getframe`) and nothing else: the standard
+    # library asks on a right answer's behalf (namedtuple, logging) and falls back, and a
+    # refused frame gives a program nothing
+    FRAME_REFUSED = "frame_refused"
 
 
 HACK_FLAGS = frozenset(
