@@ -156,8 +156,9 @@ class MultiTurn:
         # (`TrainConfig.segment_training`)
         self.segments = segments
         self.conversation = conversation or partial(Conversation, tokenizer, chat)
-        # what finishes a group whose rewards depend on one another (`GroupRewarded`)
-        self.finisher = None if config.kind.runs_harness else make_env(config, scorer)
+        # what finishes a group whose rewards depend on one another (`GroupRewarded`), made
+        # when the first group is finished, as the turn loop makes its environments
+        self._finisher: list[Any] = []
 
     def episodes(self, task_indices: list[int]) -> list[Episode]:
         """One episode per task index, in order, every turn generated and graded here (one
@@ -168,9 +169,11 @@ class MultiTurn:
 
     def _finished(self, tasks: list[Task], episodes: list[Episode],
                   groups: Sequence[Hashable]) -> list[Episode]:  # fmt: skip
-        if self.finisher is None:
+        if self.config.kind.runs_harness:
             return episodes
-        return finish_groups(self.finisher, tasks, episodes, groups)
+        if not self._finisher:
+            self._finisher.append(make_env(self.config, self.scorer))
+        return finish_groups(self._finisher[0], tasks, episodes, groups)
 
     def _loop(self, tasks: list[Task]) -> TurnLoop:
         return TurnLoop(lambda: make_env(self.config, self.scorer), tasks, self.conversation,
