@@ -18,7 +18,9 @@ from verifiers.verifier_helpers import needs_iverilog
 
 
 @pytest.mark.parametrize("suite", list(SUITES))
-def test_each_suite_is_a_benchmark_with_levels_and_disjoint_splits(suite):
+def test_each_suite_is_a_benchmark_with_levels_and_disjoint_splits(suite, request):
+    if suite == "testgen":  # its functions are MBPP's and HumanEval's
+        request.getfixturevalue("data_env")
     train = load_benchmark(suite)
     test = load_benchmark(f"{suite}:split=test")
     assert len(train) == len(test) == 24  # 8 per level, 3 levels

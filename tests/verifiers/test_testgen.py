@@ -149,7 +149,7 @@ def test_every_wrong_kind_is_a_suite_that_parses_and_keeps_the_benchmark_calls()
         assert "f(11, 1) == True" in suite and "assert f(11" not in suite, kind
 
 
-def test_the_suite_builds_tasks_from_mbpp_and_humaneval(data_dir):
+def test_the_suite_builds_tasks_from_mbpp_and_humaneval(data_env):
     from execrl.tasks.registry import load_benchmark
 
     tasks = load_benchmark("testgen:split=test,n=3")
@@ -184,7 +184,7 @@ def test_recorded_arguments_are_plain_data_copied_exactly():
         encode(list(range(100)), [10])
 
 
-def test_functions_that_run_their_input_as_code_are_left_out(data_dir):
+def test_functions_that_run_their_input_as_code_are_left_out(data_env):
     # HumanEval/160 evals an expression built from its arguments: the coverage replay would
     # run the suite's code in the runner's trusted process.
     from execrl.tasks.suites import testgen

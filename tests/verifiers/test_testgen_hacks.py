@@ -128,7 +128,7 @@ def test_a_suite_cannot_forge_the_result_line_or_reach_the_coverage(sandbox):
     assert v.components == {"passes_reference": 1.0, "kill_rate": 0.0, "coverage": 0.0}, v.feedback
 
 
-def test_tasks_validate_passes_on_the_testgen_suite(data_dir, capsys):
+def test_tasks_validate_passes_on_the_testgen_suite(data_env, capsys):
     name = "testgen:split=test,n=1,difficulty=1"
     assert main(["tasks", "validate", name]) == 0
     assert f"{name}: 1/1 reference solutions pass; 0 known defect(s), 0 new failure(s)" in (

@@ -16,7 +16,7 @@ SUITE = "testgen:n=1,difficulty=1"
 
 
 @pytest.mark.slow  # about a minute on a loaded 2-core machine, most of it the memorising
-def test_train_on_the_testgen_suite_scores_with_the_verifier(data_dir, tmp_path):
+def test_train_on_the_testgen_suite_scores_with_the_verifier(data_env, tmp_path):
     model = memorised(SUITE, tmp_path / "model")
     config = tmp_path / "testgen.toml"
     config.write_text(
@@ -35,7 +35,7 @@ def test_train_on_the_testgen_suite_scores_with_the_verifier(data_dir, tmp_path)
     assert "reward/verifier" in rows[0] and rows[0]["flag/no_code"] < 2, rows
 
 
-def test_eval_samples_grades_suites_with_the_testgen_verifier(data_dir, tmp_path, capsys):
+def test_eval_samples_grades_suites_with_the_testgen_verifier(data_env, tmp_path, capsys):
     from execrl.tasks.registry import load_benchmark
 
     (task,) = load_benchmark(SUITE)
