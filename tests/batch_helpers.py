@@ -21,3 +21,32 @@ def builder(*overrides: str, logp: float = 0.0, keep_idle_rows: bool = False) ->
         settings = replace(settings, skips_idle_rows=False)
     terms = ModelTerms(policy_logp=lambda batch: torch.full(batch.token_mask.shape, logp))
     return BatchBuilder(settings, terms, pad_id=0, device=torch.device("cpu"))
+
+
+def visible_model(model_dir):
+    """The tiny model at `model_dir` with weights larger than its initialisation's (seed 0), so
+    two updates that differ show it."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.2 if p.dim() > 1 else 0.5)
+    return model
+
+
+def one_update(settings: LearnerSettings, model, groups, denominator: float | None = None):
+    """Build `groups` with the model's own terms and take one AdamW step (lr 1e-2); returns
+    (update metrics, the built batches). `denominator`: the batches' counted tokens if None."""
+    from execrl.rl.batch_rows import model_terms
+    from execrl.rl.trainer import Learner
+
+    terms = model_terms(model, None, None, settings.temperature, settings.logprob_head)
+    built = BatchBuilder(settings, terms, pad_id=0, device=torch.device("cpu")).build(groups)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+    learner = Learner(settings, model, None, optimizer, scheduler)
+    if denominator is None:
+        denominator = float(sum(b.mask.sum() for b in built.batches))
+    return learner.update(built.batches, denominator), built.batches

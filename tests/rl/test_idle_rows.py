@@ -7,17 +7,14 @@ from dataclasses import replace
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
 
+from batch_helpers import one_update, visible_model
 from execrl.models.sampling import Completion
 from execrl.rewards.result import RewardResult
 from execrl.rewards.scorer import build_sample
-from execrl.rl.batch_builder import BatchBuilder
-from execrl.rl.batch_rows import model_terms
 from execrl.rl.config import load_config
 from execrl.rl.learner_settings import LearnerSettings
 from execrl.rl.scored import Scored
-from execrl.rl.trainer import Learner
 from execrl.tasks import CallTests, Task
 
 TASK = Task(id="inc", prompt="Write f.", tests=CallTests(((1,),), (2,)), entry_point="f")
@@ -46,21 +43,11 @@ def _settings(*extra: str) -> LearnerSettings:
 
 def _step(model_dir, settings: LearnerSettings):
     """One step from GROUPS: (update metrics, weights after it, rows the update ran)."""
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    with torch.no_grad():  # larger weights than the initialisation's: visible differences
-        for p in model.parameters():
-            p.normal_(0, 0.2 if p.dim() > 1 else 0.5)
-    terms = model_terms(model, None, None, settings.temperature, settings.logprob_head)
-    builder = BatchBuilder(settings, terms, pad_id=0, device=torch.device("cpu"))
-    built = builder.build(GROUPS)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
-    learner = Learner(settings, model, None, optimizer, scheduler)
+    model = visible_model(model_dir)
     # the denominator of every kept row, as `train_step` counts it before building
     denominator = float(sum(len(s.completion.token_ids) for g in GROUPS for s in g))
-    metrics = learner.update(built.batches, denominator)
-    rows = sum(len(b.sequences.input_ids) for b in built.batches)
+    metrics, batches = one_update(settings, model, GROUPS, denominator)
+    rows = sum(len(b.sequences.input_ids) for b in batches)
     return metrics, [p.detach().clone() for p in model.parameters()], rows
 
 

@@ -8,17 +8,14 @@ from dataclasses import replace
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
 
+from batch_helpers import one_update, visible_model
 from execrl.models.sampling import Completion
 from execrl.rewards.result import RewardResult
 from execrl.rewards.scorer import build_sample
-from execrl.rl.batch_builder import BatchBuilder
-from execrl.rl.batch_rows import model_terms
 from execrl.rl.config import load_config
 from execrl.rl.learner_settings import LearnerSettings
 from execrl.rl.scored import Scored
-from execrl.rl.trainer import Learner
 from execrl.tasks import CallTests, Task
 
 TASK = Task(id="inc", prompt="Write f.", tests=CallTests(((1,),), (2,)), entry_point="f")
@@ -47,22 +44,12 @@ def _settings(*extra: str) -> LearnerSettings:
 
 def _step(model_dir, settings: LearnerSettings):
     """One step from GROUPS: (update metrics, weights after it, rows the decoder ran)."""
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    with torch.no_grad():  # larger weights than the initialisation's: visible differences
-        for p in model.parameters():
-            p.normal_(0, 0.2 if p.dim() > 1 else 0.5)
+    model = visible_model(model_dir)
     rows: list[int] = []
     model.get_decoder().register_forward_pre_hook(
         lambda _m, _args, kwargs: rows.append(kwargs["input_ids"].shape[0]), with_kwargs=True
     )
-    terms = model_terms(model, None, None, settings.temperature, settings.logprob_head)
-    built = BatchBuilder(settings, terms, pad_id=0, device=torch.device("cpu")).build(GROUPS)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
-    learner = Learner(settings, model, None, optimizer, scheduler)
-    denominator = float(sum(b.mask.sum() for b in built.batches))
-    metrics = learner.update(built.batches, denominator)
+    metrics, _ = one_update(settings, model, GROUPS)
     return metrics, [p.detach().clone() for p in model.parameters()], sum(rows)
 
 
