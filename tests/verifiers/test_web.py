@@ -2,8 +2,9 @@
 maximum, each hack scores below it (one test per hack, all run in one batch), a page cannot
 read what grades it, and no browser process outlives its run.
 
-One browser at a time (a sandbox of one worker). The batch below is about six browser runs;
-the rest is marked slow. Without Chromium or Playwright these tests skip with the reason, but
+One browser at a time (a sandbox of one worker). Every test here is marked slow, to keep the
+default tier under 10 minutes on 2 cores: the batch (about six browser runs, 22 s) runs in CI by
+name (`.ci/run`, the tests marked BROWSER_BATCH), the rest only with `-m slow`. Without Chromium or Playwright these tests skip with the reason, but
 fail in CI (EXECRL_REQUIRE_TOOLS=1, set by .ci/run)."""
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ from execrl.tasks.suites.web_answer import format_answer
 from execrl.tasks.suites.web_pages import LEVEL_1, LEVEL_2, counter
 from execrl.tasks.suites.web_sites import LEVEL_3
 from execrl.tasks.suites.web_wrong import WRONG
+
+# the batch of one browser run per answer kind: slow here, run in CI by name (.ci/run)
+BROWSER_BATCH = pytest.mark.slow
+
 
 MARK = b"--execrl-web-run"  # the driver passes it to Chromium: how leftovers are found
 
@@ -115,6 +120,7 @@ def batch(web_sandbox):
     return verified, results[-1]
 
 
+@BROWSER_BATCH
 def test_the_reference_scores_the_maximum(batch):
     result, v = batch[0]["reference"]
     assert result.passed and v.score == 1.0, v.feedback
@@ -123,18 +129,21 @@ def test_the_reference_scores_the_maximum(batch):
     assert all(a.data.startswith(b"\x89PNG") for a in v.artifacts)
 
 
+@BROWSER_BATCH
 def test_a_page_with_an_uncaught_error_scores_below(batch):
     result, v = batch[0]["js_error"]
     assert not result.passed and v.components["function"] == 0.5  # every check holds, but
     assert v.score == pytest.approx(0.55) and "undefinedHelper" in v.feedback
 
 
+@BROWSER_BATCH
 def test_a_broken_link_scores_below(batch):
     result, v = batch[0]["broken_link"]
     assert not result.passed and v.components["structure"] < 1.0
     assert v.score < 0.3 and "more.html" in v.feedback
 
 
+@BROWSER_BATCH
 def test_a_page_that_ignores_clicks_scores_below(batch):
     result, v = batch[0]["ignores_clicks"]
     assert not result.passed and v.components == {
@@ -145,6 +154,7 @@ def test_a_page_that_ignores_clicks_scores_below(batch):
     assert v.score == pytest.approx(0.3)
 
 
+@BROWSER_BATCH
 def test_a_picture_of_the_reference_scores_below(batch):
     """It looks like the reference (SSIM against its screenshot), and scores below it: it has
     none of the elements and does nothing."""
@@ -154,6 +164,7 @@ def test_a_picture_of_the_reference_scores_below(batch):
     assert not result.passed and v.score < 0.3 and v.components["appearance"] == 0.0
 
 
+@BROWSER_BATCH
 def test_a_page_cannot_read_the_plan_the_driver_or_the_network(batch):
     run = program_run(batch[1], (RESULT,))
     seen = read_seen(run, _snoop_key())
@@ -163,6 +174,7 @@ def test_a_page_cannot_read_the_plan_the_driver_or_the_network(batch):
     assert any("driver.py" in u for u in seen.failed_requests)
 
 
+@BROWSER_BATCH
 def test_no_browser_process_outlives_the_batch(batch):
     _no_browser_left()
 
