@@ -158,7 +158,7 @@ class MultiTurn:
         self.conversation = conversation or partial(Conversation, tokenizer, chat)
         # what finishes a group whose rewards depend on one another (`GroupRewarded`), made
         # when the first group is finished, as the turn loop makes its environments
-        self._finisher: list[Any] = []
+        self._finisher: Any = None
 
     def episodes(self, task_indices: list[int]) -> list[Episode]:
         """One episode per task index, in order, every turn generated and graded here (one
@@ -171,9 +171,9 @@ class MultiTurn:
                   groups: Sequence[Hashable]) -> list[Episode]:  # fmt: skip
         if self.config.kind.runs_harness:
             return episodes
-        if not self._finisher:
-            self._finisher.append(make_env(self.config, self.scorer))
-        return finish_groups(self._finisher[0], tasks, episodes, groups)
+        if self._finisher is None:
+            self._finisher = make_env(self.config, self.scorer)
+        return finish_groups(self._finisher, tasks, episodes, groups)
 
     def _loop(self, tasks: list[Task]) -> TurnLoop:
         return TurnLoop(lambda: make_env(self.config, self.scorer), tasks, self.conversation,
