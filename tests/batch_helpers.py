@@ -50,3 +50,18 @@ def one_update(settings: LearnerSettings, model, groups, denominator: float | No
     if denominator is None:
         denominator = float(sum(b.mask.sum() for b in built.batches))
     return learner.update(built.batches, denominator), built.batches
+
+
+def far_sample(prompt: list[int], tokens: list[int], score: float):
+    """A scored one-turn sample of a task `f(1) == 2`, its engine log-probs (mu) -1.5 on every
+    token: far from a tiny model's pi, so TIS weights act."""
+    from execrl.models.sampling import Completion
+    from execrl.rewards.result import RewardResult
+    from execrl.rewards.scorer import build_sample
+    from execrl.rl.scored import Scored
+    from execrl.tasks import CallTests, Task
+
+    task = Task(id="inc", prompt="Write f.", tests=CallTests(((1,),), (2,)), entry_point="f")
+    completion = Completion(0, "x", torch.tensor(prompt), torch.tensor(tokens),
+                            torch.full((len(tokens),), -1.5), "eos")  # fmt: skip
+    return Scored(0, completion, RewardResult(score), build_sample(task, "x"))

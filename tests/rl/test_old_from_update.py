@@ -9,29 +9,13 @@ from dataclasses import replace
 import pytest
 import torch
 
-from batch_helpers import one_update, visible_model
-from execrl.models.sampling import Completion
-from execrl.rewards.result import RewardResult
-from execrl.rewards.scorer import build_sample
+from batch_helpers import far_sample, one_update, visible_model
 from execrl.rl.config import load_config
 from execrl.rl.learner_settings import LearnerSettings
-from execrl.rl.scored import Scored
-from execrl.tasks import CallTests, Task
-
-TASK = Task(id="inc", prompt="Write f.", tests=CallTests(((1,),), (2,)), entry_point="f")
-
-
-def _sample(prompt: list[int], tokens: list[int], score: float) -> Scored:
-    # mu (the engine's log-probs) is -1.5 everywhere: far from pi, so TIS weights act
-    n = len(tokens)
-    completion = Completion(0, "x", torch.tensor(prompt), torch.tensor(tokens),
-                            torch.full((n,), -1.5), "eos")  # fmt: skip
-    return Scored(0, completion, RewardResult(score), build_sample(TASK, "x"))
-
 
 GROUPS = [
-    [_sample([5, 6, 7], [9, 10, 11], 1.0), _sample([5, 6, 7], [12, 13], 0.0)],
-    [_sample([8, 9], [14, 15, 16, 17], 0.0), _sample([8, 9], [18], 1.0)],
+    [far_sample([5, 6, 7], [9, 10, 11], 1.0), far_sample([5, 6, 7], [12, 13], 0.0)],
+    [far_sample([8, 9], [14, 15, 16, 17], 0.0), far_sample([8, 9], [18], 1.0)],
 ]
 
 
