@@ -5,7 +5,10 @@ inside a function, names the same layer or a lower one. Modules outside the laye
 package) sit on top.
 
 Inside a layer split into wings (sub-packages), the wings import one way too, in the order
-`WINGS` gives; the modules directly in the layer's package (`ROOT`) are a wing of their own."""
+`WINGS` gives; the modules directly in the layer's package (`ROOT`) are a wing of their own.
+
+Outside the sandbox layer, src/ imports the sandbox only through `execrl.sandbox` (its face,
+`sandbox/__init__.py`, which sits above the wings it names), never one of its modules."""
 
 from __future__ import annotations
 
@@ -54,7 +57,10 @@ def upward_imports(src: Path = SRC) -> list[str]:
             target = name.split(".")[1:]
             if target[0] in LAYERS and LAYERS.index(target[0]) > LAYERS.index(layer):
                 upward.append(f"{where} {layer} imports {name}")
-            elif target[0] == layer and layer in WINGS:
+            elif target[0] == layer and layer in WINGS and parts[1:] != ["__init__"]:
+                # the layer's face (its __init__) sits above its wings: it names what each
+                # exports, for type checkers only, and loads it on first use (tests/sandbox/
+                # test_face.py: importing it loads no wing)
                 order = WINGS[layer]
                 source_wing, target_wing = _wing(layer, parts[1:]), _wing(layer, target[1:] + [""])
                 if order.index(target_wing) > order.index(source_wing):
@@ -87,6 +93,42 @@ def transport_imports(src: Path = SRC) -> list[str]:
 
 def _strategy(module: str) -> bool:
     return any(module == s or module.startswith(s + ".") for s in STRATEGIES)
+
+
+def face_bypasses(src: Path = SRC) -> list[str]:
+    """Each import of a sandbox module other than `execrl.sandbox` itself by a module outside the
+    sandbox layer: the layers above take the sandbox's names from its face (`sandbox/__init__.py`)
+    so that its wings can move without touching them. `from execrl.sandbox import runner` names
+    the module as much as `import execrl.sandbox.runner` does. Tests are not held to it."""
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src)
+        if rel.parts[0] == "sandbox":
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        imports = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        for node in sorted(imports, key=lambda n: n.lineno):  # ast.walk goes breadth first
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [a.name for a in node.names]
+                if node.module == "execrl.sandbox":
+                    modules = [f"{node.module}.{n}" for n in names if _sandbox_module(src, n)]
+                else:
+                    modules = [node.module] if node.module.startswith("execrl.sandbox.") else []
+            elif isinstance(node, ast.Import):
+                names = ["what it uses"]
+                modules = [a.name for a in node.names if a.name.startswith("execrl.sandbox.")]
+            else:
+                continue  # a relative import stays in its own package
+            found.extend(
+                f"{rel}:{node.lineno}: imports {m}, inside the sandbox; import "
+                f"{', '.join(names)} from execrl.sandbox instead (exported in its _EXPORTS)"
+                for m in modules
+            )
+    return found
+
+
+def _sandbox_module(src: Path, name: str) -> bool:
+    return (src / "sandbox" / f"{name}.py").exists() or (src / "sandbox" / name).is_dir()
 
 
 def test_no_layer_imports_a_higher_one():
@@ -136,4 +178,28 @@ def test_the_check_sees_a_transport_importing_a_strategy(tmp_path):
         "sandbox/pool.py:1: execrl.sandbox.first_failure",
         "sandbox/pool.py:3: execrl.sandbox.verifiers.run",
         "sandbox/service/dispatch.py:1: execrl.sandbox.grading.custom_checker",
+    ]
+
+
+def test_other_layers_import_the_sandbox_through_its_face():
+    bypasses = face_bypasses()
+    assert not bypasses, f"{len(bypasses)} imports past execrl.sandbox:\n" + "\n".join(bypasses)
+
+
+def test_the_check_sees_an_import_past_the_sandbox_face(tmp_path):
+    (tmp_path / "sandbox" / "grading").mkdir(parents=True)
+    (tmp_path / "sandbox" / "runner.py").write_text("from execrl.sandbox.pool import WorkerPool\n")
+    (tmp_path / "rewards").mkdir()
+    (tmp_path / "rewards" / "m.py").write_text(
+        "from execrl.sandbox import Verdict, runner\n"
+        "def f():\n    from execrl.sandbox.grading.verdict import Verdict\n"
+        "import execrl.sandbox.grading.job\n"
+    )
+    assert face_bypasses(tmp_path) == [
+        "rewards/m.py:1: imports execrl.sandbox.runner, inside the sandbox; import Verdict, "
+        "runner from execrl.sandbox instead (exported in its _EXPORTS)",
+        "rewards/m.py:3: imports execrl.sandbox.grading.verdict, inside the sandbox; import "
+        "Verdict from execrl.sandbox instead (exported in its _EXPORTS)",
+        "rewards/m.py:4: imports execrl.sandbox.grading.job, inside the sandbox; import what it "
+        "uses from execrl.sandbox instead (exported in its _EXPORTS)",
     ]

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
-    from execrl.sandbox.grading.languages import LanguageUnavailable
+    from execrl.sandbox import LanguageUnavailable
 
     try:
         return int(args.handler(args) or 0)

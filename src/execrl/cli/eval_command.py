@@ -42,10 +42,14 @@ from execrl.models.sampling import out_of_range
 from execrl.models.threads import Machine, choose_threads, threads_used
 from execrl.rl.episodes.env import ONE_TURN, is_one_turn
 from execrl.rl.eval_spec import HeldoutSpec
-from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
-from execrl.sandbox.config import SandboxConfigError
-from execrl.sandbox.grading.languages import require_toolchains
-from execrl.sandbox.reference_runner import sandbox_runner
+from execrl.sandbox import (
+    Limits,
+    Sandbox,
+    SandboxConfigError,
+    SandboxUnavailable,
+    require_toolchains,
+    sandbox_runner,
+)
 from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 from execrl.tasks.registry import load_benchmark
 from execrl.tasks.schema import Task

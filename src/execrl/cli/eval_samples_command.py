@@ -17,9 +17,7 @@ from execrl.eval.evaluate import (
     write_jsonl_atomic,
 )
 from execrl.eval.samples import FORMATS, read_samples
-from execrl.sandbox import Limits, Sandbox, SandboxUnavailable
-from execrl.sandbox.config import SandboxConfigError
-from execrl.sandbox.reference_runner import sandbox_runner
+from execrl.sandbox import Limits, Sandbox, SandboxConfigError, SandboxUnavailable, sandbox_runner
 from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 from execrl.tasks.registry import load_benchmark
 

@@ -9,14 +9,19 @@ import sys
 import time
 from typing import Any, TypeVar
 
-from execrl.sandbox.config import SandboxConfig
-from execrl.sandbox.confine import isolation, memcg, syscalls
-from execrl.sandbox.grading import languages
-from execrl.sandbox.grading.job import Job, reference_limits
-from execrl.sandbox.grading.limits import Limits
-from execrl.sandbox.pool import SandboxUnavailable
-from execrl.sandbox.runner import Sandbox
-from execrl.sandbox.service.server_config import ServerConfig
+from execrl.sandbox import (
+    Job,
+    Limits,
+    Sandbox,
+    SandboxConfig,
+    SandboxUnavailable,
+    ServerConfig,
+    key_syscall_filter,
+    probe_languages,
+    probe_layers,
+    probe_memory,
+    reference_limits,
+)
 from execrl.tasks.schema import DEFAULT_WALL_S, Task
 
 T = TypeVar("T")
@@ -110,7 +115,7 @@ def run_serve(args: argparse.Namespace) -> int:
     import os
 
     try:
-        from execrl.sandbox.service.server import serve
+        from execrl.sandbox import serve
     except ImportError as exc:
         print(
             f"execrl sandbox serve: error: {exc.name or exc} is not installed; "
@@ -168,7 +173,7 @@ def _given(config: T, **flags: Any) -> T:
 
 def run_doctor(args: argparse.Namespace) -> int:
     """Probe, then start a one-worker pool and run a check program to show the layers live."""
-    probed = isolation.probe_layers()
+    probed = probe_layers()
     active: set[str] = set()
     error = ""
     try:
@@ -190,14 +195,14 @@ def run_doctor(args: argparse.Namespace) -> int:
     ]
     langs = [
         {"language": s.name, "available": s.available, "detail": s.detail}
-        for s in languages.probe_languages()
+        for s in probe_languages()
     ]
     # How a run's memory limit binds: the whole run (a memory cgroup) or each process alone.
-    mode, detail = memcg.probe()
+    mode, detail = probe_memory()
     keyrings = (
         "add_key, request_key and keyctl refused by seccomp (every system call table), in a "
         "fresh session keyring per worker"
-        if syscalls.key_syscall_filter() is not None
+        if key_syscall_filter() is not None
         else "NOT refused: this machine's system call numbers are unknown to execrl"
     )
     if args.json:

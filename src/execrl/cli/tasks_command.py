@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from execrl.eval.validate import validate
-from execrl.sandbox.reference_runner import sandbox_runner
+from execrl.sandbox import sandbox_runner
 from execrl.tasks.contest_registry import PATH_BENCHMARKS
 from execrl.tasks.defects import KNOWN_DEFECTS
 from execrl.tasks.errors import DataNotFound, NoSuchTask, TaskDataError, UnknownBenchmark

@@ -25,7 +25,7 @@ from execrl.eval.generation import GenerationMeta
 from execrl.eval.samples import Sample
 from execrl.rl.eval_spec import HeldoutSpec, run_heldout
 from execrl.rl.scored import Scored
-from execrl.sandbox.grading.limits import Limits
+from execrl.sandbox import Limits
 from execrl.tasks.schema import Task
 
 

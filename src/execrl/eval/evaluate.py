@@ -22,8 +22,7 @@ from execrl.rewards.grading import groups_of
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample as ProgramSample
 from execrl.rewards.scorer import RewardScorer
-from execrl.sandbox import ExecutionResult, Limits, Sandbox, SandboxConfig, Verdict
-from execrl.sandbox.verifiers import verification_of
+from execrl.sandbox import ExecutionResult, Limits, Sandbox, SandboxConfig, Verdict, verification_of
 from execrl.tasks.errors import TaskDataError
 from execrl.tasks.schema import Task
 

@@ -12,9 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from execrl.sandbox import Job, Limits, Sandbox
-from execrl.sandbox.grading.job import reference_limits
-from execrl.sandbox.verifiers import verification_of
+from execrl.sandbox import Job, Limits, Sandbox, reference_limits, verification_of
 from execrl.tasks.schema import Task, VerifierTests, job_limits
 
 

@@ -84,7 +84,7 @@ def keep_images(result: Any, run_dir: Path | None) -> tuple[str, ...]:
     """The PNG images among a verified run's artifacts, written to `run_dir/artifacts/` named by
     a hash of their bytes (a reference chart shown at every step is one file); their paths
     relative to `run_dir`. Nothing for runs no verifier judged."""
-    from execrl.sandbox.verifiers import verification_of
+    from execrl.sandbox import verification_of
 
     found = verification_of(result) if result is not None else None
     if found is None or run_dir is None:

@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 
 from execrl.rewards.result import Flag, RewardResult
 from execrl.rewards.sample import Sample
-from execrl.sandbox.grading.verdict import Verdict
+from execrl.sandbox import Verdict
 
 # What a reward needs before it can score: the scorer runs only what some node needs.
 HIDDEN = "hidden"  # the hidden tests' ExecutionResult

@@ -37,8 +37,7 @@ from execrl.rewards.style import Style
 from execrl.rewards.syntax import SyntaxValid
 from execrl.rewards.token_credit import TokenCredit
 from execrl.rewards.verifier import VerifierScore
-from execrl.sandbox.config import SandboxConfig, SandboxConfigError, moved_to_limits
-from execrl.sandbox.grading.limits import Limits
+from execrl.sandbox import Limits, SandboxConfig, SandboxConfigError, moved_to_limits
 from execrl.tasks.limit_caps import capped
 
 LEAVES: dict[str, type] = {

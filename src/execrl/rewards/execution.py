@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from execrl.rewards.base import HIDDEN, leaf, masked_if_infra
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
-from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
+from execrl.sandbox import ExecutionResult, Verdict
 
 _TESTS = ("hidden", "visible")
 

@@ -18,9 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from execrl.sandbox.grading.job import Job
-from execrl.sandbox.grading.limits import Limits
-from execrl.sandbox.grading.verdict import ExecutionResult
+from execrl.sandbox import ExecutionResult, Job, Limits
 from execrl.tasks.errors import TaskDataError
 from execrl.tasks.schema import Task, Tests, job_limits
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from execrl.sandbox.run import plain
+from execrl.sandbox import decode_plain, encode_plain
 from execrl.tasks.schema import AssertTests, CallTests, Compare, StdioCase, StdioTests, Task, Tests
 
 
@@ -26,8 +26,8 @@ def tests_to_json(tests: Tests) -> dict[str, Any]:
     if isinstance(tests, CallTests):
         return {
             "kind": "call",
-            "inputs": plain.encode(tuple(tuple(a) for a in tests.inputs)),
-            "expected": plain.encode(tuple(tests.expected)),
+            "inputs": encode_plain(tuple(tuple(a) for a in tests.inputs)),
+            "expected": encode_plain(tuple(tests.expected)),
             "compare": compare,
         }
     return {
@@ -43,7 +43,7 @@ def tests_from_json(data: dict[str, Any], where: str = "ground_truth") -> Tests:
     if kind == "assert":
         return AssertTests(data.get("setup", ""), tuple(data["statements"]))
     if kind == "call":
-        return CallTests(plain.decode(data["inputs"]), plain.decode(data["expected"]), compare)
+        return CallTests(decode_plain(data["inputs"]), decode_plain(data["expected"]), compare)
     if kind == "stdio":
         cases = tuple(StdioCase(c["stdin"], c["stdout"]) for c in data["cases"])
         return StdioTests(cases, compare)

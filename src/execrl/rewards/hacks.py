@@ -11,8 +11,7 @@ from dataclasses import dataclass, field, replace
 from execrl.rewards.hardcode import hardcodes_visible
 from execrl.rewards.result import HACK_FLAGS, Flag, RewardResult
 from execrl.rewards.sample import Sample
-from execrl.sandbox.grading.grade import SKIPPED
-from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
+from execrl.sandbox import SKIPPED_AFTER_FAILURE, ExecutionResult, Verdict
 from execrl.tasks.schema import StdioTests
 
 _LIMITS = {
@@ -67,7 +66,7 @@ def execution_flags(result: ExecutionResult, stdio: bool) -> set[Flag]:
         flags.add(Flag.NOT_PLAIN_DATA)
     # Cases the sandbox was asked to skip after a failure (`Job.stop_at_first_failure`) are not
     # tests the program cut short.
-    skipped = result.extra.get(SKIPPED, 0)
+    skipped = result.extra.get(SKIPPED_AFTER_FAILURE, 0)
     ran = len(result.tests) + (skipped if isinstance(skipped, int) else 0)
     if result.verdict not in _LIMITS and ran < result.n_tests:
         flags.add(Flag.TESTS_NOT_RUN)

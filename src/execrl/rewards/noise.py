@@ -13,8 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from execrl.sandbox.grading.job import Job
-from execrl.sandbox.grading.verdict import ExecutionResult, TestOutcome, Verdict
+from execrl.sandbox import ExecutionResult, Job, TestOutcome, Verdict
 
 NOISE_MESSAGE = "label flipped by injected verifier noise"
 

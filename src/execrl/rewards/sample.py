@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from execrl.rewards.analysis import Analysis, AnalysisError, Failed, analyse
-from execrl.sandbox.grading.verdict import ExecutionResult
+from execrl.sandbox import ExecutionResult
 from execrl.tasks.schema import Task
 
 _MISSING = object()

@@ -43,9 +43,7 @@ from execrl.rewards.noise import FlakinessReport, NoiseInjector, measure_flakine
 from execrl.rewards.result import Flag, RewardResult, masked_result
 from execrl.rewards.sample import Sample
 from execrl.rewards.token_credit import token_credit
-from execrl.sandbox.config import SandboxConfig
-from execrl.sandbox.grading.job import Job
-from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
+from execrl.sandbox import ExecutionResult, Job, SandboxConfig, Verdict
 from execrl.tasks.schema import Task
 
 Offsets = Sequence[tuple[int, int]]
@@ -131,7 +129,7 @@ class RewardScorer:
     @property
     def sandbox(self) -> Any:
         if self._sandbox is None:
-            from execrl.sandbox.service.backend import open_sandbox
+            from execrl.sandbox import open_sandbox
 
             self._sandbox = open_sandbox(self.sandbox_config)
         return self._sandbox

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 
 from execrl.rewards.sample import Sample
-from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
+from execrl.sandbox import ExecutionResult, Verdict
 
 _SYNTAX_LINE = re.compile(r"^line (\d+):")  # how sandbox/grading/grade.py words a syntax error
 

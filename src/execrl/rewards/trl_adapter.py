@@ -19,7 +19,7 @@ from execrl.rewards.config import RewardConfig
 from execrl.rewards.ground_truth import task_from_json
 from execrl.rewards.result import RewardResult
 from execrl.rewards.scorer import RewardScorer
-from execrl.sandbox.config import SandboxConfig
+from execrl.sandbox import SandboxConfig
 from execrl.tasks.schema import Task
 
 

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from execrl.rewards.base import HIDDEN
 from execrl.rewards.execution import OnTests
 from execrl.rewards.sample import Sample
-from execrl.sandbox.grading.verdict import ExecutionResult
-from execrl.sandbox.verifiers import load_verifier, verification_of
+from execrl.sandbox import ExecutionResult, load_verifier, verification_of
 from execrl.tasks.schema import VerifierTests
 
 

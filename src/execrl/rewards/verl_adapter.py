@@ -24,7 +24,7 @@ from execrl.rewards.config import RewardConfig, sandbox_config_of
 from execrl.rewards.ground_truth import task_from_json
 from execrl.rewards.result import RewardResult
 from execrl.rewards.scorer import RewardScorer
-from execrl.sandbox.config import SandboxConfig
+from execrl.sandbox import SandboxConfig
 
 _scorers: dict[str | None, RewardScorer] = {}
 _lock = threading.Lock()

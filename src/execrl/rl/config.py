@@ -32,7 +32,7 @@ from execrl.rl.dist_config import DistConfig, check_dist
 from execrl.rl.episodes.env import EnvConfig
 from execrl.rl.logprobs import HEADS
 from execrl.rl.toml_config import ConfigError, read_toml, source_name, with_overrides
-from execrl.sandbox.config import SandboxConfig, SandboxConfigError, moved_to_limits
+from execrl.sandbox import SandboxConfig, SandboxConfigError, moved_to_limits
 from execrl.tasks.limit_caps import capped
 
 

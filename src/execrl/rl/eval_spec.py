@@ -34,8 +34,7 @@ from execrl.rl.episode_sources import episode_source
 from execrl.rl.episodes.env import EnvConfig
 from execrl.rl.rollouts import Rollouts, RolloutTimes
 from execrl.rl.scored import Scored
-from execrl.sandbox.config import SandboxConfig
-from execrl.sandbox.grading.limits import Limits
+from execrl.sandbox import Limits, SandboxConfig
 from execrl.tasks.limit_caps import capped
 from execrl.tasks.schema import Task
 

@@ -190,7 +190,7 @@ def _train_threads(config: TrainConfig, tasks: list[Task] | None, heldout: list[
 def _train(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | None,
            reward: Any, quiet: bool, observer: ObserverFactory | None,
            log: Callable[[str], None], start: float) -> dict[str, Any]:  # fmt: skip
-    from execrl.sandbox.service.backend import open_sandbox
+    from execrl.sandbox import open_sandbox
 
     for warning in setup_warnings(config):
         log(warning)

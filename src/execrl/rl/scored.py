@@ -17,7 +17,7 @@ import torch
 from execrl.models.sampling import Completion
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
-from execrl.sandbox.grading.verdict import ExecutionResult
+from execrl.sandbox import ExecutionResult
 
 
 @dataclass(frozen=True, slots=True)

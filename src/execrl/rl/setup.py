@@ -28,8 +28,7 @@ from execrl.rl.curriculum import Curriculum, TaskMix
 from execrl.rl.learner_settings import LearnerSettings
 from execrl.rl.prompts import PromptSampler
 from execrl.rl.trainer import Learner
-from execrl.sandbox.grading.languages import require_toolchains
-from execrl.sandbox.pool import SandboxConfig
+from execrl.sandbox import SandboxConfig, require_toolchains
 from execrl.tasks.difficulty import difficulty_level
 from execrl.tasks.schema import Task
 
@@ -198,7 +197,7 @@ def load_tasks(source: str, split: str, n: int, c: TrainConfig) -> list[Task]:
         from execrl.models.default import synthetic_tasks
 
         return synthetic_tasks(seed=c.run.seed, n=n, difficulty=c.data.difficulty, split=split)
-    from execrl.sandbox.reference_runner import sandbox_runner
+    from execrl.sandbox import sandbox_runner
     from execrl.tasks.registry import load_benchmark
 
     return load_benchmark(source, reference_runner=sandbox_runner())[:n]

@@ -23,8 +23,7 @@ from execrl.rl.episodes.visible import (
     verdict_text,
     visible_tests,
 )
-from execrl.sandbox.grading.job import Job
-from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
+from execrl.sandbox import ExecutionResult, Job, Verdict
 from execrl.tasks.schema import Task
 
 FIX_REQUEST = "Fix the code. Answer with the whole corrected solution in one code block."

@@ -45,8 +45,7 @@ from execrl.rl.episodes.tester_grade import (
     wrong_programs,
 )
 from execrl.rl.episodes.turn_loop import Episode
-from execrl.sandbox.grading.job import Job
-from execrl.sandbox.grading.verdict import Verdict
+from execrl.sandbox import Job, Verdict
 from execrl.tasks.schema import AssertTests, Task
 from execrl.tasks.suites.testgen import PROMPT as TESTER_PROMPT
 

@@ -54,8 +54,13 @@ from execrl.rl.episodes.policy_server import PolicyServer, ServeSettings
 from execrl.rl.episodes.recorder import EpisodeRecording, Recorder
 from execrl.rl.episodes.trajectory import Trajectory
 from execrl.rl.episodes.turn_loop import Episode
-from execrl.sandbox import Confinement, launcher_argv
-from execrl.sandbox.confine import hidden_paths
+from execrl.sandbox import (
+    Confinement,
+    default_kept_paths,
+    hidden_benchmark_data,
+    launcher_argv,
+    path_inside,
+)
 from execrl.tasks.registry import files_read
 from execrl.tasks.schema import Task
 
@@ -75,7 +80,7 @@ def scratch_outside(hide: Sequence[str]) -> None:
     with a bare mount error."""
     scratch = os.path.realpath(tempfile.gettempdir())
     for place in hide:
-        if hidden_paths.inside(scratch, os.path.realpath(place)):
+        if path_inside(scratch, os.path.realpath(place)):
             raise HarnessError(
                 f"the temporary directory {scratch} lies inside {place}, which a harness sees "
                 "hidden (benchmark data: $EXECRL_DATA_DIR or --data-dir, the caches); keep the "
@@ -113,7 +118,7 @@ class HarnessRunner:
         settings = ServeSettings(chat=uses_chat_template(tokenizer, chat), sampling=params,
                                  fixed_sampling=True, max_positions=min(limits, default=0))  # fmt: skip
         # benchmark data as the sandbox hides it, and the task files this run named by path
-        self.hide = tuple(hidden_paths.benchmark_data()) + tuple(files_read())
+        self.hide = tuple(hidden_benchmark_data()) + tuple(files_read())
         scratch_outside(self.hide)
         self.server = PolicyServer(engine, tokenizer, settings, self.recorder)
         self.url = self.server.start()
@@ -122,7 +127,7 @@ class HarnessRunner:
         self.argv, files = _command(self.config.harness)
         # what it reads where its folders are covered (/tmp; homes, where it has a uid of its own)
         here = os.path.realpath(os.getcwd())
-        self.keep = tuple(sorted({*hidden_paths.default_keep(), here, *files} - {"/", "/tmp"}))
+        self.keep = tuple(sorted({*default_kept_paths(), here, *files} - {"/", "/tmp"}))
 
     def close(self) -> None:
         self.server.close()

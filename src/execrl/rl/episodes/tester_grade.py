@@ -26,9 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from execrl.rewards.scorer import ScoredSample, build_sample
-from execrl.sandbox.grading.job import Job
-from execrl.sandbox.grading.verdict import ExecutionResult, Verdict
-from execrl.sandbox.verifiers import verification_of
+from execrl.sandbox import ExecutionResult, Job, Verdict, verification_of
 from execrl.tasks.prompt_helpers import with_prompt_helpers
 from execrl.tasks.schema import AssertTests, CallTests, Compare, Task, VerifierTests
 from execrl.tasks.suites.mutants import mutants, normalise, pick

@@ -27,8 +27,7 @@ from execrl.rl.episodes.env import (
     first_observation,
     grade,
 )
-from execrl.sandbox.grading.job import Job
-from execrl.sandbox.grading.verdict import Verdict
+from execrl.sandbox import Job, Verdict
 from execrl.tasks.schema import StdioCase, StdioTests, Task
 
 TOOL_CALL = re.compile(r"^```python exec[ \t]*\n(.*?)^```", re.S | re.M)

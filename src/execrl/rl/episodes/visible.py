@@ -22,9 +22,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from execrl.sandbox.grading.compare import describe
-from execrl.sandbox.grading.job import Job
-from execrl.sandbox.grading.verdict import ExecutionResult, TestOutcome, Verdict
+from execrl.sandbox import ExecutionResult, Job, TestOutcome, Verdict, describe_value
 from execrl.tasks.schema import AssertTests, CallTests, StdioTests, Task, Tests
 
 SHOWN_CHARS = 500  # each value shown in feedback is cut to this many characters
@@ -188,7 +186,7 @@ def _described(task: Task, tests: Tests, source: str) -> VisibleTests:
     if isinstance(tests, CallTests):
         name = task.entry_point or "f"
         shown = tuple(f"{name}({', '.join(_cut(repr(a)) for a in args)})" for args in tests.inputs)
-        expected = tuple(_cut(describe(v, SHOWN_CHARS)) for v in tests.expected)
+        expected = tuple(_cut(describe_value(v, SHOWN_CHARS)) for v in tests.expected)
     elif isinstance(tests, StdioTests):
         shown = tuple(_cut(c.stdin) for c in tests.cases)
         expected = tuple(_cut(c.stdout) for c in tests.cases)
@@ -261,9 +259,9 @@ def _got(visible: VisibleTests, failed: TestOutcome) -> str | None:
         return None
     prefix = f"expected {visible.expected[failed.index]}, got "
     if isinstance(visible.tests, CallTests):
-        prefix = f"expected {describe(visible.tests.expected[failed.index], 200)}, got "
+        prefix = f"expected {describe_value(visible.tests.expected[failed.index], 200)}, got "
     elif isinstance(visible.tests, StdioTests):
-        prefix = f"expected {describe(visible.tests.cases[failed.index].stdout, 200)}, got "
+        prefix = f"expected {describe_value(visible.tests.cases[failed.index].stdout, 200)}, got "
     if failed.message.startswith(prefix):
         got = failed.message[len(prefix) :]
     else:
