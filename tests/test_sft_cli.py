@@ -146,8 +146,8 @@ def test_loss_is_on_completion_tokens_only():
 def test_prompt_ids_are_the_context_verbatim(default_model, tmp_path):
     """A pair's `prompt_ids` are its context, not an encoding of its text: a conversation built
     turn by turn (`eval --corrections`) encodes differently than its text in one piece."""
-    from execrl.cli.sft_data import read_pairs, tokenize
     from execrl.models.loading import load_tokenizer
+    from execrl.rl.sft.data import read_pairs, tokenize
     from execrl.tasks.errors import TaskDataError
 
     tokenizer = load_tokenizer(str(default_model))
@@ -267,3 +267,24 @@ def test_sft_says_and_saves_the_torch_threads_it_used(on_default, tmp_path, caps
         main(["sft", "--resume", str(tmp_path / "t"), *sets("run.steps=2", "model.threads=2")]) == 0
     )
     assert "torch uses 2 (model.threads = 2)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("setting", "says"),
+    [
+        ("run.nosuch=1", "--set: unknown key run.nosuch; known: steps, batch_size"),
+        ("run.batch_size=0", "--set: run.batch_size must be positive, got 0"),
+        ("run.steps='x'", "--set: run.steps must be int, got 'x'"),
+        ("optim.schedule='sometimes'", "--set: optim.schedule = 'sometimes'; choose from"),
+    ],
+)
+def test_a_bad_config_field_is_named_before_any_model_loads(tmp_path, capsys, setting, says):
+    """`rl.sft.config.SFTConfig` through the command: the field and what it takes, exit 2, and
+    no model loaded (model.path names none) and no run directory made."""
+    data = tmp_path / "pairs.jsonl"
+    data.write_text(json.dumps(PAIRS[0]) + "\n")
+    argv = ["sft", *sets(f"data.train={str(data)!r}", f"model.path={str(tmp_path / 'none')!r}",
+                         f"run.out_dir={str(tmp_path / 'runs')!r}", setting)]  # fmt: skip
+    assert main(argv) == 2
+    assert f"execrl sft: error: {says}" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()

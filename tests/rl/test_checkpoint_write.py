@@ -38,8 +38,8 @@ def test_every_checkpoint_file_is_written_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`execrl train`'s prefetched rollouts and `execrl sft`'s state go the same way."""
-    from execrl.cli.sft_command import _save_checkpoint
     from execrl.rl.prefetch import save_prefetched
+    from execrl.rl.sft.checkpoint import save_checkpoint
 
     model = torch.nn.Linear(2, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -47,7 +47,7 @@ def test_every_checkpoint_file_is_written_so(
     monkeypatch.setattr(checkpoint.torch, "save", _fail_half_way)
     for save in (
         lambda: save_prefetched(tmp_path, 2, []),
-        lambda: _save_checkpoint(tmp_path, 2, model, optimizer, scheduler),
+        lambda: save_checkpoint(tmp_path, 2, model, optimizer, scheduler),
     ):
         with pytest.raises(OSError, match="MiB free"):
             save()

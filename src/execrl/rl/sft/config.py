@@ -1,7 +1,8 @@
 """The one typed config of `execrl sft`, in `execrl train`'s style: TOML sections, then
 `--set section.field=value`, unknown keys and wrong types errors naming the key, all checked
 before a model loads. [model] and [optim] are `execrl train`'s own sections (`rl.config`), so a
-model and an optimizer are described the same way for both stages.
+model and an optimizer are described (and the optimizer made, `rl.setup`) the same way for both
+stages.
 """
 
 from __future__ import annotations
@@ -59,6 +60,22 @@ class SFTConfig:
 
 # What --resume may change: how long the run goes on, where its metrics go, torch's threads.
 RESUMABLE = ("run.steps", "run.checkpoint_every", "run.trackers", "model.threads")
+
+
+def sft_config_for(
+    path: str | None, overrides: list[str] | tuple[str, ...], resume: Path | None
+) -> SFTConfig:
+    """What `execrl sft` runs: a resumed run's saved config (`resume`), or else the defaults, the
+    TOML file at `path` and the overrides; checked, its data file found, before a model loads."""
+    if resume is not None:
+        if path:
+            raise ConfigError("--resume continues with the run's saved config; drop --config")
+        config = resume_sft_config(resume, overrides)
+    else:
+        config = load_sft_config(path, overrides)
+    if not Path(config.data.train).is_file():
+        raise ConfigError(f"data.train: no such file {config.data.train}")
+    return config
 
 
 def load_sft_config(
