@@ -12,7 +12,6 @@ of the seed): an interrupted run starts over rather than continuing.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import sys
@@ -20,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from execrl.eval.config import EvalConfig
 from execrl.eval.evaluate import SampleResult, result_record, summarize, write_jsonl_atomic
 from execrl.eval.generation import GenerationMeta
 from execrl.eval.samples import Sample
@@ -29,7 +29,7 @@ from execrl.sandbox import Limits
 from execrl.tasks.schema import Task
 
 
-def spec_for(args: argparse.Namespace, spec: HeldoutSpec) -> HeldoutSpec:
+def spec_for(args: EvalConfig, spec: HeldoutSpec) -> HeldoutSpec:
     """The saved spec with what the command line gave explicitly put in its place."""
     given = {
         "samples_per_task": args.n,
@@ -51,7 +51,7 @@ def spec_for(args: argparse.Namespace, spec: HeldoutSpec) -> HeldoutSpec:
     return dataclasses.replace(spec, limits=limits, **given)
 
 
-def benchmark_for(args: argparse.Namespace, spec: HeldoutSpec) -> tuple[str, int]:
+def benchmark_for(args: EvalConfig, spec: HeldoutSpec) -> tuple[str, int]:
     """(benchmark, how many of its tasks): the saved held-out set unless --benchmark names
     another; --limit wins over the saved count."""
     benchmark = args.benchmark or spec.benchmark
@@ -60,7 +60,7 @@ def benchmark_for(args: argparse.Namespace, spec: HeldoutSpec) -> tuple[str, int
 
 
 def evaluate_as_trained(
-    args: argparse.Namespace, spec: HeldoutSpec, tasks: Sequence[Task], sandbox: Any,
+    args: EvalConfig, spec: HeldoutSpec, tasks: Sequence[Task], sandbox: Any,
     benchmark: str, out_dir: Path,
 ) -> dict[str, Any]:  # fmt: skip
     """Generate and run the samples of `tasks` as `spec` says; writes samples.jsonl (with its

@@ -19,15 +19,14 @@ SFT examples for a warm-up on correcting (`execrl sft --set data.train=.../corre
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from execrl.eval.as_trained import benchmark_for
+from execrl.eval.config import EvalConfig
 from execrl.eval.evaluate import print_summary, write_jsonl_atomic
 from execrl.eval.prompt_style import stops_for
 from execrl.models.backends import ServerError
@@ -60,7 +59,7 @@ def _fail(message: str) -> int:
     return 2
 
 
-def run_episodes_eval(args: argparse.Namespace, spec: HeldoutSpec | None) -> int:
+def run_episodes_eval(args: EvalConfig, spec: HeldoutSpec | None) -> int:
     """`execrl eval --env`; `spec`: the model's saved `execrl_eval.json`, None without one."""
     try:
         config = EnvConfig(name=args.env, max_turns=args.turns, feedback=args.feedback)
@@ -83,7 +82,7 @@ def run_episodes_eval(args: argparse.Namespace, spec: HeldoutSpec | None) -> int
     except ValueError as exc:
         return _fail(str(exc))
     tasks = prompted(tasks, prompt_format)
-    out_dir = args.out_dir or Path("evals") / _slug(f"{benchmark}__{args.model}__{args.env}")
+    out_dir = args.out_dir_for(benchmark, args.model, args.env)
     limits = Limits(wall_s=args.timeout) if args.timeout is not None else episode_limits(tasks)
     try:
         box = SandboxConfig(args.workers, allow_missing_layers=args.allow_weaker_sandbox,
@@ -126,7 +125,7 @@ def episode_limits(tasks: list[Task]) -> Limits:
     return Limits(wall_s=max([DEFAULT_LIMITS.wall_s, *walls]))
 
 
-def _tasks_named(args: argparse.Namespace, spec: HeldoutSpec | None) -> tuple[str, int]:
+def _tasks_named(args: EvalConfig, spec: HeldoutSpec | None) -> tuple[str, int]:
     """(benchmark, limit): --benchmark, else a trained model's held-out tasks, else humaneval."""
     if spec is None:
         return args.benchmark or "humaneval", args.limit
@@ -153,7 +152,7 @@ def _prompt_format(model: str, spec: HeldoutSpec | None) -> str:
 
 
 def _episodes(
-    args: argparse.Namespace,
+    args: EvalConfig,
     spec: HeldoutSpec | None,
     config: EnvConfig,
     scorer: RewardScorer,
@@ -364,9 +363,3 @@ def _tokenizer_of(model: str) -> Any:
     from execrl.models.loading import load_tokenizer
 
     return load_tokenizer(model)
-
-
-def _slug(text: str) -> str:
-    import re
-
-    return re.sub(r"[^\w.+-]+", "_", text).strip("_")[:120]
