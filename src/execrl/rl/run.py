@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from execrl.models import SamplingParams
+from execrl.models import SamplingParams, heap
 from execrl.models.adapter import absolute_base
 from execrl.models.chat import chat_wanted
 from execrl.models.engine import InProcessEngine, RolloutEngine
@@ -119,6 +119,7 @@ def train_step(run: Run, step: int) -> tuple[dict[str, Any], Gathered]:
     row = step_metrics(step, got, update, gathered - start, time.perf_counter() - gathered,
                        run.nodes)  # fmt: skip
     row.update(sampled)
+    heap.release()  # the step's freed temporaries go back before the next step's draws
     row.update(memory_metrics(learner.device))
     row.update(source_kl(update.kl_by_task, run.built.sampler))
     if run.config.credit.correction_coef > 0:
@@ -177,6 +178,7 @@ def _train_threads(config: TrainConfig, tasks: list[Task] | None, heldout: list[
         threads = choose_threads(config.model.threads, setup.workers_beside(config.sandbox),
                                  Machine.now(), "model.threads")  # fmt: skip
     log(threads.line())
+    heap.keep_heap_small()  # large temporaries leave when freed (`models.heap`)
     idle = idle_processes(config.rl.groups_per_step, config.sampling.groups_per_generate,
                           dist.world_size())  # fmt: skip
     if idle:
