@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from cli_helpers import run_execrl
 from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
 
-EXECRL = [sys.executable, "-m", "execrl.cli"]
 TASKS = [
     {
         "task_id": "t/0",
@@ -34,7 +33,7 @@ TASKS = [
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*EXECRL, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+    return run_execrl(*args, cwd=cwd)
 
 
 @pytest.fixture

@@ -1,20 +1,20 @@
-"""`execrl eval-samples` end to end, through the installed console script."""
+"""`execrl eval-samples` end to end, through the command's entry point (`execrl.cli.main`)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_helpers import run_execrl
+
 ROOT = Path(__file__).resolve().parents[2]
-EXECRL = [sys.executable, "-m", "execrl.cli"]
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*EXECRL, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+    return run_execrl(*args, cwd=cwd)
 
 
 def run_eval(*args: str) -> subprocess.CompletedProcess[str]:
