@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from cli_helpers import run_execrl
 from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
 from execrl.rl.episodes.builtin import FIX_REQUEST
 
-EXECRL = [sys.executable, "-m", "execrl.cli"]
 PROMPT = 'def add(a, b):\n    """Add.\n    >>> add(1, 2)\n    3\n    """\n'
 TASKS = [
     {
@@ -44,7 +43,7 @@ def bench(tmp_path):
 
 
 def run(*args: str, cwd) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*EXECRL, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+    return run_execrl(*args, cwd=cwd)
 
 
 def tiny_model(directory):
@@ -271,7 +270,10 @@ def test_a_trained_model_is_evaluated_on_its_held_out_tasks(tmp_path):
         _tasks_named(args, HeldoutSpec.load(tmp_path))
 
 
-def test_an_unreachable_server_is_an_error_for_people(tmp_path, bench):
+def test_an_unreachable_server_is_an_error_for_people(tmp_path, bench, monkeypatch):
+    from execrl.models import backends
+
+    monkeypatch.setattr(backends.OpenAIGenerator, "retries", 1)  # one retry, not 7 s of pauses
     proc = run("eval", "--model", "openai:http://127.0.0.1:9/v1#m", "--benchmark", bench,
                "--env", "self_correct", "--limit", "1", cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 2 and "execrl eval: error:" in proc.stderr

@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_helpers import run_execrl
 from execrl.eval.prompt_style import EVALPLUS_INSTRUCTION, EVALPLUS_RESPONSE, STYLES
 from execrl.eval.sanitize import sanitize
 from execrl.models.chat import format_prompt
 from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
 
-EXECRL = [sys.executable, "-m", "execrl.cli"]
 TASKS = [
     {
         "task_id": "t/0",
@@ -142,8 +141,7 @@ def bench(tmp_path):
 
 
 def _eval(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*EXECRL, "eval", *args, "--workers", "1", "--json"],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    return run_execrl("eval", *args, "--workers", "1", "--json")
 
 
 def _lines(path: Path) -> list[dict]:
