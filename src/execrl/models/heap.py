@@ -1,13 +1,13 @@
 """glibc's heap on a CPU run: large temporaries go back to the kernel when freed.
 
-A Qwen2.5-Coder-0.5B training step on the CPU (vLLM generating in this process, then the
-update) grew the process by about 2 GiB every few steps, 14.1 GiB after step 0 to 19.1 GiB after
-step 7, and it was not a leak: after step 1 glibc's heap was 8.25 GiB of which 1.7 GiB was in
-use (`mallinfo2`; `benchmarks/memory_watch.py`, docs/results/qwen-cpu.md "Memory"). glibc
-raises its mmap threshold each time a large mapped block is freed (up to 32 MiB), so from the
-first step on the decoder's per-token logits (32 x 151,936 floats, 19 MiB) and the update's
-activations come from the heap, whose free holes it keeps. Fixing the threshold at 4 MiB sends every large block to
-its own mapping, returned on free, and a low trim threshold gives back the heap's top; a trim
+A Qwen2.5-Coder-0.5B training step on the CPU (vLLM generating in this process, then the update)
+grew the process by about 2 GiB every few steps, 14.1 GiB after step 0 to 19.1 GiB after step 7,
+and it was not a leak: after step 1 glibc's heap was 8.25 GiB of which 1.7 GiB was in use
+(`mallinfo2`; `benchmarks/memory_watch.py`, docs/results/qwen-cpu.md "Memory"). glibc raises its
+mmap threshold each time a large mapped block is freed (up to 32 MiB), so from the first step on
+the decoder's per-token logits (32 x 151,936 floats, 19 MiB) and the update's activations come from
+the heap, whose free holes it keeps. Fixing the threshold at 4 MiB sends every large block to its
+own mapping, returned on free, and a low trim threshold gives back the heap's top; a trim
 (`release`) after each step gives back free pages inside the heap as well.
 
 What a person set wins: any MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ in the environment
