@@ -166,6 +166,21 @@ def test_the_suite_builds_tasks_from_mbpp_and_humaneval(data_env):
         assert spec["reference_suite"].strip().splitlines()[-1] not in task.prompt
 
 
+def test_the_suite_reads_the_data_dir_it_is_given(data_dir, monkeypatch, capsys):
+    """`--data-dir` reaches the suite as it reaches the benchmarks: no EXECRL_DATA_DIR, no
+    ../shared/data where the package looks, the flag alone (it once read the variable only)."""
+    from execrl.cli import main
+    from execrl.tasks import sources
+
+    monkeypatch.delenv("EXECRL_DATA_DIR", raising=False)
+    monkeypatch.setattr(sources, "cache_dir", lambda: data_dir / "no-such-cache")
+    monkeypatch.setattr(sources, "hub_unreachable", lambda: "offline in this test")
+    assert main(["tasks", "show", "testgen/test/1/0", "--data-dir", str(data_dir)]) == 0
+    assert "the 'testgen' verifier" in capsys.readouterr().out
+    assert main(["tasks", "show", "testgen/test/1/1"]) == 2  # without it, the data is not found
+    assert "EXECRL_DATA_DIR" in capsys.readouterr().err
+
+
 def test_recorded_arguments_are_plain_data_copied_exactly():
     from execrl.sandbox.verifiers.testgen_runner import NotPlain, decode, encode
 
@@ -189,5 +204,5 @@ def test_functions_that_run_their_input_as_code_are_left_out(data_env):
     # run the suite's code in the runner's trusted process.
     from execrl.tasks.suites import testgen
 
-    origins = {s.origin for level in testgen._pool().values() for s in level}
+    origins = {s.origin for level in testgen._pool(data_env).values() for s in level}
     assert "HumanEval/160" not in origins and "HumanEval/159" in origins

@@ -107,7 +107,7 @@ def load_benchmark(
             _FILES_READ.add(str(Path(source).resolve()))
         tasks = load_path_benchmark(name)
     elif is_suite(name):  # verilog, sql, chart, optimize[:opts] (execrl.tasks.suites)
-        tasks = load_suite(name)
+        tasks = load_suite(name, data_dir)
     elif name == "synthetic" or name.startswith("synthetic:"):
         from execrl.tasks.synthetic import load_synthetic
 

@@ -24,6 +24,7 @@ import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from execrl.tasks.errors import UnknownBenchmark
 from execrl.tasks.schema import Task, VerifierTests
@@ -45,7 +46,7 @@ GIVE_UP_AFTER = 5_000  # draws per level before the space is taken as used up
 SPLIT_BY_INSTANCE = frozenset({"optimize", "verilog"})  # few prompts (see above)
 
 # make(rng, level) -> a task (id filled in later), or None when the draw is unusable
-Maker = Callable[[random.Random, int], Task | None]
+Maker = Callable[[random.Random, int, Path | None], Task | None]  # rng, level, data dir
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,23 +91,27 @@ def parse_options(name: str) -> tuple[str, SuiteOptions]:
     return suite, options
 
 
-def load_suite(name: str) -> list[Task]:
-    """The tasks a suite name stands for (see the module docstring)."""
+def load_suite(name: str, data_dir: str | Path | None = None) -> list[Task]:
+    """The tasks a suite name stands for (see the module docstring); a suite built from a
+    benchmark's data (`testgen`) reads it from `data_dir` when one is given."""
     suite, options = parse_options(name)
     make: Maker = importlib.import_module(f"execrl.tasks.suites.{suite}").make
     levels = LEVELS if options.difficulty is None else (options.difficulty,)
     tasks: list[Task] = []
     for level in levels:
-        tasks.extend(_level(suite, make, level, options))
+        tasks.extend(
+            _level(suite, make, level, options, None if data_dir is None else Path(data_dir))
+        )
     return tasks
 
 
-def _level(suite: str, make: Maker, level: int, options: SuiteOptions) -> list[Task]:
+def _level(suite: str, make: Maker, level: int, options: SuiteOptions,
+           data_dir: Path | None) -> list[Task]:  # fmt: skip
     rng = random.Random(f"{suite}:{options.seed}:{level}")
     seen: set[str] = set()
     out: list[Task] = []
     for _ in range(GIVE_UP_AFTER):
-        task = make(rng, level)
+        task = make(rng, level, data_dir)
         if task is None:
             continue
         ident = identity(task)

@@ -9,6 +9,7 @@ and axis labels. The reference program draws exactly that; the wrong one gets on
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 from execrl.tasks.schema import Task, VerifierTests
 
@@ -17,7 +18,7 @@ CATEGORIES = ("north", "south", "east", "west", "online", "retail", "export")
 YEARS = (2018, 2019, 2020, 2021, 2022, 2023, 2024)
 
 
-def make(rng: random.Random, level: int) -> Task | None:
+def make(rng: random.Random, level: int, data_dir: Path | None = None) -> Task | None:
     topic = rng.choice(TOPICS)
     if level == 1:
         cats = rng.sample(CATEGORIES, rng.randint(3, 5))

@@ -12,6 +12,7 @@ the text (the look without the structure), an empty picture, an embedded image, 
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 from execrl.tasks.schema import Task, VerifierTests
 from execrl.tasks.suites.diagram_tasks import TEMPLATES, VOCABULARY, Template
@@ -30,7 +31,7 @@ INSTRUCTIONS = {
 }
 
 
-def make(rng: random.Random, level: int) -> Task | None:
+def make(rng: random.Random, level: int, data_dir: Path | None = None) -> Task | None:
     template = rng.choice([t for t in TEMPLATES if t.level == level])
     words = _draw_words(rng, template)
     reference = fill(template.reference, words)

@@ -10,6 +10,7 @@ greedy (by value density; shortest job first), kept only on instances where it i
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 from execrl.tasks.schema import Task, VerifierTests
@@ -52,7 +53,7 @@ print(json.dumps(sorted(range(len(p)), key=lambda j: p[j])))
 """
 
 
-def make(rng: random.Random, level: int) -> Task | None:
+def make(rng: random.Random, level: int, data_dir: Path | None = None) -> Task | None:
     if level == 2:
         return _schedule(rng)
     return _knapsack(rng, rng.randint(6, 8) if level == 1 else rng.randint(14, 18))

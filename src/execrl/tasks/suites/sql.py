@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 from execrl.tasks.schema import Task, VerifierTests
@@ -64,7 +65,7 @@ QUESTIONS: tuple[tuple[int, str, str, str], ...] = (
 )  # fmt: skip
 
 
-def make(rng: random.Random, level: int) -> Task | None:
+def make(rng: random.Random, level: int, data_dir: Path | None = None) -> Task | None:
     rows = _database(rng)
     question, gold, wrong = rng.choice([q[1:] for q in QUESTIONS if q[0] == level])
     employees = rows["employees"]

@@ -14,7 +14,7 @@ helpers it calls), which score the maximum by construction of the score.
 Levels by the size of the code under test (statements in its functions' bodies): level 1 up to
 LEVEL_SIZES[0], level 2 up to LEVEL_SIZES[1], level 3 larger. Data: MBPP's
 `sanitized-mbpp.json` and HumanEvalPack's `humanevalpack-python.jsonl` from the data directory
-(`EXECRL_DATA_DIR`), as `execrl tasks list` shows for `mbpp-sanitized` and `humanevalfix`.
+(`--data-dir`, else `EXECRL_DATA_DIR`), as `execrl tasks list` shows for `mbpp-sanitized` and `humanevalfix`.
 """
 
 from __future__ import annotations
@@ -24,13 +24,14 @@ import functools
 import random
 import warnings
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from execrl.tasks.errors import TaskDataError
 from execrl.tasks.mbpp import MBPP_SANITIZED, called_function
 from execrl.tasks.prompt_helpers import with_prompt_helpers
 from execrl.tasks.repair import HUMANEVALFIX
 from execrl.tasks.schema import Task, VerifierTests
-from execrl.tasks.sources import field, locate, read_records
+from execrl.tasks.sources import data_dir_of, field, locate, read_records
 from execrl.tasks.suites.mutants import (
     Mutant,
     mutants,
@@ -75,8 +76,8 @@ class Source:
     known_wrong: tuple[str, ...]  # wrong programs the benchmark holds, normalised
 
 
-def make(rng: random.Random, level: int) -> Task | None:
-    pool = _pool()[level]
+def make(rng: random.Random, level: int, data_dir: Path | None = None) -> Task | None:
+    pool = _pool(data_dir_of(data_dir))[level]  # cached by the directory, not by the flag
     if not pool:
         return None
     source = rng.choice(pool)
@@ -124,12 +125,13 @@ def _mutants(source: Source) -> list[Mutant]:
 
 
 @functools.cache
-def _pool() -> dict[int, list[Source]]:
-    """The usable functions of both benchmarks by level, in the data's order."""
+def _pool(data_dir: Path | None) -> dict[int, list[Source]]:
+    """The usable functions of both benchmarks by level, in the data's order, from `data_dir`
+    (`execrl ... --data-dir`) or where `sources.locate` looks without one."""
     levels: dict[int, list[Source]] = {1: [], 2: [], 3: []}
     with warnings.catch_warnings():  # MBPP's code has invalid escapes ("\w") in plain strings
         warnings.simplefilter("ignore", (DeprecationWarning, SyntaxWarning))
-        sources = [*_mbpp(), *_humaneval()]
+        sources = [*_mbpp(data_dir), *_humaneval(data_dir)]
     for source in sources:
         if site_count(source.program, source.functions) < MIN_MUTANTS or _runs_code(source):
             continue
@@ -144,9 +146,9 @@ def _runs_code(source: Source) -> bool:
     return any(isinstance(n, ast.Name) and n.id in RUNS_CODE for n in ast.walk(tree))
 
 
-def _mbpp() -> list[Source]:
+def _mbpp(data_dir: Path | None) -> list[Source]:
     found = []
-    for where, rec in read_records(locate(MBPP_SANITIZED).path):
+    for where, rec in read_records(locate(MBPP_SANITIZED, data_dir).path):
         code = field(where, rec, "code").replace("\r\n", "\n")
         tests = tuple(field(where, rec, "test_list", list))
         entry = called_function(code, tests)
@@ -175,9 +177,9 @@ def _mbpp() -> list[Source]:
     return found
 
 
-def _humaneval() -> list[Source]:
+def _humaneval(data_dir: Path | None) -> list[Source]:
     found = []
-    for where, rec in read_records(locate(HUMANEVALFIX).path):
+    for where, rec in read_records(locate(HUMANEVALFIX, data_dir).path):
         entry = field(where, rec, "entry_point")
         prompt = field(where, rec, "prompt")
         program = normalise(prompt + field(where, rec, "canonical_solution"))

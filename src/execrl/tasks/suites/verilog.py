@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from execrl.tasks.schema import Task, VerifierTests
@@ -135,7 +136,7 @@ def _clocked(n: int) -> list[Design]:
     ]  # fmt: skip
 
 
-def make(rng: random.Random, level: int) -> Task | None:
+def make(rng: random.Random, level: int, data_dir: Path | None = None) -> Task | None:
     if level == 1:
         found = _logic(rng)
         if found is None:

@@ -14,6 +14,7 @@ are written beside it (`web_pages`, `web_sites`), and the wrong answer is one of
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 from execrl.tasks.schema import Task, VerifierTests
 from execrl.tasks.suites.web_answer import format_answer
@@ -30,7 +31,7 @@ ANSWER = (
 )
 
 
-def make(rng: random.Random, level: int) -> Task | None:
+def make(rng: random.Random, level: int, data_dir: Path | None = None) -> Task | None:
     drawn = rng.choice(TEMPLATES[level])(rng)
     wrong_kind = rng.choice(sorted(WRONG))
     return task_of(drawn, wrong_kind)
