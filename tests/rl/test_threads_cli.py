@@ -9,6 +9,7 @@ import os
 import torch
 
 from execrl.cli import main
+from execrl.models import heap
 from execrl.rl import setup
 
 
@@ -66,7 +67,10 @@ def test_a_busy_machine_trains_on_no_more_threads_than_its_free_cores(
 
 
 def test_eval_chooses_threads_as_train_does(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    """...and sets the heap policy as train does (`models.heap`)."""
     _machine(monkeypatch, 3.0)
+    policy: list[str] = []
+    monkeypatch.setattr(heap, "keep_heap_small", lambda: policy.append("set") or "")
     bench = tmp_path / "tasks.jsonl"
     task = {"task_id": "t/0", "prompt": "def add(a, b):\n", "entry_point": "add",
             "canonical_solution": "    return a + b\n",
@@ -78,5 +82,6 @@ def test_eval_chooses_threads_as_train_does(tiny_model_dir, tmp_path, monkeypatc
     assert (
         "execrl eval: threads: torch uses 1 (2 cores, load average 3.0" in capsys.readouterr().err
     )
+    assert policy == ["set"]
     assert main([*args, "--threads", "-1"]) == 2
     assert "--threads -1: give 0" in capsys.readouterr().err

@@ -34,6 +34,7 @@ from execrl.eval.evaluate import (
 )
 from execrl.eval.generation import GenerationMeta, SamplesFile, first_n, generate_missing
 from execrl.eval.samples import Sample
+from execrl.models import heap
 from execrl.models.backends import OPENAI_PREFIX
 from execrl.models.prompting import with_named_entry_points
 from execrl.models.registry import require_fetched
@@ -79,6 +80,7 @@ def run_evaluation(config: EvalConfig, progress: Progress = no_progress) -> int:
     beside = config.workers if spec is not None else 0
     threads = choose_threads(config.threads, beside, Machine.now(), "--threads")
     print(f"execrl eval: {threads.line()}", file=sys.stderr)
+    heap.keep_heap_small()  # a long generation's freed temporaries leave (`models.heap`)
     with threads_used(threads):
         return _evaluate_model(config, spec, progress)
 
