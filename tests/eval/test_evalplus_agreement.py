@@ -13,6 +13,7 @@ import gzip
 import json
 import os
 import types
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -121,24 +122,31 @@ def test_verdicts_equal_evalplus_base_and_plus(
     monkeypatch.setenv("EXECRL_CACHE_DIR", str(tmp_path))
     tasks = load_benchmark(bench, data, ids=ids, reference_runner=sandbox_runner())
     problems = _problems(data, dataset, ids, evalplus)
-    samples, theirs = [], []
-    for task in tasks:
-        p = problems[task.id]
-        for name, code in _variants(task.reference, p["entry_point"], p["base_input"]).items():
-            samples.append(Sample(task.id, code, name, {}))
+    samples = [
+        Sample(task.id, code, name, {})
+        for task in tasks
+        for name, code in _variants(
+            task.reference, problems[task.id]["entry_point"], problems[task.id]["base_input"]
+        ).items()
+    ]
+    with ThreadPoolExecutor(max_workers=1) as pool:  # ours in the sandbox while EvalPlus checks
+        graded = pool.submit(evaluate, samples, tasks, "solution", sandbox)
+        theirs = []
+        for sample in samples:
+            p = problems[sample.task_id]
             flags = []
             for group in ("base", "plus"):
                 status, _ = evalplus.check(
-                    dataset, code, p[f"{group}_input"], p["entry_point"], expected=p[group],
-                    atol=p["atol"], ref_time=p[f"{group}_time"],
+                    dataset, sample.code, p[f"{group}_input"], p["entry_point"],
+                    expected=p[group], atol=p["atol"], ref_time=p[f"{group}_time"],
                 )  # fmt: skip
                 flags.append(status == evalplus.passed)
-            theirs.append((task.id, name, *flags))
-    ours = [
-        (r.sample.task_id, r.sample.where, rec["base_passed"], rec["plus_passed"])
-        for r in evaluate(samples, tasks, "solution", sandbox)
-        for rec in [result_record(r)]
-    ]
+            theirs.append((sample.task_id, sample.where, *flags))
+        ours = [
+            (r.sample.task_id, r.sample.where, rec["base_passed"], rec["plus_passed"])
+            for r in graded.result()
+            for rec in [result_record(r)]
+        ]
     broken = [t for t in theirs if t[0] in EVALPLUS_DEFECTS]
     assert all(not b and not p for *_, b, p in broken)
     assert [o for o in ours if o[0] not in EVALPLUS_DEFECTS] == [
