@@ -73,7 +73,7 @@ def shape_overrides(shape: str, model_dir: Path | None) -> list[str]:
 
 
 def run_engine(engine: str, shape: str, steps: int, model_dir: Path | None, out: Path) -> dict:
-    from execrl.rl.config import load_config
+    from execrl.rl.config.config import load_config
     from execrl.rl.run import train
 
     config = load_config(None, shape_overrides(shape, model_dir) + [

@@ -60,7 +60,7 @@ CASES = (
     Case("llama-14m, micro-batch 4", "llama", 1, ("rl.micro_batch_size=4",)),
     Case("llama-14m, kl_coef 0.05 (reference copy)", "llama", 1, ("rl.kl_coef=0.05",)),
     Case("llama-14m, LoRA r=8 (q, k, v, o)", "llama", 1, ("model.lora_r=8",)),
-    # two chunks of 2 groups, one to each process (`rl.groups`): each trains on 8 sequences
+    # two chunks of 2 groups, one to each process (`rl.rollout.groups`): each trains on 8 sequences
     Case("llama-14m, ddp", "llama", 2, ("sampling.groups_per_generate=2",)),
 )
 

@@ -89,7 +89,7 @@ def warmup(out: Path, config: Path, base: str, tasks: str, sampling: tuple[str, 
             "data.train": corrections / "corrections.jsonl", "run.out_dir": out,
             "run.name": "warmup"}  # fmt: skip
     execrl("sft", *[arg for key, value in sets.items() for arg in ("--set", f"{key}={value}")])
-    from execrl.rl.config import load_config
+    from execrl.rl.config.config import load_config
     from execrl.rl.eval_spec import heldout_spec
 
     heldout_spec(load_config(config, [f"model.path={final}"])).save(final)

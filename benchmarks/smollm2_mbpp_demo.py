@@ -107,7 +107,7 @@ def with_spec(model: Path, into: Path | None = None) -> Path:
     """A model directory holding the demo config's held-out spec (`execrl_eval.json`), so that
     `execrl eval --model DIR` evaluates it exactly as the runs do. A model execrl did not train
     (the base, the warm-up) gets one: `into` holds links to the model's files beside it."""
-    from execrl.rl.config import load_config
+    from execrl.rl.config.config import load_config
     from execrl.rl.eval_spec import heldout_spec
 
     target = model

@@ -133,7 +133,7 @@ def summary(out: Path, seed: int) -> dict:
 def by_level(out: Path, model: Path, name: str, evaluate: bool) -> list[float]:
     """Pass@1 of `model` on the held-out source's tasks of each level, as the run measures it
     (the config's held-out temperature, samples and token budget, top-p 1), by `execrl eval`."""
-    from execrl.rl.config import load_config
+    from execrl.rl.config.config import load_config
 
     config = load_config(CONFIG)
     rates = []

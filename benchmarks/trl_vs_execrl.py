@@ -85,7 +85,7 @@ class PassFractionForTRL:
 
 def run_execrl(args, model_dir: Path, tasks, out: Path) -> dict:
     from execrl.rewards.execution import PassFraction
-    from execrl.rl.config import load_config
+    from execrl.rl.config.config import load_config
     from execrl.rl.run import train
 
     batch = args.group_size * args.prompts
@@ -128,8 +128,8 @@ def final_reward(args, tasks, model, tokenizer) -> float:
     from execrl.models.sampling import SamplingParams, encode_prompts
     from execrl.rewards.config import RewardConfig
     from execrl.rewards.scorer import RewardScorer
-    from execrl.rl.episode_sources import OneTurn
-    from execrl.rl.rollouts import Rollouts, RolloutTimes
+    from execrl.rl.rollout.episode_sources import OneTurn
+    from execrl.rl.rollout.rollouts import Rollouts, RolloutTimes
     from execrl.sandbox import Limits, Sandbox, SandboxConfig
 
     ids = encode_prompts(tokenizer, [t.prompt for t in tasks], chat=False)
@@ -151,7 +151,7 @@ def final_reward(args, tasks, model, tokenizer) -> float:
 
 
 def _has_field(section: str, name: str) -> bool:
-    from execrl.rl.config import TrainConfig
+    from execrl.rl.config.config import TrainConfig
 
     sections = {f.name: f.default_factory() for f in dataclasses.fields(TrainConfig)}
     return name in {f.name for f in dataclasses.fields(sections[section])}

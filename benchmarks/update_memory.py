@@ -3,8 +3,8 @@
 One micro-batch of `--rows` sequences (one prompt of `--prompt` tokens repeated, as GRPO's
 groups repeat it, and completions of `--completion` tokens), through `execrl train`'s own
 set-up (`rl.setup.build`) and one `Learner.update`, each setting in a fresh process so its
-peak resident memory (`rl.memory`, as each training step logs it) is its own. Prints a table
-and, last, a JSON line with the load average. Run from the repository root:
+peak resident memory (`rl.parallel.memory`, as each training step logs it) is its own. Prints a
+table and, last, a JSON line with the load average. Run from the repository root:
 
     .venv/bin/execrl models get smollm2-135m-instruct   # once
     .venv/bin/python benchmarks/update_memory.py --model smollm2-135m-instruct
@@ -33,10 +33,10 @@ def one(args: argparse.Namespace) -> dict:
     import torch
 
     from execrl.rl import setup
-    from execrl.rl.config import load_config
-    from execrl.rl.logprobs import collate
-    from execrl.rl.losses import Batch
-    from execrl.rl.memory import memory_metrics
+    from execrl.rl.config.config import load_config
+    from execrl.rl.objective.logprobs import collate
+    from execrl.rl.objective.losses import Batch
+    from execrl.rl.parallel.memory import memory_metrics
 
     def peak_gib() -> float:
         return memory_metrics(torch.device("cpu"))["mem/peak_rss_gib"]

@@ -10,14 +10,15 @@ builder and Learner, as a vLLM-sampled step (behaviour log-probs from another en
 
 - before: the unoptimised path: rl.logprob_head = "full" and pi_old from a no-grad forward of
   every row (the batch builder's `recompute_old`);
-- after: the fused LM head + log-softmax (`rl.fused_head`), pi_old from the update's forward.
+- after: the fused LM head + log-softmax (`rl.objective.fused_head`), pi_old from the update's
+  forward.
 
-Each variant runs in a fresh process (its own peak resident memory, `rl.memory`). Useful work
-is counted the same for both, as 2 * params * tokens forward and, with the base frozen,
-2 * params * tokens for the input gradients plus 2 * LoRA params * tokens for the adapters'
-own: decoder params over the tokens the decoder must see (each micro-batch's shared prompt
-once, the real completion tokens), the head's over the real completion tokens. Padding and
-the extra forward are not useful work: they show as a lower rate. Run from the repository root:
+Each variant runs in a fresh process (its own peak resident memory, `rl.parallel.memory`). Useful
+work is counted the same for both, as 2 * params * tokens forward and, with the base frozen, 2 *
+params * tokens for the input gradients plus 2 * LoRA params * tokens for the adapters' own: decoder
+params over the tokens the decoder must see (each micro-batch's shared prompt once, the real
+completion tokens), the head's over the real completion tokens. Padding and the extra forward are
+not useful work: they show as a lower rate. Run from the repository root:
 
     nohup .venv/bin/python benchmarks/update_speed.py > update_speed.log 2>&1 &
 """
@@ -103,7 +104,7 @@ def _groups(args: argparse.Namespace, vocab: int):
     from execrl.models.sampling import Completion
     from execrl.rewards.result import RewardResult
     from execrl.rewards.scorer import build_sample
-    from execrl.rl.scored import Scored
+    from execrl.rl.rollout.scored import Scored
     from execrl.tasks import CallTests, Task
 
     task = Task(id="t", prompt="Write f.", tests=CallTests(((1,),), (2,)), entry_point="f")
@@ -127,12 +128,12 @@ def one(args: argparse.Namespace) -> dict:
 
     import torch
 
-    from execrl.rl.batch_builder import BatchBuilder
-    from execrl.rl.batch_rows import model_terms
-    from execrl.rl.config import load_config
-    from execrl.rl.learner_settings import LearnerSettings
-    from execrl.rl.memory import memory_metrics
-    from execrl.rl.trainer import Learner
+    from execrl.rl.config.config import load_config
+    from execrl.rl.parallel.memory import memory_metrics
+    from execrl.rl.update.batch_builder import BatchBuilder
+    from execrl.rl.update.batch_rows import model_terms
+    from execrl.rl.update.learner_settings import LearnerSettings
+    from execrl.rl.update.trainer import Learner
 
     def peak_gib() -> float:
         return memory_metrics(torch.device("cpu"))["mem/peak_rss_gib"]

@@ -7,15 +7,15 @@
 
 Builds a random Llama of the given shape, shards it with FSDP2 in a process group of one, starts
 a colocated in-process vLLM engine (under torchrun: sharded over the processes, an engine in each) and pushes the weights into it twice: one FSDP unit at a time
-(`rl.fsdp.unit_weights`, what `execrl train` does) and, for comparison, the whole state dict
-gathered at once (`get_model_state_dict(full_state_dict=True)`, what a push without units would
+(`rl.parallel.fsdp.unit_weights`, what `execrl train` does) and, for comparison, the whole state
+dict gathered at once (`get_model_state_dict(full_state_dict=True)`, what a push without units would
 hold on every rank). For each it prints the most bytes of whole tensors alive at once (the units
-FSDP holds gathered plus the copies handed to vLLM that are still alive), and the rise in
-resident memory over the push (sampled every millisecond; glibc's mmap threshold fixed so freed
-tensors leave the resident set), and the push's time. With --engine-device the engine runs in a
-process of its own there (`sampling.engine_devices`, `models.remote_engine`): the weights go
-over the gloo (or NCCL) weight group, and the figures are the trainer process's alone.
-docs/engines.md keeps what it printed.
+FSDP holds gathered plus the copies handed to vLLM that are still alive), and the rise in resident
+memory over the push (sampled every millisecond; glibc's mmap threshold fixed so freed tensors leave
+the resident set), and the push's time. With --engine-device the engine runs in a process of its own
+there (`sampling.engine_devices`, `models.remote_engine`): the weights go over the gloo (or NCCL)
+weight group, and the figures are the trainer process's alone. docs/engines.md keeps what it
+printed.
 """
 
 from __future__ import annotations
@@ -109,8 +109,8 @@ def main() -> None:
         parser.error("--engine loop needs --engine-device: a colocated loop has no copy to push")
     from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
     from execrl.models.vllm_engine import VLLMEngine
-    from execrl.rl import dist
-    from execrl.rl.fsdp import unit_weights
+    from execrl.rl.parallel import dist
+    from execrl.rl.parallel.fsdp import unit_weights
 
     dist.init_from_env()
     with tempfile.TemporaryDirectory() as tmp, dist.group_of_one(True):
@@ -124,7 +124,7 @@ def main() -> None:
             save_pretrained(new_llama(tokenizer, shape, seed=0), tokenizer, model_dir)
         dist.barrier()
         from execrl.rl import setup
-        from execrl.rl.config import load_config
+        from execrl.rl.config.config import load_config
         from execrl.tasks import CallTests, Task
 
         config = load_config(None, [f"model.path={str(model_dir)!r}", "dist.strategy='fsdp'",

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import torch
 
-from execrl.rl.batch_builder import BatchBuilder
-from execrl.rl.batch_rows import ModelTerms
-from execrl.rl.config import load_config
-from execrl.rl.learner_settings import LearnerSettings
+from execrl.rl.config.config import load_config
+from execrl.rl.update.batch_builder import BatchBuilder
+from execrl.rl.update.batch_rows import ModelTerms
+from execrl.rl.update.learner_settings import LearnerSettings
 
 
 def builder(*overrides: str, logp: float = 0.0, keep_idle_rows: bool = False) -> BatchBuilder:
@@ -39,8 +39,8 @@ def visible_model(model_dir):
 def one_update(settings: LearnerSettings, model, groups, denominator: float | None = None):
     """Build `groups` with the model's own terms and take one AdamW step (lr 1e-2); returns
     (update metrics, the built batches). `denominator`: the batches' counted tokens if None."""
-    from execrl.rl.batch_rows import model_terms
-    from execrl.rl.trainer import Learner
+    from execrl.rl.update.batch_rows import model_terms
+    from execrl.rl.update.trainer import Learner
 
     terms = model_terms(model, None, None, settings.temperature, settings.logprob_head)
     built = BatchBuilder(settings, terms, pad_id=0, device=torch.device("cpu")).build(groups)
@@ -58,7 +58,7 @@ def far_sample(prompt: list[int], tokens: list[int], score: float):
     from execrl.models.sampling import Completion
     from execrl.rewards.result import RewardResult
     from execrl.rewards.scorer import build_sample
-    from execrl.rl.scored import Scored
+    from execrl.rl.rollout.scored import Scored
     from execrl.tasks import CallTests, Task
 
     task = Task(id="inc", prompt="Write f.", tests=CallTests(((1,),), (2,)), entry_point="f")

@@ -19,7 +19,21 @@ LAYERS = ["tasks", "models", "sandbox", "rewards", "rl", "eval", "report"]
 ROOT = "(root)"
 # sandbox: by where the code runs (docs/ARCHITECTURE.md): confinement, the worker and its runs,
 # the trusted parent's grading, domain verifiers, the pool (package root), the service.
-WINGS = {"sandbox": ["confine", "run", "grading", "verifiers", ROOT, "service"]}
+# rl: by what a training step does (docs/ARCHITECTURE.md), each wing's modules in its __init__.
+WINGS = {
+    "sandbox": ["confine", "run", "grading", "verifiers", ROOT, "service"],
+    "rl": [
+        "files",  # a TOML config into typed records, a checkpoint as data only
+        "episodes",  # environments, turn loops, token-exact trajectories, the harness
+        "objective",  # log-probs, advantages and the estimators' records, KL, TIS, losses
+        "config",  # TrainConfig and its sections, naming the objective's and episodes' choices
+        "parallel",  # processes and devices: dist, FSDP and its checkpoints, memory
+        "rollout",  # prompts -> scored episodes -> groups
+        "update",  # groups -> batches -> the Learner
+        ROOT,  # the run loop: set-up, steps, checkpoints, held-out evaluation, metrics
+        "sft",  # `execrl sft`, on train's set-up and checkpoints
+    ],
+}
 SRC = Path(__file__).resolve().parents[1] / "src" / "execrl"
 # The pool and the service's transport run each job as it is; the runner above them
 # (`sandbox/runner.py`) routes each job to a checker, a verifier or first-failure windows, which

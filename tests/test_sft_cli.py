@@ -80,7 +80,7 @@ def test_sft_output_is_evaluated_as_its_base_was_prompted(on_default, tmp_path, 
     """final/execrl_eval.json: from the embedded default, the spec `execrl train` saves with
     its defaults (signature prompts: the default continues a `def` line); from a model with a
     spec, that spec; from any other model, none (the benchmark's harness prompts it)."""
-    from execrl.rl.config import load_config
+    from execrl.rl.config.config import load_config
     from execrl.rl.eval_spec import HeldoutSpec, heldout_spec
 
     assert main(sft_args(tmp_path, "warm")) == 0

@@ -15,11 +15,11 @@ from safetensors.torch import load_file
 
 from batch_helpers import builder
 from execrl.eval.episodes_eval import by_role
-from execrl.rl import credit
-from execrl.rl.episode_sources import episode_scored
 from execrl.rl.episodes import EnvConfig, make_env, run_episodes
 from execrl.rl.episodes.tester_grade import checks_of, hidden_suite
 from execrl.rl.episodes.turn_loop import finish_groups
+from execrl.rl.objective import credit
+from execrl.rl.rollout.episode_sources import episode_scored
 from execrl.tasks.schema import AssertTests, StdioCase, StdioTests, Task
 
 from .conftest import PARAMS, ScriptedPolicy

@@ -9,15 +9,15 @@ import pytest
 import torch
 
 from execrl.models.tiny import TinyLlamaShape, new_llama
-from execrl.rl.batch_builder import BatchBuilder
-from execrl.rl.batch_rows import model_terms
-from execrl.rl.config import ConfigError, load_config
-from execrl.rl.corrections import correction_samples
-from execrl.rl.episode_sources import episode_scored
+from execrl.rl.config.config import ConfigError, load_config
 from execrl.rl.episodes import EnvConfig
-from execrl.rl.learner_settings import LearnerSettings
-from execrl.rl.logprobs import collate, token_stats
-from execrl.rl.trainer import Learner
+from execrl.rl.objective.logprobs import collate, token_stats
+from execrl.rl.rollout.episode_sources import episode_scored
+from execrl.rl.update.batch_builder import BatchBuilder
+from execrl.rl.update.batch_rows import model_terms
+from execrl.rl.update.corrections import correction_samples
+from execrl.rl.update.learner_settings import LearnerSettings
+from execrl.rl.update.trainer import Learner
 
 from .conftest import play
 from .test_environments import ADD, RIGHT

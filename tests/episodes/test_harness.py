@@ -183,7 +183,7 @@ def test_the_documented_harness_runs_as_written(scorer, tokenizer, tmp_path):
 def test_a_masked_harness_episode_enters_no_loss_or_advantage(scorer, tokenizer):
     """An episode whose harness made no call (its answer is not the model's: masked, though
     it passes) and a rewritten one reach the trainer with no counted token and no advantage."""
-    from execrl.rl.episode_sources import episode_scored
+    from execrl.rl.rollout.episode_sources import episode_scored
 
     from .test_training import builder_for
 

@@ -9,10 +9,10 @@ import sys
 import pytest
 import torch
 
-from execrl.rl.config import ConfigError, load_config
-from execrl.rl.episode_sources import episode_scored
+from execrl.rl.config.config import ConfigError, load_config
 from execrl.rl.episodes.harness import run_harness_episodes
-from execrl.rl.groups import GroupSummary
+from execrl.rl.rollout.episode_sources import episode_scored
+from execrl.rl.rollout.groups import GroupSummary
 
 from .conftest import LOGPROB, PARAMS, ScriptedPolicy
 from .test_environments import ADD, RIGHT, WRONG
@@ -61,8 +61,8 @@ def test_every_segment_is_learnt_with_its_episodes_advantage(scorer, tokenizer):
 def test_a_segment_moves_the_policy_only_through_its_own_tokens(scorer, tokenizer):
     """The segment batch's loss has a gradient on the segment's policy tokens and none on its
     prompt (the harness's text)."""
-    from execrl.rl.kl import ESTIMATORS
-    from execrl.rl.losses import LossSettings, policy_loss, token_mean
+    from execrl.rl.objective.kl import ESTIMATORS
+    from execrl.rl.objective.losses import LossSettings, policy_loss, token_mean
 
     _, group = rewritten_group(scorer, tokenizer)
     lr = builder_for("grpo", "env.name='harness'", HARNESS, "rl.micro_batch_size=8")

@@ -118,8 +118,8 @@ def test_held_first_attempt_and_verdict_feedback_train_through_the_cli(tiny_mode
 
 
 def test_self_correct_episodes_are_gathered_ahead_by_the_rollout_thread(tiny_model_dir, tmp_path):
-    """rl.max_staleness builds its rollouts as the synchronous step does (`rl.rollouts`, from
-    the environment's source): episodes of two turns, one policy version old."""
+    """rl.max_staleness builds its rollouts as the synchronous step does (`rl.rollout.rollouts`,
+    from the environment's source): episodes of two turns, one policy version old."""
     assert _train(tiny_model_dir, tmp_path, "ahead", "env.name='self_correct'",
                   "env.max_turns=2", "rl.max_staleness=1", "run.steps=2",
                   "data.heldout=''") == 0  # fmt: skip

@@ -11,15 +11,15 @@ import pytest
 import torch
 
 from batch_helpers import builder
-from execrl.rl import credit
-from execrl.rl.advantages import gae, return_to_go
-from execrl.rl.batch_builder import BatchBuilder, token_rewards_of
-from execrl.rl.config import load_config
-from execrl.rl.episode_sources import episode_scored
+from execrl.rl.config.config import load_config
 from execrl.rl.episodes import EnvConfig
 from execrl.rl.episodes.builtin import _feedback_turn
-from execrl.rl.kl import ESTIMATORS
-from execrl.rl.losses import LossSettings, policy_loss, token_mean
+from execrl.rl.objective import credit
+from execrl.rl.objective.advantages import gae, return_to_go
+from execrl.rl.objective.kl import ESTIMATORS
+from execrl.rl.objective.losses import LossSettings, policy_loss, token_mean
+from execrl.rl.rollout.episode_sources import episode_scored
+from execrl.rl.update.batch_builder import BatchBuilder, token_rewards_of
 
 from .conftest import LOGPROB, play
 from .test_environments import ADD, PROMPT, RIGHT, WRONG
@@ -243,7 +243,7 @@ def test_held_kl_pulls_the_held_turn_only_and_never_an_environment_token(
 
 
 def test_env_config_errors_are_found_when_the_config_loads():
-    from execrl.rl.config import ConfigError
+    from execrl.rl.config.config import ConfigError
 
     with pytest.raises(ConfigError, match="turn_reward"):
         load_config(None, ["env.name='self_correct'", "env.turn_reward='best'"])

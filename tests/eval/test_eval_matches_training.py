@@ -97,7 +97,7 @@ def test_a_damaged_spec_is_an_error_naming_the_file(tmp_path, capsys):
 
 
 def test_a_run_without_heldout_tasks_asks_for_a_benchmark(tmp_path, capsys):
-    from execrl.rl.config import load_config
+    from execrl.rl.config.config import load_config
     from execrl.rl.eval_spec import heldout_spec
 
     model = tmp_path / "final"

@@ -9,6 +9,7 @@ base and plus verdicts too).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +17,7 @@ from execrl.cli import main
 from execrl.eval.evaluate import evaluate
 from execrl.eval.samples import read_samples
 from execrl.rewards.scorer import RewardScorer
-from execrl.rl.config import from_dict
+from execrl.rl.config.config import from_dict
 from execrl.sandbox.reference_runner import sandbox_runner
 from execrl.tasks import load_benchmark
 from execrl.tasks.schema import CallTests, Task
@@ -61,14 +62,31 @@ def _eval_records(benchmark: str, task: Task, completions: dict[str, str], tmp_p
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
+@pytest.fixture(scope="module")
+def graded(data_dir, tmp_path_factory):
+    """A benchmark's first task, the completions, `execrl eval-samples`'s records of them and its
+    samples file: made once per benchmark for both rewards (eval-samples is given none; loading
+    HumanEval+'s expected outputs takes seconds)."""
+    done: dict[str, tuple[Task, dict[str, str], list, Path]] = {}
+
+    def grade(benchmark: str) -> tuple[Task, dict[str, str], list, Path]:
+        if benchmark not in done:
+            (task,) = load_benchmark(benchmark, data_dir, reference_runner=sandbox_runner())[:1]
+            completions = _completions(task)
+            where = tmp_path_factory.mktemp("graded")
+            records = _eval_records(benchmark, task, completions, where, data_dir)
+            done[benchmark] = (task, completions, records, where / "samples.jsonl")
+        return done[benchmark]
+
+    return grade
+
+
 @pytest.mark.parametrize("benchmark", ["humaneval", "mbpp", "humaneval+"])
 @pytest.mark.parametrize("reward", ["pass", "pass_fraction"])
 def test_eval_and_training_give_a_completion_the_same_verdict_and_reward(
-    benchmark, reward, sandbox, tmp_path, capsys, data_dir
+    benchmark, reward, sandbox, graded, capsys
 ):
-    (task,) = load_benchmark(benchmark, data_dir, reference_runner=sandbox_runner())[:1]
-    completions = _completions(task)
-    records = _eval_records(benchmark, task, completions, tmp_path, data_dir)
+    task, completions, records, samples_file = graded(benchmark)
     capsys.readouterr()
     # The limits are each caller's own: training's [sandbox.limits] wall_s, generous here so that a
     # loaded machine cannot decide a verdict (eval uses the benchmark's, e.g. EvalPlus's 61 s).
@@ -95,7 +113,7 @@ def test_eval_and_training_give_a_completion_the_same_verdict_and_reward(
             assert (r["base_verdict"], r["plus_verdict"]) == (base.verdict.value,
                                                               plus.verdict.value)  # fmt: skip
     if reward == "pass":  # the same reward object, from `evaluate` itself
-        samples, fmt = read_samples(tmp_path / "samples.jsonl")
+        samples, fmt = read_samples(samples_file)
         evaluated = evaluate(samples, [task], fmt, sandbox)
         assert [r.reward for r in evaluated] == [x.reward for x in trained]
     if task.base_tests is not None:

@@ -41,7 +41,7 @@ def greedy_model(tmp_path_factory):
     """A tiny model directory whose execrl_eval.json asks for a day, a terabyte and 100,000
     processes, on a held-out set of one task."""
     from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
-    from execrl.rl.config import load_config
+    from execrl.rl.config.config import load_config
     from execrl.rl.eval_spec import heldout_spec
 
     root = tmp_path_factory.mktemp("greedy")
@@ -105,7 +105,7 @@ def test_a_codejam_statement_asking_for_a_day_is_capped(tmp_path):
 
 def test_config_limits_are_capped(tmp_path, capsys):
     from execrl.rewards.config import sandbox_config_of
-    from execrl.rl.config import load_config
+    from execrl.rl.config.config import load_config
 
     sets = [f"sandbox.limits.{name}={getattr(GREEDY, name)!r}" for name in CAPPED]
     assert load_config(None, sets).sandbox.limits == CAPPED_LIMITS

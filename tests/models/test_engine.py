@@ -95,7 +95,7 @@ def test_unknown_engine_and_bad_calls_are_errors_naming_the_field(policy):
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed here")
 def test_the_vllm_engine_without_vllm_is_a_config_error_before_any_model_loads():
-    from execrl.rl.config import ConfigError, load_config
+    from execrl.rl.config.config import ConfigError, load_config
 
     with pytest.raises(ConfigError, match="sampling.engine = 'vllm' needs vLLM"):
         load_config(None, ["sampling.engine='vllm'"])

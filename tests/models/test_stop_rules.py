@@ -168,7 +168,7 @@ def test_a_negative_repeat_ngram_is_refused():
 
 
 def test_the_stop_rules_are_configured_and_saved_with_the_model(tmp_path):
-    from execrl.rl.config import ConfigError, load_config
+    from execrl.rl.config.config import ConfigError, load_config
     from execrl.rl.eval_spec import HeldoutSpec, heldout_spec
 
     config = load_config(None, ["sampling.repeat_ngram=32", "sampling.code_end=false"])

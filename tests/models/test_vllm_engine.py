@@ -63,7 +63,7 @@ TASKS = [Task(id=f"t{i}", prompt=f"Write {i}:", tests=CallTests(((1,),), (1,)),
 
 
 def vllm_config(model_dir, out_dir, *extra: str):
-    from execrl.rl.config import load_config
+    from execrl.rl.config.config import load_config
 
     return load_config(None, [
         f"model.path={str(model_dir)!r}", f"run.out_dir={str(out_dir)!r}", "run.name='v'",

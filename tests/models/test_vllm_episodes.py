@@ -16,7 +16,7 @@ SHAPE = TinyLlamaShape(hidden=64, layers=2, heads=2, kv_heads=1, intermediate=12
 
 
 def test_self_correct_episodes_train_through_vllm_with_matching_logprobs(tmp_path):
-    from execrl.rl.config import load_config
+    from execrl.rl.config.config import load_config
     from execrl.rl.run import train
 
     tokenizer = train_bpe_tokenizer(CORPUS, vocab_size=300)

@@ -68,7 +68,8 @@ def _event_scalars(directory):
 
 
 def test_telemetry_writes_tensorboard_events_and_examples(tmp_path):
-    # a step's collected groups as rl.groups.Gathered holds them (rl.scored.Scored fields)
+    # a step's collected groups as rl.rollout.groups.Gathered holds them (rl.rollout.scored.Scored
+    # fields)
     def scored(i, score):
         completion = SimpleNamespace(text=f"c{i}", n_tokens=3, truncated=False)
         reward = SimpleNamespace(masked=False, reason="")

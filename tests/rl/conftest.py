@@ -4,7 +4,7 @@ import pytest
 
 from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
 from execrl.rewards.result import RewardResult
-from execrl.rl.config import load_config
+from execrl.rl.config.config import load_config
 from execrl.tasks import CallTests, Task
 
 CORPUS = ["def add(a, b):\n    return a + b\n", "eee eeee e", "xyz qrs"] * 10

@@ -12,9 +12,10 @@ import torch
 import torch.multiprocessing as mp
 from torch.distributed.tensor import DTensor
 
-from execrl.rl import dist, setup
-from execrl.rl.logprobs import collate
-from execrl.rl.losses import Batch
+from execrl.rl import setup
+from execrl.rl.objective.logprobs import collate
+from execrl.rl.objective.losses import Batch
+from execrl.rl.parallel import dist
 
 from .conftest import tasks, tiny_config
 

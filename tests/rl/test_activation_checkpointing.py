@@ -10,7 +10,7 @@ import torch
 
 from execrl.cli import main
 from execrl.rl import setup
-from execrl.rl.fsdp import decoder_layers
+from execrl.rl.parallel.fsdp import decoder_layers
 
 from .conftest import tasks, tiny_config
 from .fsdp_helpers import batches

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from execrl.rl import advantages as A
+from execrl.rl.objective import advantages as A
 
 
 def test_grpo_normalises_by_group_std():

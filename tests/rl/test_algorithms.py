@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from execrl.cli import main
-from execrl.rl import advantages as A
-from execrl.rl import algorithms
-from execrl.rl.algorithms import AdvantageInputs, Algorithm, outcome, register, resolve
-from execrl.rl.config import ConfigError, load_config
+from execrl.rl.config.config import ConfigError, load_config
+from execrl.rl.objective import advantages as A
+from execrl.rl.objective import algorithms
+from execrl.rl.objective.algorithms import AdvantageInputs, Algorithm, outcome, register, resolve
 from execrl.rl.progress import setup_warnings
 from execrl.rl.run import train
 
@@ -170,7 +170,7 @@ def test_rl_algorithm_takes_a_record_or_a_function_from_a_users_module(user_modu
 
 def test_a_records_fields_decide_what_the_config_allows(user_module):
     name = user_module(textwrap.dedent("""
-        from execrl.rl.algorithms import REINFORCE_PP, RLOO, Algorithm
+        from execrl.rl.objective.algorithms import REINFORCE_PP, RLOO, Algorithm
 
         PER_TOKEN = Algorithm("per_token", REINFORCE_PP.advantage, per_token=True)
         GROUPED = Algorithm("grouped", RLOO.advantage, group_relative=True)
@@ -224,7 +224,7 @@ def test_an_estimator_from_outside_the_package_trains_through_execrl_train(
 BAD = """
 import torch
 
-from execrl.rl.algorithms import Algorithm
+from execrl.rl.objective.algorithms import Algorithm
 
 
 def per_sequence(x):  # (B, 1): it would reach only each sequence's first token

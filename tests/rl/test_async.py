@@ -19,7 +19,7 @@ from execrl.models.engine import InProcessEngine
 from execrl.rewards.result import RewardResult
 from execrl.rl import prefetch as rl_prefetch
 from execrl.rl import run as run_module
-from execrl.rl.config import ConfigError, load_config
+from execrl.rl.config.config import ConfigError, load_config
 from execrl.rl.prefetch import Prefetcher, behaviour_version, policy_copy
 from execrl.rl.run import train
 

@@ -31,7 +31,7 @@ SHAPE = TinyLlamaShape(
 
 def test_one_step_stale_vllm_rollouts_train_and_log_their_staleness(tmp_path, monkeypatch):
     from execrl.models.vllm_engine import VLLMEngine
-    from execrl.rl.config import load_config
+    from execrl.rl.config.config import load_config
     from execrl.rl.run import train
 
     pushes = []  # the sum of the embedding of every policy pushed into the engine

@@ -13,12 +13,12 @@ from batch_helpers import builder
 from execrl.models.sampling import Completion
 from execrl.rewards.result import RewardResult
 from execrl.rewards.scorer import build_sample
-from execrl.rl.batch_builder import BatchBuilder
-from execrl.rl.batch_rows import ModelTerms
-from execrl.rl.config import load_config
-from execrl.rl.groups import GroupSummary
-from execrl.rl.learner_settings import LearnerSettings
-from execrl.rl.scored import Scored, Turns
+from execrl.rl.config.config import load_config
+from execrl.rl.rollout.groups import GroupSummary
+from execrl.rl.rollout.scored import Scored, Turns
+from execrl.rl.update.batch_builder import BatchBuilder
+from execrl.rl.update.batch_rows import ModelTerms
+from execrl.rl.update.learner_settings import LearnerSettings
 from execrl.sandbox import ExecutionResult, Verdict
 from execrl.tasks import CallTests, Task
 

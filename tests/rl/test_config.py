@@ -1,7 +1,7 @@
 import pytest
 
-from execrl.rl.config import ConfigError, load_config, to_toml
-from execrl.rl.prompts import PromptSampler, informative
+from execrl.rl.config.config import ConfigError, load_config, to_toml
+from execrl.rl.rollout.prompts import PromptSampler, informative
 
 
 def test_defaults_toml_and_overrides(tmp_path):

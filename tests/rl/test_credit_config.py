@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from execrl.rl.config import ConfigError, load_config, resume_config, to_toml
-from execrl.rl.credit_config import MOVED_TO_CREDIT, CreditConfig
+from execrl.rl.config.config import ConfigError, load_config, resume_config, to_toml
+from execrl.rl.config.credit_config import MOVED_TO_CREDIT, CreditConfig
 
 OLD = """
 [env]

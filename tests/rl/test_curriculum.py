@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from execrl.rl.config import ConfigError, load_config
-from execrl.rl.curriculum import Curriculum, TaskMix
-from execrl.rl.groups import GroupSummary
+from execrl.rl.config.config import ConfigError, load_config
+from execrl.rl.config.curriculum import Curriculum, TaskMix
 from execrl.rl.metrics import mix_metrics
-from execrl.rl.prompts import PromptSampler
+from execrl.rl.rollout.groups import GroupSummary
+from execrl.rl.rollout.prompts import PromptSampler
 from execrl.rl.setup import load_mix, source_names
 from execrl.tasks.difficulty import difficulty_level
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from execrl.rl.config import load_config
+from execrl.rl.config.config import load_config
 from execrl.rl.run import train
 
 from .conftest import LetterE

@@ -130,7 +130,7 @@ def test_the_vllm_engine_gets_the_configured_memory_share(tiny_model_dir, tmp_pa
     import pytest
 
     from execrl.rl import run as run_module
-    from execrl.rl.config import ConfigError
+    from execrl.rl.config.config import ConfigError
 
     from .conftest import LetterE, tasks, tiny_config
 

@@ -10,9 +10,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from execrl.rl import dist, setup
-from execrl.rl.config import ConfigError, load_config
-from execrl.rl.fsdp import decoder_layers
+from execrl.rl import setup
+from execrl.rl.config.config import ConfigError, load_config
+from execrl.rl.parallel import dist
+from execrl.rl.parallel.fsdp import decoder_layers
 from execrl.rl.run import train
 
 from .conftest import LetterE, tasks, tiny_config
@@ -134,7 +135,7 @@ def test_a_group_of_one_leaves_no_reference_to_itself_in_dtensors_cache():
     frees it on the way out, while its threads exist."""
     from torch.distributed.fsdp import fully_shard
 
-    from execrl.rl import dist
+    from execrl.rl.parallel import dist
 
     with dist.group_of_one(True):
         model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 1))

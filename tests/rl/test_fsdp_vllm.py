@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from execrl.rl import fsdp
+from execrl.rl.parallel import fsdp
 
 from ..models.test_vllm_engine import (  # noqa: F401 - pytestmark: marked vllm, skipped without
     TASKS,

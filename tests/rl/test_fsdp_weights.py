@@ -1,5 +1,5 @@
-"""The weight push of a sharded policy (`rl.fsdp.unit_weights`): the whole model's names and
-values, gathered one FSDP unit at a time, on a tiny Llama in a process group of one."""
+"""The weight push of a sharded policy (`rl.parallel.fsdp.unit_weights`): the whole model's names
+and values, gathered one FSDP unit at a time, on a tiny Llama in a process group of one."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 
 from execrl.models.weights import plain_state_dict
-from execrl.rl import dist, setup
-from execrl.rl.fsdp import full_state_dict, unit_weights
+from execrl.rl import setup
+from execrl.rl.parallel import dist
+from execrl.rl.parallel.fsdp import full_state_dict, unit_weights
 
 from .conftest import tasks, tiny_config
 

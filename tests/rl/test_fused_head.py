@@ -11,10 +11,10 @@ from transformers import AutoModelForCausalLM
 
 from execrl.models import LoraSpec
 from execrl.models.loading import _with_lora
-from execrl.rl import fused_head
-from execrl.rl.config import ConfigError, load_config
-from execrl.rl.learner_settings import LearnerSettings
-from execrl.rl.logprobs import collate, resolve_head, token_stats
+from execrl.rl.config.config import ConfigError, load_config
+from execrl.rl.objective import fused_head
+from execrl.rl.objective.logprobs import collate, resolve_head, token_stats
+from execrl.rl.update.learner_settings import LearnerSettings
 
 
 def _qwen2(vocab: int = 40):

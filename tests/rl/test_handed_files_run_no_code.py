@@ -2,7 +2,7 @@
 `execrl train` and `execrl sft`, an asynchronous run's prefetched batches, an FSDP run's
 sharded `.metadata`), planted with a pickle that would create a file as it loads, is refused
 with one line naming it (exit 2), and the planted code never runs. Each was seen failing
-before `rl.safe_load`: the payload ran and the resumed run exited 0 (sft: a traceback)."""
+before `rl.files.safe_load`: the payload ran and the resumed run exited 0 (sft: a traceback)."""
 
 from __future__ import annotations
 

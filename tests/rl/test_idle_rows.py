@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from batch_helpers import far_sample, one_update, visible_model
-from execrl.rl.config import load_config
-from execrl.rl.learner_settings import LearnerSettings
+from execrl.rl.config.config import load_config
+from execrl.rl.update.learner_settings import LearnerSettings
 
 GROUPS = [  # the middle group's samples all scored alike: zero advantage, nothing to learn
     [far_sample([5, 6, 7], [9, 10, 11], 1.0), far_sample([5, 6, 7], [12, 13], 0.0)],

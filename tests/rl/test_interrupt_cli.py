@@ -29,7 +29,7 @@ def _small(model_dir: Path, out_dir: Path, name: str) -> list[str]:
 
 
 SLOW_GRPO = """import dataclasses, time
-from execrl.rl.algorithms import REGISTRY
+from execrl.rl.objective.algorithms import REGISTRY
 
 
 def slow():  # GRPO, each step's advantages 1.1 s late: steps slower than one a second

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from execrl.rl.algorithms import DR_GRPO
-from execrl.rl.config import load_config
-from execrl.rl.learner_settings import LearnerSettings
+from execrl.rl.config.config import load_config
+from execrl.rl.objective.algorithms import DR_GRPO
+from execrl.rl.update.learner_settings import LearnerSettings
 
 
 def test_the_settings_resolve_what_the_config_leaves_open():

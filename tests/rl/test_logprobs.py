@@ -6,7 +6,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from execrl.models.hf_forward import forward_params
-from execrl.rl.logprobs import _can_share, _keep_logits, _unwrap, collate, token_stats
+from execrl.rl.objective.logprobs import _can_share, _keep_logits, _unwrap, collate, token_stats
 
 
 def can_share(model, batch) -> bool:
@@ -142,7 +142,7 @@ class _NoCacheBack(torch.nn.Module):
 def test_a_model_that_returns_no_cache_falls_back_to_the_per_row_forward(
     tiny_model_dir, monkeypatch
 ):
-    from execrl.rl import logprobs
+    from execrl.rl.objective import logprobs
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
     batch = _grouped_batch()

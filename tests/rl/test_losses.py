@@ -4,8 +4,8 @@ import math
 
 import torch
 
-from execrl.rl import kl, losses
-from execrl.rl.logprobs import entropy_from_logprobs
+from execrl.rl.objective import kl, losses
+from execrl.rl.objective.logprobs import entropy_from_logprobs
 
 
 def _case(ratio: float, adv: float, eps_low=0.2, eps_high=0.28):

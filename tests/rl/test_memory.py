@@ -2,7 +2,7 @@
 
 import torch
 
-from execrl.rl.memory import memory_metrics
+from execrl.rl.parallel.memory import memory_metrics
 
 
 def test_resident_memory_follows_what_the_process_holds():

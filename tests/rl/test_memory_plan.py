@@ -1,4 +1,4 @@
-"""The memory planner's arithmetic, derived by hand (`execrl.rl.memory_plan`)."""
+"""The memory planner's arithmetic, derived by hand (`execrl.rl.parallel.memory_plan`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from execrl.models.shape import ModelShape, shape_of
-from execrl.rl.memory_plan import GB, GIB, PlanSettings, alternatives, plan, step_compute
+from execrl.rl.parallel.memory_plan import GB, GIB, PlanSettings, alternatives, plan, step_compute
 
 # hidden 8, 2 heads of 4, one kv head, MLP 16, 2 layers, vocabulary 10: 1352 parameters
 # (tests/models/test_shape.py), 592 a layer, 168 in the root
@@ -63,7 +63,7 @@ def test_activations_count_a_llama_layer_by_hand():
 
 
 def test_the_fused_head_holds_one_chunk_of_logits():
-    from execrl.rl.fused_head import CHUNK_ELEMENTS
+    from execrl.rl.objective.fused_head import CHUNK_ELEMENTS
 
     s = PlanSettings(seq_len=3, completion_len=2, micro_batch=2, generation_rows=0)
     # fused (the default): a chunk, here the whole 2 x 2 x 10 logits, its matmul output in

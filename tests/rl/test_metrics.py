@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from execrl.rewards.result import Flag
-from execrl.rl.groups import Gathered, GroupSummary
 from execrl.rl.metrics import step_metrics
-from execrl.rl.trainer import UpdateMetrics
+from execrl.rl.rollout.groups import Gathered, GroupSummary
+from execrl.rl.update.trainer import UpdateMetrics
 
 
 def group(task, scores, valid, verdicts, components, causes=("", "")) -> GroupSummary:

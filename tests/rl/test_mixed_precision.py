@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from execrl.rl import setup
-from execrl.rl.config import ConfigError, load_config
-from execrl.rl.learner_settings import LearnerSettings
-from execrl.rl.logprobs import collate, token_stats
-from execrl.rl.losses import Batch
-from execrl.rl.trainer import Learner
+from execrl.rl.config.config import ConfigError, load_config
+from execrl.rl.objective.logprobs import collate, token_stats
+from execrl.rl.objective.losses import Batch
+from execrl.rl.update.learner_settings import LearnerSettings
+from execrl.rl.update.trainer import Learner
 
 LORA = ["model.lora_r=4", "model.lora_targets=['q_proj','k_proj','v_proj','o_proj','gate_proj',"
         "'up_proj','down_proj']", "model.device='cpu'"]  # fmt: skip

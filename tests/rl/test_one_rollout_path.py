@@ -1,7 +1,7 @@
 """One rollout path (issue 30): every rollout is an episode of the run's environment, built by
-`rl.episode_sources.episode_source` and run in chunks by `rl.rollouts.Rollouts`; "single" is the
-one-turn environment that `execrl train` and its held-out evaluation reach; two runs of the same
-command are compared field by field by benchmarks/same_runs.py."""
+`rl.rollout.episode_sources.episode_source` and run in chunks by `rl.rollout.rollouts.Rollouts`;
+"single" is the one-turn environment that `execrl train` and its held-out evaluation reach; two runs
+of the same command are compared field by field by benchmarks/same_runs.py."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from execrl.cli import main
 from execrl.models.sampling import Completion, SamplingParams
 from execrl.models.tiny import train_bpe_tokenizer
 from execrl.rewards.scorer import RewardScorer
-from execrl.rl import episode_sources
-from execrl.rl.episode_sources import MultiTurn, OneTurn, episode_source
 from execrl.rl.episodes import EnvConfig, Observation, StepInfo, StepResult
 from execrl.rl.episodes.builtin import Single
-from execrl.rl.rollouts import Rollouts, RolloutTimes
+from execrl.rl.rollout import episode_sources
+from execrl.rl.rollout.episode_sources import MultiTurn, OneTurn, episode_source
+from execrl.rl.rollout.rollouts import Rollouts, RolloutTimes
 
 from .conftest import CORPUS, LetterE, tasks
 
@@ -240,7 +240,7 @@ def test_a_chunks_turns_draw_the_same_whichever_chunk_goes_first(monkeypatch):
 def test_a_process_left_without_a_chunk_is_said_at_start():
     """Under torchrun each process generates its share of a step's chunks (round-robin): with
     fewer chunks than processes some devices idle through every first sampling round."""
-    from execrl.rl.rollouts import gather_chunks, idle_processes
+    from execrl.rl.rollout.rollouts import gather_chunks, idle_processes
 
     assert idle_processes(8, 8, 1) == "" and idle_processes(8, 2, 4) == ""
     said = idle_processes(8, 8, 4)  # one chunk of 8 groups, four processes

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from execrl.cli import main
-from execrl.rl.config import TrainConfig
+from execrl.rl.config.config import TrainConfig
 
 RECIPE = Path(__file__).resolve().parents[2] / "configs" / "qwen2.5-coder-0.5b-lora-mbpp.toml"
 
@@ -28,7 +28,7 @@ def test_a_7b_full_fine_tune_does_not_fit_one_80_gib_device_and_fsdp_is_offered(
     out = capsys.readouterr().out
     assert "params" in out and "optimizer (AdamW moments)" in out and "activations" in out
     assert "does not fit" in out
-    # four, not two: execrl gathers the whole policy for the batch's log-probs (rl.fsdp)
+    # four, not two: execrl gathers the whole policy for the batch's log-probs (rl.parallel.fsdp)
     assert "fits with fsdp on 4 devices" in out and "fits with LoRA r=16" in out
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from execrl.cli import main
 from execrl.rewards.result import Flag
-from execrl.rl.config import ConfigError, load_config
+from execrl.rl.config.config import ConfigError, load_config
 from execrl.sandbox import Limits
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "rewards.md"

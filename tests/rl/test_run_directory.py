@@ -13,7 +13,7 @@ import torch.multiprocessing as mp
 
 from execrl.cli import main
 from execrl.rl import setup
-from execrl.rl.config import TrainConfig
+from execrl.rl.config.config import TrainConfig
 
 
 def _choose(rank: int, init: str, out_dir: str, results: str) -> None:

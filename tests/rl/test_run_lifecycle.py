@@ -13,8 +13,8 @@ import torch
 
 from execrl.cli import main
 from execrl.rewards.result import Flag, RewardResult
-from execrl.rl.groups import GroupSummary
 from execrl.rl.progress import IdleWatch, setup_warnings
+from execrl.rl.rollout.groups import GroupSummary
 from execrl.rl.run import heldout_lines, train
 
 from .conftest import LetterE, tasks, tiny_config
@@ -92,7 +92,7 @@ def test_an_interrupt_finishes_the_step_saves_and_says_how_to_resume(
 
 
 def test_warnings_for_settings_that_cannot_learn():
-    from execrl.rl.config import load_config
+    from execrl.rl.config.config import load_config
 
     (warning,) = setup_warnings(load_config(None, ["sampling.temperature=0"]))
     assert "sampling.temperature = 0" in warning and "grpo" in warning
@@ -111,7 +111,7 @@ def test_warnings_for_settings_that_cannot_learn():
 def test_flagged_samples_are_summarised_with_their_text():
     from execrl.models.sampling import Completion
     from execrl.rewards.sample import Sample
-    from execrl.rl.scored import Scored
+    from execrl.rl.rollout.scored import Scored
 
     task = tasks(1)[0]
     completion = Completion(0, "import os; os._exit(0)", torch.tensor([1]), torch.tensor([2]),

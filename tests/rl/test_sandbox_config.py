@@ -10,7 +10,7 @@ import pytest
 
 from execrl.rewards.config import RewardConfig, RewardConfigError, sandbox_config_of
 from execrl.rewards.scorer import RewardScorer
-from execrl.rl.config import ConfigError, load_config, resume_config, to_toml
+from execrl.rl.config.config import ConfigError, load_config, resume_config, to_toml
 from execrl.rl.eval_spec import HeldoutSpec, heldout_spec
 from execrl.sandbox import Limits, SandboxConfig
 from execrl.sandbox.config import MOVED_TO_LIMITS

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from execrl.rl.config import TrainConfig, load_config
+from execrl.rl.config.config import TrainConfig, load_config
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.toml"))
 

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from execrl.rl.tis import logprob_gap, tis_weights
+from execrl.rl.objective.tis import logprob_gap, tis_weights
 
 
 def test_weights_are_the_ratio_truncated_at_the_cap_and_zero_on_padding():
@@ -50,7 +50,7 @@ def test_gap_statistics_over_real_tokens_only():
 
 
 def test_the_policy_loss_weights_each_token_by_its_truncated_ratio():
-    from execrl.rl.losses import Batch, LossSettings, policy_loss
+    from execrl.rl.objective.losses import Batch, LossSettings, policy_loss
 
     # pi_theta = pi_old (ratio 1, no clipping): token loss = -A * w; A = 1 on both tokens;
     # pi_old / mu = 1.5 and 4 -> w = 1.5 and 2 (cap 2); sum over tokens / denominator 2

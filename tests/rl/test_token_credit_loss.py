@@ -16,8 +16,8 @@ from execrl.models.sampling import Completion
 from execrl.rewards import RewardConfig, RewardScorer
 from execrl.rewards.scorer import build_sample
 from execrl.rewards.token_credit import TokenCredit
-from execrl.rl.episode_sources import token_offsets
-from execrl.rl.scored import Scored
+from execrl.rl.rollout.episode_sources import token_offsets
+from execrl.rl.rollout.scored import Scored
 from execrl.sandbox import ExecutionResult, Verdict
 from execrl.sandbox import TestOutcome as Outcome
 from execrl.tasks import CallTests, Task
@@ -74,7 +74,7 @@ def test_the_failing_lines_tokens_get_the_penalty_and_the_rest_do_not(algorithm)
     inputs = advantage_inputs(algorithm, [s, s])
     assert inputs.token_rewards[0].tolist() == pytest.approx(expected)
     # REINFORCE++'s return to go (gamma 1) sees the penalty only up to the failing line
-    from execrl.rl.advantages import return_to_go
+    from execrl.rl.objective.advantages import return_to_go
 
     returns = return_to_go(inputs.token_rewards, inputs.mask)[0].tolist()
     assert returns == pytest.approx(

@@ -10,8 +10,8 @@ import torch
 import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
-from execrl.rl import algorithms
 from execrl.rl.metrics import of_the_run
+from execrl.rl.objective import algorithms
 from execrl.rl.run import train
 
 from .conftest import LetterE, tasks, tiny_config

@@ -174,7 +174,7 @@ def test_a_sample_whose_case_server_dies_is_graded_without_it():
 
 
 def test_a_run_config_turns_the_case_server_off(tmp_path):
-    from execrl.rl.config import ConfigError, load_config
+    from execrl.rl.config.config import ConfigError, load_config
 
     path = tmp_path / "run.toml"
     path.write_text("[sandbox]\ncase_server = false\n")

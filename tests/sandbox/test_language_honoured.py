@@ -13,8 +13,8 @@ from execrl.eval.samples import Sample as EvalSample
 from execrl.eval.validate import validate
 from execrl.models.sampling import Completion, SamplingParams
 from execrl.rewards import RewardConfig, RewardScorer
-from execrl.rl.episode_sources import OneTurn
-from execrl.rl.rollouts import Rollouts, RolloutTimes
+from execrl.rl.rollout.episode_sources import OneTurn
+from execrl.rl.rollout.rollouts import Rollouts, RolloutTimes
 from execrl.sandbox import Sandbox
 from execrl.sandbox.grading.languages import probe_languages
 from execrl.tasks import StdioCase, StdioTests, Task

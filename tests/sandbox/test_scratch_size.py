@@ -34,7 +34,7 @@ def test_a_jobs_scratch_limit_is_the_size_of_its_scratch():
 
 
 def test_the_old_pool_setting_is_a_deprecated_name_of_the_limit(capsys):
-    from execrl.rl.config import load_config
+    from execrl.rl.config.config import load_config
 
     config = load_config(None, ["sandbox.scratch_mb=32"])
     assert config.sandbox.limits.scratch_mb == 32

@@ -23,7 +23,8 @@ def _png(shade: int) -> bytes:
 
 
 def _scored(artifacts: tuple[Artifact, ...], score: float) -> SimpleNamespace:
-    """What `examples.pick` reads of an `rl.scored.Scored`: a completion graded by a verifier."""
+    """What `examples.pick` reads of an `rl.rollout.scored.Scored`: a completion graded by a
+    verifier."""
     verification = Verification(score, {"image": score}, Verdict.WRONG_ANSWER, "", artifacts)
     result = ExecutionResult(Verdict.WRONG_ANSWER, extra={"verification": verification})
     return SimpleNamespace(

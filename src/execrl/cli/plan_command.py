@@ -5,7 +5,7 @@
 
 With --config, every setting the config holds (model, dtype, LoRA, micro-batch, completion
 length, KL, PPO's value head, the engine) comes from it; a flag overrides it. The arithmetic and
-its assumptions are `execrl.rl.memory_plan`'s; docs/engines.md has the measured check.
+its assumptions are `execrl.rl.parallel.memory_plan`'s; docs/engines.md has the measured check.
 """
 
 from __future__ import annotations
@@ -70,9 +70,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _plan(args: argparse.Namespace) -> int:
     from execrl.models.shape import ShapeError, shape_of
-    from execrl.rl.config import ConfigError, TrainConfig, load_config
-    from execrl.rl.memory_plan import alternatives, plan, step_compute
-    from execrl.rl.rollouts import idle_processes
+    from execrl.rl.config.config import ConfigError, TrainConfig, load_config
+    from execrl.rl.parallel.memory_plan import alternatives, plan, step_compute
+    from execrl.rl.rollout.rollouts import idle_processes
 
     try:
         problem = _flag_problem(args)
@@ -122,7 +122,7 @@ def _flag_problem(args: argparse.Namespace) -> str:
 
 def _settings(args: argparse.Namespace, config: Any):
     """The plan's settings: each flag, else the config's value, else the default."""
-    from execrl.rl.memory_plan import PlanSettings
+    from execrl.rl.parallel.memory_plan import PlanSettings
 
     # an engine on a device of its own (sampling.engine_devices) takes nothing of the trainer's
     elsewhere = bool(config.sampling.engine_devices)
@@ -169,7 +169,7 @@ def _settings(args: argparse.Namespace, config: Any):
 
 def _chunks(config: Any, devices: int) -> tuple[int, int]:
     """(chunks a device generates a step, groups a chunk). A step's groups go out in chunks of
-    sampling.groups_per_generate, shared round-robin between the processes (`rl.groups`): a
+    sampling.groups_per_generate, shared round-robin between the processes (`rl.rollout.groups`): a
     process generates a chunk at a time and trains on its chunks' sequences, so a micro-batch
     is never larger than those."""
     groups = config.rl.groups_per_step

@@ -35,7 +35,7 @@ def _sft(args: argparse.Namespace) -> int:
     from execrl.models.registry import require_fetched
     from execrl.report.trackers import TrackerUnavailable, open_trackers, tracker_names
     from execrl.rl.checkpoint import Unwritable
-    from execrl.rl.config import ConfigError
+    from execrl.rl.config.config import ConfigError
     from execrl.rl.sft.config import sft_config_for
     from execrl.rl.sft.run import run_sft
     from execrl.tasks.errors import TaskDataError

@@ -15,7 +15,7 @@ import sys
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from execrl.rl.algorithms import names
+    from execrl.rl.objective.algorithms import names
 
     p = subparsers.add_parser(
         "train",
@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=f"Train with rl.algorithm = {' | '.join(names())}, or an estimator of your "
         "own (rl.algorithm = 'module:name', docs/algorithms.md). With no arguments, "
         "trains the embedded default model on the procedural suite (the quickstart). "
-        "Every config field is documented in execrl/rl/config.py; the [reward] section in "
+        "Every config field is documented in execrl/rl/config/config.py; the [reward] section in "
         "docs/rewards.md.",
     )
     p.add_argument("--config", help="TOML file with [model], [data], [sampling], [rl], [optim], "
@@ -67,9 +67,9 @@ def _train_with(args: argparse.Namespace, overrides: list[str]) -> int:
     from execrl.models.registry import require_fetched
     from execrl.report.trackers import TrackerUnavailable, tracker_names
     from execrl.rl.checkpoint import Unwritable
-    from execrl.rl.config import ConfigError, load_config, resume_config
+    from execrl.rl.config.config import ConfigError, load_config, resume_config
     from execrl.rl.episodes.harness import HarnessError
-    from execrl.rl.safe_load import UnsafeFile
+    from execrl.rl.files.safe_load import UnsafeFile
     from execrl.rl.setup import name_taken
     from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 

@@ -24,7 +24,7 @@ from execrl.eval.evaluate import SampleResult, result_record, summarize, write_j
 from execrl.eval.generation import GenerationMeta
 from execrl.eval.samples import Sample
 from execrl.rl.eval_spec import HeldoutSpec, run_heldout
-from execrl.rl.scored import Scored
+from execrl.rl.rollout.scored import Scored
 from execrl.sandbox import Limits
 from execrl.tasks.schema import Task
 

@@ -7,8 +7,8 @@ The summary's `pass@1_by_turn` holds K fractions: for each turn t, the fraction 
 answer standing after t turns passes the hidden tests (an episode that stopped early, its visible
 tests passing, keeps its answer). `feedback_protocol` records which tests fed back, per family,
 and what a feedback turn holds. Episodes run through training's episode source and turn loop
-(`rl.episode_sources.MultiTurn`): a local model through the models layer's engine (token ids in
-and out); an OpenAI-compatible server (`openai:URL#MODEL`) through its completion endpoint, or
+(`rl.rollout.episode_sources.MultiTurn`): a local model through the models layer's engine (token ids
+in and out); an OpenAI-compatible server (`openai:URL#MODEL`) through its completion endpoint, or
 its chat endpoint with --chat on, with the conversation so far.
 
 `--corrections` also writes corrections.jsonl: for each attempt that failed a visible test and
@@ -34,12 +34,12 @@ from execrl.models.chat import chat_wanted, uses_chat_template
 from execrl.rewards.config import RewardConfig
 from execrl.rewards.grading import DEFAULT_LIMITS
 from execrl.rewards.scorer import RewardScorer
-from execrl.rl.episode_sources import MultiTurn
 from execrl.rl.episodes import EnvConfig, Episode, TextReplies
 from execrl.rl.episodes.trajectory import TextConversation
 from execrl.rl.episodes.turn_loop import standing_after
 from execrl.rl.episodes.visible import visible_tests
 from execrl.rl.eval_spec import HeldoutSpec, prompted
+from execrl.rl.rollout.episode_sources import MultiTurn
 from execrl.sandbox import Limits, Sandbox, SandboxConfig, SandboxUnavailable
 from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 from execrl.tasks.registry import load_benchmark
@@ -159,7 +159,7 @@ def _episodes(
     tasks: list[Task],
     temperature: float,
 ) -> list[Episode]:
-    """The episodes of `tasks` through training's episode source (`rl.episode_sources`), a
+    """The episodes of `tasks` through training's episode source (`rl.rollout.episode_sources`), a
     local model's as token ids, a server's as texts."""
     import torch
 

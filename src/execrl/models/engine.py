@@ -32,7 +32,7 @@ under `SupervisedEngine`, which restarts it from the current weights and repeats
 same draws); no rollout is lost or scored 0 for the engine's failure.
 
 Seeding: the in-process engines draw from torch's global generator, so a caller that seeds it
-(`torch.manual_seed`, as `rl.rollouts` does per chunk) gets the same completions as calling
+(`torch.manual_seed`, as `rl.rollout.rollouts` does per chunk) gets the same completions as calling
 `models.sampling.sample` directly; an engine with its own sampler derives its per-request seeds
 from the same generator, so seeded runs stay reproducible on one machine.
 """

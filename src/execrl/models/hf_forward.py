@@ -32,7 +32,7 @@ def cache_of(out: Any) -> Any:
 
 
 def class_name(module: Any) -> str:
-    """The module's class; under FSDP (`rl.fsdp`) the one `fully_shard` derived FSDP<Class>
+    """The module's class; under FSDP (`rl.parallel.fsdp`) the one `fully_shard` derived FSDP<Class>
     from, adding only its hooks."""
     from torch.distributed.fsdp import FSDPModule
 

@@ -145,7 +145,8 @@ def reference_from(policy: Policy) -> Any:
     """A frozen copy of the policy's current weights, the anchor of the KL penalty.
 
     With LoRA the base model with adapters disabled is the reference, so no copy is made: the
-    caller gets the PeftModel itself and must run it under `disable_adapter()` (see `rl.logprobs`).
+    caller gets the PeftModel itself and must run it under `disable_adapter()` (see
+    `rl.objective.logprobs`).
     """
     if _is_peft(policy.model):
         return policy.model
@@ -170,7 +171,7 @@ def _with_lora(model: Any, spec: LoraSpec) -> Any:
         task_type="CAUSAL_LM",
     )
     # a 16-bit base gets float32 adapters (their gradients and AdamW state too): mixed
-    # precision, the base's matmuls in its dtype (`rl.config.ModelConfig.dtype`)
+    # precision, the base's matmuls in its dtype (`rl.config.config.ModelConfig.dtype`)
     return peft.get_peft_model(model, config, autocast_adapter_dtype=True)
 
 

@@ -3,10 +3,11 @@
 Two engines. "loop" (the default) is execrl's own KV-cache loop (`models.decode`, with the lean
 Llama/Qwen2 forward where it applies). "hf" runs `model.generate` (any HF causal LM and its
 cache) with two small hooks: one records log pi(token) from the raw logits divided by the
-temperature, before top-p, so the number matches what the trainer recomputes (`rl.logprobs`);
-the other ends a row at eos, at a stop sequence or by a stop rule (`models.stop_rules`: the
-end of the fenced code block the prompt asked for, a repetition loop) and remembers where, so
-the kept tokens are exact. The loop records the same numbers and applies the same rules itself.
+temperature, before top-p, so the number matches what the trainer recomputes
+(`rl.objective.logprobs`); the other ends a row at eos, at a stop sequence or by a stop rule
+(`models.stop_rules`: the end of the fenced code block the prompt asked for, a repetition loop) and
+remembers where, so the kept tokens are exact. The loop records the same numbers and applies the
+same rules itself.
 """
 
 from __future__ import annotations

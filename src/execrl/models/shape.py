@@ -1,6 +1,6 @@
 """A decoder-only model's dimensions, read from its config.json or stated as a size (`7b`).
 
-What `execrl plan` (`rl.memory_plan`) counts memory from: nothing is loaded but the config.
+What `execrl plan` (`rl.parallel.memory_plan`) counts memory from: nothing is loaded but the config.
 Known here: Llama-architecture configs (Llama, Qwen2, Mistral and the embedded default).
 """
 

@@ -6,7 +6,7 @@ to a temporary directory vLLM loads, and after every optimizer update `sync_weig
 new weights in place (`reload_weights`, then the prefix cache is reset: cached KV blocks were
 computed by the old weights). The weights come from a `models.weights.WeightSource`: the whole
 state dict where the process holds the whole policy, one decoder layer at a time under FSDP
-(`rl.fsdp.unit_weights`). In-process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, the default this
+(`rl.parallel.fsdp.unit_weights`). In-process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, the default this
 module sets) each tensor goes straight to the model runner as it comes; with vLLM's multiprocess
 engine they go through the directory (`weights_path`), rewritten as safetensors files of at most
 about 1 GiB each (`models.weights.write_shards`). `alive` and `kill` let
@@ -17,8 +17,8 @@ log-probability of the sampled token after temperature, which is the trainer's
 log softmax(logits / T) when top_p = 1. With top_p < 1 vLLM renormalises over the nucleus first
 (the true behaviour policy), so engine and trainer differ by the nucleus's log-mass; the logged
 `engine/logprob_diff` shows it and the truncated importance-sampling correction
-(`rl.tis`) accounts for it. Every request gets its own seed, drawn from torch's generator, so a
-run seeded as `rl.rollouts` seeds its chunks repeats its draws.
+(`rl.objective.tis`) accounts for it. Every request gets its own seed, drawn from torch's generator,
+so a run seeded as `rl.rollout.rollouts` seeds its chunks repeats its draws.
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@ under the base model's own Hugging Face names, a LoRA policy's adapters merged i
 
 A `WeightSource` yields them from the trainer's module. `plain_weights` is the source of a
 process that holds the whole module (one process, "ddp"): its state dict. A sharded policy
-(dist.strategy = "fsdp") has its own source, `rl.fsdp.unit_weights`, which gathers one decoder
-layer at a time and yields copies of its tensors, so a consumer may keep one past its layer (vLLM
-holds a layer's weights until the layer is complete) and never sees a freed one.
+(dist.strategy = "fsdp") has its own source, `rl.parallel.fsdp.unit_weights`, which gathers one
+decoder layer at a time and yields copies of its tensors, so a consumer may keep one past its layer
+(vLLM holds a layer's weights until the layer is complete) and never sees a freed one.
 """
 
 from __future__ import annotations

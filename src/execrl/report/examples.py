@@ -47,7 +47,7 @@ def pick(
     k: int = 2,
     run_dir: Path | None = None,
 ) -> list[Example]:
-    """The k best and k worst scored completions (rl.scored.Scored) of one step, distinct;
+    """The k best and k worst scored completions (rl.rollout.scored.Scored) of one step, distinct;
     with `run_dir`, the images their verifiers kept are written there (`keep_images`)."""
     scored = [s for g in groups for s in g if math.isfinite(s.score)]
     ranked = sorted(scored, key=lambda s: s.score, reverse=True)

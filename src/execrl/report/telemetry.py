@@ -48,7 +48,8 @@ class Telemetry:
         self.examples = ex.ExampleLog(self.run_dir / "examples.jsonl", keep_steps=first_step)
 
     def step(self, row: Mapping[str, Any], collected: Any) -> None:
-        """`collected`: the step's `rl.groups.Gathered`; its local groups give the examples."""
+        """`collected`: the step's `rl.rollout.groups.Gathered`; its local groups give the
+        examples."""
         if not self.enabled:
             return
         for tracker in self.trackers:

@@ -4,7 +4,7 @@ The state holds the policy, the critic, the optimizer, the schedule, the prompt 
 RNGs and what the summary already knows (held-out pass@1 before training), so a resumed run
 continues bit for bit as if it had never stopped and reports what the whole run measured.
 Under dist.strategy = "fsdp" the policy, the critic and the optimizer are sharded: each process
-writes its own shards beside state.pt, which names them (`rl.dist_checkpoint`).
+writes its own shards beside state.pt, which names them (`rl.parallel.dist_checkpoint`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 import torch
 from safetensors import SafetensorError
 
-from execrl.rl import dist
-from execrl.rl.safe_load import UnsafeFile, load_weights
+from execrl.rl.files.safe_load import UnsafeFile, load_weights
+from execrl.rl.parallel import dist
 
 
 def save_checkpoint(run_dir: Path, step: int, learner: Any, sampler: Any,
@@ -121,7 +121,7 @@ def load_checkpoint(run_dir: Path, learner: Any, sampler: Any) -> tuple[int, dic
             f"{'fsdp' if sharded else 'ddp'}; resume it with the strategy it was saved with"
         )
     if sharded:
-        from execrl.rl.dist_checkpoint import PREFIX, load_shards
+        from execrl.rl.parallel.dist_checkpoint import PREFIX, load_shards
 
         shards = str(state["shards"])
         if not (shards.startswith(PREFIX) and shards[len(PREFIX) :].isdigit()):  # a name, no path

@@ -7,10 +7,9 @@ continues: `models.prompting`), the chat template, the sampling settings and see
 completion becomes a program, and the limits. `execrl train` writes all of it next to the
 model, in `final/execrl_eval.json` (`HeldoutSpec`); `execrl eval --model DIR` reads it and runs
 `run_heldout`, which samples and scores as training's held-out evaluation does: the rollout
-engine, the rollout chunking and seeds (`rl.rollouts.Rollouts`, step -1) and the rewards layer's
-one scoring path with the `pass` reward. Without that file a model is evaluated the way the
-benchmark's official harness prompts it (`eval.generation`), right for a model execrl did not
-train.
+engine, the rollout chunking and seeds (`rl.rollout.rollouts.Rollouts`, step -1) and the rewards
+layer's one scoring path with the `pass` reward. Without that file a model is evaluated the way the
+benchmark's official harness prompts it (`eval.generation`), right for a model execrl did not train.
 """
 
 from __future__ import annotations
@@ -29,11 +28,11 @@ from execrl.models.prompting import with_named_entry_points, with_signature_prom
 from execrl.models.sampling import SamplingParams
 from execrl.rewards.config import RewardConfig
 from execrl.rewards.scorer import RewardScorer
-from execrl.rl.config import TrainConfig
-from execrl.rl.episode_sources import episode_source
+from execrl.rl.config.config import TrainConfig
 from execrl.rl.episodes.env import EnvConfig
-from execrl.rl.rollouts import Rollouts, RolloutTimes
-from execrl.rl.scored import Scored
+from execrl.rl.rollout.episode_sources import episode_source
+from execrl.rl.rollout.rollouts import Rollouts, RolloutTimes
+from execrl.rl.rollout.scored import Scored
 from execrl.sandbox import Limits, SandboxConfig
 from execrl.tasks.limit_caps import capped
 from execrl.tasks.schema import Task

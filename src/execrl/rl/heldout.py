@@ -9,11 +9,11 @@ from typing import Any
 
 import torch
 
-from execrl.rl import dist
-from execrl.rl.config import TrainConfig
+from execrl.rl.config.config import TrainConfig
 from execrl.rl.episodes.turn_loop import standing_after
 from execrl.rl.eval_spec import heldout_spec, run_heldout
-from execrl.rl.rollouts import gather_chunks
+from execrl.rl.parallel import dist
+from execrl.rl.rollout.rollouts import gather_chunks
 from execrl.tasks.schema import Task
 
 

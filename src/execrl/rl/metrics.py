@@ -16,9 +16,9 @@ from typing import Any
 
 from execrl.rewards.result import HACK_FLAGS, Flag
 from execrl.rl.episodes.turn_loop import standing_after
-from execrl.rl.groups import Gathered, GroupSummary
-from execrl.rl.prompts import PromptSampler
-from execrl.rl.trainer import UpdateMetrics
+from execrl.rl.rollout.groups import Gathered, GroupSummary
+from execrl.rl.rollout.prompts import PromptSampler
+from execrl.rl.update.trainer import UpdateMetrics
 
 # Prefixes of the row's entries that measure the machine, not the run (wall clock, memory): two
 # runs that draw and learn the same differ in these alone

@@ -16,8 +16,8 @@ At most k + 1 copies of the trainable parameters are held at once.
 Correctness. The loss's pi_old is the trainer's own forward with the current weights (the
 Learner recomputes it, `recompute_old`), and each token's term is weighted by
 min(pi_old / mu, rl.tis_cap), mu the stale policy that sampled it (truncated importance sampling,
-`rl.tis`): decoupled PPO (Hilton, Cobbe and Schulman 2022, "Batch size-invariance for policy
-optimization"; AReaL, Fu et al. 2025, bounds staleness the same way). `engine/logprob_diff_*`
+`rl.objective.tis`): decoupled PPO (Hilton, Cobbe and Schulman 2022, "Batch size-invariance for
+policy optimization"; AReaL, Fu et al. 2025, bounds staleness the same way). `engine/logprob_diff_*`
 and `engine/tis_truncated` then measure how far the stale policy was from the current one.
 
 What the thread touches: the prompt sampler (draws and pass-rate updates, in step order, as
@@ -47,8 +47,8 @@ import torch
 
 from execrl.models.engine import RolloutEngine
 from execrl.rl.checkpoint import save_atomic
-from execrl.rl.groups import Gathered
-from execrl.rl.safe_load import load_weights
+from execrl.rl.files.safe_load import load_weights
+from execrl.rl.rollout.groups import Gathered
 
 
 def behaviour_version(step: int, max_staleness: int, first: int) -> int:
@@ -237,7 +237,7 @@ def load_prefetched(run_dir: Path, step: int) -> list[Prefetched]:
             f"saves the batches it gathered ahead beside checkpoint/state.pt (step {step}); "
             "restore the file, or start a new run"
         )
-    saved: dict[str, Any] = load_weights(path, records=True)  # data only: `rl.safe_load`
+    saved: dict[str, Any] = load_weights(path, records=True)  # data only: `rl.files.safe_load`
     items: list[Prefetched] = saved["items"]
     if saved["step"] != step or [x.step for x in items] != list(range(step, step + len(items))):
         raise ValueError(

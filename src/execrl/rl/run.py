@@ -2,9 +2,9 @@
 
 One step reads top to bottom in `train_step`: draw prompts -> sample -> score -> filter groups
 (`groups.gather`, with DAPO's bounded refills) -> batches with their advantages
-(`rl.batch_builder`) -> update (`rl.trainer`) -> log. With `rl.max_staleness` = k > 0 the first
-stages run ahead on a rollout thread, from a policy k updates old (`rl.prefetch`), while the
-update runs.
+(`rl.update.batch_builder`) -> update (`rl.update.trainer`) -> log. With `rl.max_staleness` = k > 0
+the first stages run ahead on a rollout thread, from a policy k updates old (`rl.prefetch`), while
+the update runs.
 
 The run directory holds `config.toml` (resolved), `metrics.jsonl` (one line per step),
 `flagged.jsonl` (samples the reward flagged), `checkpoint/state.pt` (everything `--resume`
@@ -39,16 +39,14 @@ from execrl.models.threads import (
 )
 from execrl.rewards.config import node_names
 from execrl.rewards.scorer import RewardScorer
-from execrl.rl import dist, setup
-from execrl.rl.batch_builder import NOTHING
+from execrl.rl import setup
 from execrl.rl.checkpoint import Unwritable, load_checkpoint, save_checkpoint, save_model_dir
-from execrl.rl.config import ConfigError, TrainConfig, names_code, to_dict, to_toml
-from execrl.rl.episode_sources import episode_source
+from execrl.rl.config.config import ConfigError, TrainConfig, names_code, to_dict, to_toml
 from execrl.rl.eval_spec import heldout_spec
-from execrl.rl.groups import Gathered, gather
 from execrl.rl.heldout import heldout_pass_at_1, heldout_pass_at_1_by_turn
-from execrl.rl.memory import memory_metrics
 from execrl.rl.metrics import MetricsLog, mix_metrics, source_kl, step_metrics
+from execrl.rl.parallel import dist
+from execrl.rl.parallel.memory import memory_metrics
 from execrl.rl.prefetch import (
     Prefetcher,
     load_prefetched,
@@ -58,7 +56,10 @@ from execrl.rl.prefetch import (
     staleness_summary,
 )
 from execrl.rl.progress import IdleWatch, Progress, StopRequest, command_as_run, setup_warnings
-from execrl.rl.rollouts import Rollouts, idle_processes
+from execrl.rl.rollout.episode_sources import episode_source
+from execrl.rl.rollout.groups import Gathered, gather
+from execrl.rl.rollout.rollouts import Rollouts, idle_processes
+from execrl.rl.update.batch_builder import NOTHING
 from execrl.tasks.schema import Task
 
 
@@ -163,7 +164,7 @@ def train(config: TrainConfig, *, tasks: list[Task] | None = None, heldout: list
             "several, or run one process"
         )
     dist.init_from_env()
-    with dist.group_of_one(config.dist.sharded):  # FSDP in one process (`rl.dist_config`)
+    with dist.group_of_one(config.dist.sharded):  # FSDP in one process (`rl.config.dist_config`)
         return _train_threads(config, tasks, heldout, reward, quiet, observer, start)
 
 
@@ -388,7 +389,7 @@ def _final_model(run: Run) -> Any:
     model = run.built.policy.model
     if not run.config.dist.sharded:
         return model
-    from execrl.rl.fsdp import full_state_dict
+    from execrl.rl.parallel.fsdp import full_state_dict
 
     weights = full_state_dict(model)
     if dist.rank() != 0:

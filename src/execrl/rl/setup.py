@@ -13,27 +13,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from execrl.models import LoraSpec, load_policy, reference_from
 from execrl.models.prompting import with_named_entry_points, with_signature_prompts
 from execrl.models.weights import base_model
-from execrl.rl import dist
-from execrl.rl.batch_builder import BatchBuilder
-from execrl.rl.batch_rows import model_terms
-from execrl.rl.config import ConfigError, OptimConfig, TrainConfig
-from execrl.rl.curriculum import Curriculum, TaskMix
-from execrl.rl.learner_settings import LearnerSettings
-from execrl.rl.prompts import PromptSampler
-from execrl.rl.trainer import Learner
+from execrl.rl.config.config import ConfigError, OptimConfig, TrainConfig
+from execrl.rl.config.curriculum import Curriculum, TaskMix
+from execrl.rl.parallel import dist
+from execrl.rl.rollout.prompts import PromptSampler
+from execrl.rl.update.batch_builder import BatchBuilder
+from execrl.rl.update.batch_rows import model_terms
+from execrl.rl.update.learner_settings import LearnerSettings
+from execrl.rl.update.trainer import Learner
 from execrl.sandbox import SandboxConfig, require_toolchains
 from execrl.tasks.difficulty import difficulty_level
 from execrl.tasks.schema import Task
-
-if TYPE_CHECKING:
-    from execrl.rl.sft.config import SFTConfig
 
 
 @dataclass
@@ -92,8 +89,9 @@ def build(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | N
     return Setup(c, policy, builder, learner, sampler, tasks, heldout, reference)
 
 
-def policy_of(c: TrainConfig | SFTConfig, device: str) -> Any:
-    """model.path loaded as the run trains it (`execrl train`'s or `execrl sft`'s): with its
+def policy_of(c: Any, device: str) -> Any:
+    """model.path loaded as the run trains it (`c`: `execrl train`'s `TrainConfig` or `execrl
+    sft`'s `SFTConfig`, whose `model` is read; SFT sits above this wing, `rl.sft`): with its
     LoRA adapters, before any sharding."""
     lora = (
         LoraSpec(c.model.lora_r, c.model.lora_alpha, 0.0, tuple(c.model.lora_targets))
@@ -107,12 +105,12 @@ def policy_of(c: TrainConfig | SFTConfig, device: str) -> Any:
 
 def _strategy(c: TrainConfig, policy: Any, reference: Any, value_head: Any,
               device: str) -> dist.Strategy:  # fmt: skip
-    """How the processes share the model: whole copies, or FSDP's shards (`rl.fsdp`)."""
+    """How the processes share the model: whole copies, or FSDP's shards (`rl.parallel.fsdp`)."""
     if not c.dist.sharded:
         if c.dist.activation_checkpointing:
             checkpoint_layers(policy.model)
         return dist.Replicated()
-    from execrl.rl import fsdp
+    from execrl.rl.parallel import fsdp
 
     blank = fsdp.blank_batch(policy.tokenizer.pad_token_id, reference is not None,
                              value_head is not None, torch.device(device))  # fmt: skip

@@ -23,15 +23,16 @@ from execrl.models.engine import ENGINES
 from execrl.models.engine_factory import engine_missing
 from execrl.models.sampling import out_of_range
 from execrl.rewards.config import RewardConfig, RewardConfigError
-from execrl.rl import algorithms, toml_config
-from execrl.rl.algorithms import Algorithm, listed
-from execrl.rl.credit_config import CreditConfig, check_credit, moved_to_credit
-from execrl.rl.curriculum import CURRICULA
-from execrl.rl.data_config import DataConfig, check_data
-from execrl.rl.dist_config import DistConfig, check_dist
+from execrl.rl.config.credit_config import CreditConfig, check_credit, moved_to_credit
+from execrl.rl.config.curriculum import CURRICULA
+from execrl.rl.config.data_config import DataConfig, check_data
+from execrl.rl.config.dist_config import DistConfig, check_dist
 from execrl.rl.episodes.env import EnvConfig
-from execrl.rl.logprobs import HEADS
-from execrl.rl.toml_config import ConfigError, read_toml, source_name, with_overrides
+from execrl.rl.files import toml_config
+from execrl.rl.files.toml_config import ConfigError, read_toml, source_name, with_overrides
+from execrl.rl.objective import algorithms
+from execrl.rl.objective.algorithms import Algorithm, listed
+from execrl.rl.objective.logprobs import HEADS
 from execrl.sandbox import SandboxConfig, SandboxConfigError, moved_to_limits
 from execrl.tasks.limit_caps import capped
 
@@ -98,7 +99,8 @@ class SamplingConfig:
 @dataclass
 class RLConfig:
     # The advantage estimator: a registered name (`execrl train --help` lists them; each is a
-    # record in rl/algorithms.py), or "module:name" for one of your own (docs/algorithms.md)
+    # record in rl/objective/algorithms.py), or "module:name" for one of your own
+    # (docs/algorithms.md)
     algorithm: str = "grpo"
     # Short form of [reward.tree]: "pass" (all tests) or "pass_fraction" means the one-leaf tree
     # of that type; "" (the default) takes [reward.tree], whose default is pass_fraction
@@ -126,7 +128,7 @@ class RLConfig:
     value_clip: float = 0.2  # PPO: value clip range
     # sampling.engine = "vllm" or rl.max_staleness > 0: each token's loss weighted by
     # min(pi_old / mu, tis_cap), the trainer's over the behaviour policy's probability
-    # (truncated importance sampling, `rl.tis`)
+    # (truncated importance sampling, `rl.objective.tis`)
     tis_cap: float = 2.0
     # Asynchronous training: k > 0 generates the next steps' rollouts on a background thread
     # (on a copy of the policy; vLLM: in the engine) while the update runs; step t trains on
@@ -134,7 +136,7 @@ class RLConfig:
     # recomputed with the current weights, the stale behaviour corrected by tis_cap
     # (`rl.prefetch`). 0: synchronous, the same run bit for bit. One process only
     max_staleness: int = 0
-    # How the update takes log-probabilities from the last hidden state (`rl.logprobs`):
+    # How the update takes log-probabilities from the last hidden state (`rl.objective.logprobs`):
     # "fused" runs the LM head and the log-softmax together a chunk of positions at a time,
     # with no (rows, tokens, vocabulary) tensor (Llama, Mistral, Qwen2/3 unsharded; another
     # model gets "chunked"); "chunked" chunks only the log-softmax over the model's logits;
@@ -177,7 +179,8 @@ class RunConfig:
 @dataclass
 class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
-    # Which tasks train and which are held out; documented once, on `DataConfig` (rl/data_config.py)
+    # Which tasks train and which are held out; documented once, on `DataConfig`
+    # (rl/config/data_config.py)
     data: DataConfig = field(default_factory=DataConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     rl: RLConfig = field(default_factory=RLConfig)
@@ -192,15 +195,15 @@ class TrainConfig:
     # `EnvConfig` (rl/episodes/env.py), and in docs/episodes.md
     env: EnvConfig = field(default_factory=EnvConfig)
     # Which of an episode's turns and sequences the advantage reaches, and what is learnt beside
-    # it; the fields are documented once, on `CreditConfig` (rl/credit_config.py)
+    # it; the fields are documented once, on `CreditConfig` (rl/config/credit_config.py)
     credit: CreditConfig = field(default_factory=CreditConfig)
     # How torchrun's processes share the model: "ddp" copies, "fsdp" shards (FSDP2); the fields
-    # are documented once, on `DistConfig` (rl/dist_config.py), and in docs/engines.md
+    # are documented once, on `DistConfig` (rl/config/dist_config.py), and in docs/engines.md
     dist: DistConfig = field(default_factory=DistConfig)
 
     @property
     def algorithm(self) -> Algorithm:
-        """rl.algorithm's record (`rl.algorithms`), which every check and stage reads."""
+        """rl.algorithm's record (`rl.objective.algorithms`), which every check and stage reads."""
         return algorithms.resolve(self.rl.algorithm)
 
     @property

@@ -1,5 +1,6 @@
 """The `[credit]` of a run: which of an episode's turns and sequences its advantage reaches, and
-what is learnt beside it (training only; the math is `rl.credit`'s, `rl.corrections`').
+what is learnt beside it (training only; the math is `rl.objective.credit`'s,
+`rl.update.corrections`').
 
 Its five settings were [env]'s until the environment and the credit were told apart: the old
 names (`MOVED_TO_CREDIT`) still load, each with a one-line deprecation message naming its new
@@ -12,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from execrl.rl.algorithms import Algorithm, listed
 from execrl.rl.episodes.env import EnvConfig
-from execrl.rl.toml_config import ConfigError
+from execrl.rl.files.toml_config import ConfigError
+from execrl.rl.objective.algorithms import Algorithm, listed
 
 BASELINES = ("group", "reached")
 SEGMENTS = ("auto", "every", "last")
@@ -48,8 +49,8 @@ class CreditConfig:
     baseline: str = "group"
     # env.name = "self_correct": each episode whose first attempt failed also gives a correction
     # sample (the failed attempt and its feedback, then a passing answer of its group), learnt
-    # with this fixed advantage beside the RL objective (CIPO, Ren et al. 2026; rl/corrections.py).
-    # 0: none
+    # with this fixed advantage beside the RL objective (CIPO, Ren et al. 2026;
+    # rl/update/corrections.py). 0: none
     correction_coef: float = 0.0
     # env.name = "harness": an episode whose calls do not extend one conversation (the agent
     # cut, summarised or handed off its history) has several token-exact segments. "every":

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from execrl.rl.toml_config import ConfigError
+from execrl.rl.files.toml_config import ConfigError
 
 
 @dataclass
@@ -24,7 +24,7 @@ class DataConfig:
     heldout: str = "synthetic"  # held-out tasks for pass@1 before and after ("" skips)
     difficulty: int = 1  # synthetic suite: the difficulty of the training and held-out tasks
     n_train: int = 800  # synthetic suite: tasks generated; other sources: at most this many each
-    # Difficulty curriculum (`execrl.rl.curriculum`; levels 1 easy .. 5 hardest, as
+    # Difficulty curriculum (`execrl.rl.config.curriculum`; levels 1 easy .. 5 hardest, as
     # `execrl.tasks.difficulty` maps each dataset's labels; tasks without one are level 0 and
     # always open): none | schedule (levels open one after another over run.steps) | pass_rate
     # (the levels up to the easiest whose running pass rate is below curriculum_target are

@@ -2,17 +2,17 @@
 
 "ddp" (the default) keeps a whole copy of the policy, its optimiser state, the reference and the
 value head in every process and all-reduces the gradients; "fsdp" shards them with torch's
-FSDP2 (`fully_shard`, one unit per decoder layer, then the root: `rl.fsdp`), so each process
-holds 1/N of the parameters, gradients and Adam state between uses. In one process "fsdp" runs
-on a process group of one: the same code, the same sharded checkpoints, which is what lets a run
-saved by two processes resume in one and the other way round (`rl.dist_checkpoint`).
+FSDP2 (`fully_shard`, one unit per decoder layer, then the root: `rl.parallel.fsdp`), so each
+process holds 1/N of the parameters, gradients and Adam state between uses. In one process "fsdp"
+runs on a process group of one: the same code, the same sharded checkpoints, which is what lets a
+run saved by two processes resume in one and the other way round (`rl.parallel.dist_checkpoint`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from execrl.rl.toml_config import ConfigError
+from execrl.rl.files.toml_config import ConfigError
 
 STRATEGIES = ("ddp", "fsdp")
 DTYPES = ("", "float32", "bfloat16", "float16")  # "": the model's own (model.dtype)
@@ -67,7 +67,7 @@ class DistConfig:
 
 def check_dist(dist: DistConfig, max_staleness: int, where: str) -> None:
     """What FSDP cannot be combined with yet, said before any model loads. (A vLLM engine
-    takes the sharded weights one decoder layer at a time: `rl.fsdp.unit_weights`.)"""
+    takes the sharded weights one decoder layer at a time: `rl.parallel.fsdp.unit_weights`.)"""
     if not dist.sharded:
         return
     if max_staleness:

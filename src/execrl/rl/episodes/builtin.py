@@ -31,7 +31,7 @@ FIX_REQUEST = "Fix the code. Answer with the whole corrected solution in one cod
 
 class Single:
     """One turn graded by the hidden tests: the default environment of training and evaluation.
-    Its episodes are rolled out a chunk at a time (`rl.episode_sources.OneTurn`: one batched
+    Its episodes are rolled out a chunk at a time (`rl.rollout.episode_sources.OneTurn`: one batched
     `generate`, then `grade_many` on the scoring thread while the next chunk generates);
     `reset`/`step` grade one answer the same way, for a caller that drives episodes itself."""
 

@@ -9,7 +9,7 @@ The episode is one token-exact trajectory: the coder reads the tests its tester 
 same policy, earlier in the conversation). Each turn says its role (`StepInfo.role`), and the
 registration names the roles (`EnvKind.roles`), so the trainer estimates each role's
 advantages over its own turns alone, compared with the same role's turns in the group's other
-episodes (`rl.batch_builder.role_view`).
+episodes (`rl.update.batch_builder.role_view`).
 
 Rewards:
 - coder: the hidden tests' reward tree on its final answer, on its last turn (the earlier turn

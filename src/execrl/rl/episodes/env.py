@@ -134,7 +134,7 @@ class EnvConfig:
     @property
     def one_turn(self) -> bool:
         """Episodes of one turn ("single"): rolled out a chunk at a time and graded on the
-        scoring thread (`rl.episode_sources.OneTurn`), a code block's end may stop sampling
+        scoring thread (`rl.rollout.episode_sources.OneTurn`), a code block's end may stop sampling
         (`sampling.code_end`), token credit applies, and there is no pass@1 by turn."""
         return self.kind.one_turn
 
@@ -200,7 +200,7 @@ class EnvKind:
     runs_harness: bool = False
     # The roles its turns play (`StepInfo.role`), when one policy plays several in an episode:
     # each role's advantage is estimated over its own turns, as an episode of its own compared
-    # with the same role's turns in the group's other episodes (`rl.batch_builder`). (): one
+    # with the same role's turns in the group's other episodes (`rl.update.batch_builder`). (): one
     roles: tuple[str, ...] = ()
 
 

@@ -6,7 +6,7 @@ token engine (`models.engine.RolloutEngine`: local models, scripted test policie
 is a `Conversation` of token ids and ends as a token-exact trajectory (`run_episodes`); a
 text-only model (an OpenAI-compatible server, `TextReplies`) goes through the same loop with a
 `TextConversation`, which keeps the texts alone, since a server's tokens are not ours. The
-training's episode source (`rl.episode_sources.MultiTurn`) and `execrl eval --env` both run
+training's episode source (`rl.rollout.episode_sources.MultiTurn`) and `execrl eval --env` both run
 their episodes here.
 """
 
@@ -123,7 +123,7 @@ class TurnLoop:
     with reward 0 for its last turn. The environments of a turn step concurrently, `parallel`
     at a time (each is its own object; their sandbox runs go to the pool's workers).
     Generating and stepping are separate calls so that the rollouts of one chunk can step while
-    the engine generates another's (`rl.rollouts`)."""
+    the engine generates another's (`rl.rollout.rollouts`)."""
 
     def __init__(self, make: Callable[[], Environment], tasks: Sequence[Task],
                  conversation: Callable[[], Conversation | TextConversation], *,

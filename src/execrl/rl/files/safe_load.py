@@ -14,7 +14,7 @@ refused with a one-line error naming the file (`UnsafeFile`; exit 2 from the CLI
   a function). A record is data: building one runs its generated `__init__` and checks.
 - an FSDP run's `shards-<s>/.metadata`, which torch's `FileSystemReader` reads with a bare
   `pickle.load`: `MetadataUnpickler`, which finds only the classes torch writes there
-  (`rl.dist_checkpoint` reads the metadata through it).
+  (`rl.parallel.dist_checkpoint` reads the metadata through it).
 
 A digest stored beside a file would not help: whoever can replace the file can replace the
 digest. What the file may name is decided here, in code the file cannot change.

@@ -1,6 +1,6 @@
 """Typed configs from TOML and back: reading the file, `--set section.field=value` overrides,
 checking a table's values against its dataclass's type hints, and writing the resolved config
-(what a run directory keeps). Shared by `execrl train` (`rl/config.py`) and `execrl sft`
+(what a run directory keeps). Shared by `execrl train` (`rl/config/config.py`) and `execrl sft`
 (`rl/sft/config.py`); what each config holds and how it is cross-checked lives there."""
 
 from __future__ import annotations

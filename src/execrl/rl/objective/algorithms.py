@@ -6,9 +6,9 @@ aggregation, batch-wide statistics), so nothing else in execrl tests an algorith
 verl's `core_algos` registry of advantage estimators, but a record instead of a bare function:
 there, what an estimator needs (a critic, a group) is still asked of its name elsewhere.
 
-The advantage functions here adapt the pure estimators of `rl.advantages` to one signature,
-(AdvantageInputs) -> (advantages (B, T), value targets (B, T) or None); nothing here does math
-of its own. A user's estimator is a record in their own module, named in the config as
+The advantage functions here adapt the pure estimators of `rl.objective.advantages` to one
+signature, (AdvantageInputs) -> (advantages (B, T), value targets (B, T) or None); nothing here does
+math of its own. A user's estimator is a record in their own module, named in the config as
 `rl.algorithm = "module:name"` (docs/algorithms.md).
 """
 
@@ -21,9 +21,9 @@ from functools import partial
 
 import torch
 
-from execrl.rl import advantages as A
-from execrl.rl import losses
-from execrl.rl.toml_config import ConfigError
+from execrl.rl.files.toml_config import ConfigError
+from execrl.rl.objective import advantages as A
+from execrl.rl.objective import losses
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +135,8 @@ def resolve(spec: str) -> Algorithm:
             raise ValueError(f"{attr}() raised {type(e).__name__}: {e}") from None
     if not isinstance(found, Algorithm):
         raise ValueError(f"{attr} is a {type(found).__name__}, not an Algorithm record (or a "
-                         "function returning one; execrl.rl.algorithms.Algorithm)")  # fmt: skip
+                         "function returning one; "
+                         "execrl.rl.objective.algorithms.Algorithm)")  # fmt: skip
     return found
 
 

@@ -2,13 +2,12 @@
 
 A multi-turn trajectory interleaves the policy's tokens with the environment's (feedback, tool
 output): T positions of which only those with mask 1 are the policy's. The token-level
-estimators of `rl.advantages` (GAE, REINFORCE++'s return-to-go) assume each row's valid tokens
-are a prefix and stop their recursions at the first masked position; over an episode they must
-instead run over the policy's tokens with the environment's skipped, so that the return of a
-first-turn token includes what later turns earned. `compact` packs each row's policy tokens into
-a prefix, the estimator runs there, and `expand` puts the results back in place (zeros on the
-environment's positions). For a one-turn rollout (the mask already a prefix) both are the
-identity.
+estimators of `rl.objective.advantages` (GAE, REINFORCE++'s return-to-go) assume each row's valid
+tokens are a prefix and stop their recursions at the first masked position; over an episode they
+must instead run over the policy's tokens with the environment's skipped, so that the return of a
+first-turn token includes what later turns earned. `compact` packs each row's policy tokens into a
+prefix, the estimator runs there, and `expand` puts the results back in place (zeros on the
+environment's positions). For a one-turn rollout (the mask already a prefix) both are the identity.
 
 The objective of an episode is its discounted return sum_k gamma_turn^k r_k over its policy
 turns k = 0, 1, ...; `turn_token_rewards` lays each turn's reward, discounted to the episode's

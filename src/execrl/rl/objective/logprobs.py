@@ -14,9 +14,9 @@ pass, so the loss and its gradient equal the per-row forward's to float rounding
 
 How the log-probabilities are taken from the last hidden state is chosen once at set-up
 (`resolve_head`, rl.logprob_head): "fused" runs the decoder and then the LM head together with
-the log-softmax, a chunk of positions at a time (`rl.fused_head`), so no (B, T, vocab) tensor
-exists; "chunked" takes the model's logits and chunks only the log-softmax (a model whose head
-cannot be fused); "full" is the whole vocabulary's log-softmax at once (the reference path, and
+the log-softmax, a chunk of positions at a time (`rl.objective.fused_head`), so no (B, T, vocab)
+tensor exists; "chunked" takes the model's logits and chunks only the log-softmax (a model whose
+head cannot be fused); "full" is the whole vocabulary's log-softmax at once (the reference path, and
 the entropy bonus's, whose gradient goes through every probability).
 """
 
@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from execrl.models.hf_forward import cache_keyword, cache_of, forward_params
-from execrl.rl.fused_head import token_logprobs
+from execrl.rl.objective.fused_head import token_logprobs
 
 
 def entropy_from_logprobs(logp: torch.Tensor) -> torch.Tensor:

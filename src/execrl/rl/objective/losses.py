@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from execrl.rl.tis import tis_weights
+from execrl.rl.objective.tis import tis_weights
 
 if TYPE_CHECKING:
-    from execrl.rl.logprobs import SequenceBatch
+    from execrl.rl.objective.logprobs import SequenceBatch
 
 
 def clipped_surrogate(
@@ -142,7 +142,7 @@ def policy_loss(
     loss_tok, clipped = clipped_surrogate(
         logp, batch.old_logp, batch.advantages, s.clip_low, s.clip_high
     )  # (B, T)
-    if batch.engine_logp is not None:  # the samples came from mu, not pi_old (`rl.tis`)
+    if batch.engine_logp is not None:  # the samples came from mu, not pi_old (`rl.objective.tis`)
         loss_tok = loss_tok * tis_weights(batch.old_logp, batch.engine_logp, batch.mask, s.tis_cap)
     kl_tok = torch.zeros_like(loss_tok)  # (B, T)
     if kl_estimator is not None and batch.ref_logp is not None:

@@ -1,11 +1,11 @@
 """torch.distributed helpers that are no-ops in a single process (gloo on CPU, NCCL on GPU).
 
 Gradients are all-reduced with SUM, not averaged: every loss is already normalised by the
-global batch's counts (`rl.losses`), so the sum is the full-batch gradient. FSDP's
-reduce-scatter is set to sum as well (`rl.fsdp`).
+global batch's counts (`rl.objective.losses`), so the sum is the full-batch gradient. FSDP's
+reduce-scatter is set to sum as well (`rl.parallel.fsdp`).
 
 How the update reaches the processes is a `Strategy`: `Replicated` here (every process a whole
-copy, "ddp" and one process), `rl.fsdp.Sharded` for dist.strategy = "fsdp".
+copy, "ddp" and one process), `rl.parallel.fsdp.Sharded` for dist.strategy = "fsdp".
 """
 
 from __future__ import annotations

@@ -28,8 +28,8 @@ from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint.metadata import StorageMeta
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
-from execrl.rl import dist
-from execrl.rl.safe_load import load_dcp_metadata
+from execrl.rl.files.safe_load import load_dcp_metadata
+from execrl.rl.parallel import dist
 
 PREFIX = "shards-"
 
@@ -102,7 +102,7 @@ def load_shards(directory: Path, learner: Any) -> None:
 
 class _MetadataChecked(FileSystemReader):
     """torch's reader, but `.metadata` (which it would `pickle.load`, running whatever the
-    file names) read by `rl.safe_load`'s unpickler of DCP's own records; the shards' tensors
+    file names) read by `rl.files.safe_load`'s unpickler of DCP's own records; the shards' tensors
     are raw bytes, their other values torch loads weights-only."""
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Any:

@@ -11,9 +11,9 @@ its own groups. So:
   as its own groups need without a collective, and frees it after;
 - the update's micro-batches are `balanced`: a process with fewer runs blank ones (a mask of
   zeros: no loss, no gradient) until every process has run as many, and each runs one forward
-  per micro-batch (not the shared-prompt pass of `rl.logprobs`, two forwards where a batch
+  per micro-batch (not the shared-prompt pass of `rl.objective.logprobs`, two forwards where a batch
   repeats a prompt, which a process decides alone);
-- the reduce-scatter sums the gradients instead of averaging them (`rl.dist`: every loss is
+- the reduce-scatter sums the gradients instead of averaging them (`rl.parallel.dist`: every loss is
   normalised by the global batch's counts already), and the clip uses the norm over every
   shard (`clip_grad_norm_` on DTensors).
 """
@@ -38,17 +38,18 @@ from torch.distributed.tensor import DTensor
 
 from execrl.models.hf_forward import class_name
 from execrl.models.weights import is_adapter, plain_name
-from execrl.rl import dist
-from execrl.rl.dist_checkpoint import ShardedCheckpoints
-from execrl.rl.dist_config import DistConfig
-from execrl.rl.logprobs import collate
-from execrl.rl.losses import Batch
+from execrl.rl.config.dist_config import DistConfig
+from execrl.rl.objective.logprobs import collate
+from execrl.rl.objective.losses import Batch
+from execrl.rl.parallel import dist
+from execrl.rl.parallel.dist_checkpoint import ShardedCheckpoints
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 class Sharded:
-    """The `rl.dist.Strategy` of FSDP; `blank` is the micro-batch that pads a process's turn."""
+    """The `rl.parallel.dist.Strategy` of FSDP; `blank` is the micro-batch that pads a process's
+    turn."""
 
     name = "fsdp"
 
@@ -209,7 +210,9 @@ def _owner(units: dict[str, FSDPModule], name: str) -> FSDPModule:
         unit = units.get(".".join(parts[:end]))
         if unit is not None:
             return unit
-    raise ValueError(f"{name} lies in no FSDP unit: was the model sharded (rl.fsdp.shard)?")
+    raise ValueError(
+        f"{name} lies in no FSDP unit: was the model sharded (rl.parallel.fsdp.shard)?"
+    )
 
 
 def _tuners(model: Any, units: dict[str, FSDPModule], unit: FSDPModule) -> list[Any]:

@@ -16,10 +16,10 @@ and counts what execrl itself allocates:
   to the backward, as fully_shard does for the root) and two decoder layers (one computing, the
   next prefetched), with the larger unit's unsharded gradient before its reduce-scatter. And
   outside the update, the whole policy (and a separate reference) gathered in the compute
-  dtype: execrl samples and computes the batch's log-probs on it (`rl.fsdp`), so FSDP saves
+  dtype: execrl samples and computes the batch's log-probs on it (`rl.parallel.fsdp`), so FSDP saves
   the states, not this peak.
-- all-reduce buffer (ddp): execrl's `rl.dist.all_reduce_grads` concatenates every gradient into
-  one flat tensor for a single all-reduce, one more copy of the gradients after the backward.
+- all-reduce buffer (ddp): execrl's `rl.parallel.dist.all_reduce_grads` concatenates every gradient
+  into one flat tensor for a single all-reduce, one more copy of the gradients after the backward.
 - activations: what autograd keeps for the backward of one micro-batch, per decoder layer and
   token, counted the way Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
   Transformer Models", section 4.1) count a GPT layer's 34*s*b*h bytes, redone for a
@@ -29,13 +29,13 @@ and counts what execrl itself allocates:
   SwiGLU's gate, up, silu(gate) and product: (6h + 2 kv_heads*head_dim + 4i) elements a token
   in the compute dtype. With activation checkpointing each layer keeps only its input (h a
   token), plus one layer's full set while it is recomputed. Rows that share a prompt (a GRPO
-  group, `group_size` rows) run it once (`rl.logprobs`' shared-prompt forward): a micro-batch of
-  B rows keeps the activations of ceil(B / group_size) prompts and B completions, and each
-  row's attention keeps its copy of the prompt's keys and values (2 kv_heads*head_dim a prompt
+  group, `group_size` rows) run it once (`rl.objective.logprobs`' shared-prompt forward): a
+  micro-batch of B rows keeps the activations of ceil(B / group_size) prompts and B completions, and
+  each row's attention keeps its copy of the prompt's keys and values (2 kv_heads*head_dim a prompt
   token); checkpointing turns the sharing off. Plus the log-probabilities' own memory, by
-  rl.logprob_head (`rl.logprobs`): "full" keeps fp32 log-probabilities (B, T, V) for the backward
-  and makes their gradient, 8 bytes per completion token and vocabulary entry; "chunked" keeps
-  the model's logits (B, T, V) in the compute dtype and makes their gradient, plus one chunk's
+  rl.logprob_head (`rl.objective.logprobs`): "full" keeps fp32 log-probabilities (B, T, V) for the
+  backward and makes their gradient, 8 bytes per completion token and vocabulary entry; "chunked"
+  keeps the model's logits (B, T, V) in the compute dtype and makes their gradient, plus one chunk's
   fp32 temporaries; "fused" holds no (B, T, V) tensor: one chunk of `fused_head.CHUNK_ELEMENTS`
   logits at a time, its matmul output in the compute dtype and three fp32 temporaries.
 - reference: the KL anchor, a frozen copy of the policy in `dtype` (sharded like the policy under
@@ -65,7 +65,7 @@ from dataclasses import dataclass
 
 from execrl.models.lean_llama import MAX_PARAMETERS as LEAN_MAX_PARAMETERS
 from execrl.models.shape import LORA_TARGETS, ModelShape
-from execrl.rl.fused_head import CHUNK_ELEMENTS
+from execrl.rl.objective.fused_head import CHUNK_ELEMENTS
 
 GB = 10**9
 GIB = 2**30
@@ -93,7 +93,7 @@ class PlanSettings:
     # sampling.engine = "loop": execrl's fused decoder (`models.lean_llama`), which decodes from
     # copies of the projections, concatenated (q|k|v, gate|up) and with LoRA merged in
     lean_decoder: bool = False
-    logprob_head: str = "fused"  # rl.logprob_head: fused | chunked | full (`rl.logprobs`)
+    logprob_head: str = "fused"  # rl.logprob_head: fused | chunked | full (`rl.objective.logprobs`)
     engine_share: float = 0.0  # a colocated vLLM engine's gpu_memory_utilization
     # a colocated vLLM engine on a CPU: its KV cache (VLLM_CPU_KVCACHE_SPACE); beside it the
     # engine holds its own copy of the weights, in `dtype`
@@ -207,7 +207,7 @@ def plan(model: ModelShape, s: PlanSettings) -> MemoryPlan:
         unsharded_grad = max(model.root_params, model.layer_params) * store
         parts.append(Component("fsdp gathered units", gathered + unsharded_grad))
         # execrl samples and computes the batch's log-probs on the whole gathered policy (and
-        # reference), `rl.fsdp.Sharded.gathered`: outside the update, beside the shards
+        # reference), `rl.parallel.fsdp.Sharded.gathered`: outside the update, beside the shards
         copies = 1 + (s.reference and not s.lora_r)
         parts.append(Component("fsdp whole model (sampling)",
                                copies * model.params * compute, phase="generation"))  # fmt: skip

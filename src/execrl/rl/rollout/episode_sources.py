@@ -1,4 +1,4 @@
-"""How each environment rolls out a chunk of tasks: the sources `rl.rollouts` runs.
+"""How each environment rolls out a chunk of tasks: the sources `rl.rollout.rollouts` runs.
 
 `episode_source` picks one from `[env]`. `OneTurn` is the "single" environment's (one turn,
 graded by the hidden tests, `episodes.builtin.Single`): one batched `generate` per chunk, and
@@ -9,7 +9,7 @@ each turn ends; a harness's agent program for `env.name = "harness"`) and turns 
 `Scored`: the completion is every token after the first prompt, the policy's and the
 environment's interleaved, with `Turns` saying which are the policy's, where each turn ends and
 what it earned. The environment's tokens carry loss mask 0: no loss, KL, entropy, advantage or
-per-token reward lands on them (`rl.batch_builder`). `execrl eval --env` plays its episodes
+per-token reward lands on them (`rl.update.batch_builder`). `execrl eval --env` plays its episodes
 through `MultiTurn.episodes`, a batch at a time, and reads them whole.
 """
 
@@ -29,12 +29,12 @@ from execrl.models.engine import RolloutEngine
 from execrl.models.sampling import TRUNCATED, Completion, SamplingParams, encode_prompts
 from execrl.rewards.result import RewardResult
 from execrl.rewards.scorer import RewardScorer, build_sample
-from execrl.rl.credit import discounted_return
 from execrl.rl.episodes import EnvConfig, Episode, make_env
 from execrl.rl.episodes.builtin import Single
 from execrl.rl.episodes.trajectory import Conversation, TextConversation, Trajectory
 from execrl.rl.episodes.turn_loop import TurnLoop, finish_groups, play_out
-from execrl.rl.scored import Scored, Segment, Turns
+from execrl.rl.objective.credit import discounted_return
+from execrl.rl.rollout.scored import Scored, Segment, Turns
 from execrl.tasks.schema import Task
 
 

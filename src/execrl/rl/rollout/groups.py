@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from execrl.rewards.result import HACK_FLAGS, Flag
-from execrl.rl import dist
-from execrl.rl.prompts import PromptSampler, informative
-from execrl.rl.rollouts import Rollouts, RolloutTimes, gather_chunks
-from execrl.rl.scored import Scored
+from execrl.rl.parallel import dist
+from execrl.rl.rollout.prompts import PromptSampler, informative
+from execrl.rl.rollout.rollouts import Rollouts, RolloutTimes, gather_chunks
+from execrl.rl.rollout.scored import Scored
 
 
 def counts_in_loss(valid: bool, truncated: bool, n_tokens: int, overlong_filter: bool) -> bool:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from execrl.rl.curriculum import Curriculum, TaskMix
+from execrl.rl.config.curriculum import Curriculum, TaskMix
 
 _FLOOR = 0.05  # even solved or hopeless tasks come back now and then: pass rates drift
 

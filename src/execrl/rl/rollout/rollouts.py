@@ -2,15 +2,15 @@
 
 Every rollout is an episode of the run's environment (`[env]`; "single", one turn, by default).
 `Rollouts` splits the tasks into chunks of `groups_per_generate` prompts and asks the
-environment's source (`rl.episode_sources`) to generate each chunk; what is left to grade runs on
-a background thread while the engine generates the next chunk (torch releases the GIL in its
+environment's source (`rl.rollout.episode_sources`) to generate each chunk; what is left to grade
+runs on a background thread while the engine generates the next chunk (torch releases the GIL in its
 kernels). A one-turn chunk is then done; a multi-turn chunk comes back with its next turn
-(`NextTurn`), which this thread generates as soon as it is free, so one chunk's environments
-step while another's turn generates. Each chunk's sampling RNG is seeded from (seed, step,
-round, chunk) and kept between its turns, so results depend neither on how many processes share
-the work, nor on which grading ends first, nor on whether the run was resumed. Training
-(`rl.groups`), the rollout thread of an asynchronous run (`rl.prefetch`), held-out evaluation
-and `execrl eval --model RUN/final` (`rl.eval_spec.run_heldout`) all go through it.
+(`NextTurn`), which this thread generates as soon as it is free, so one chunk's environments step
+while another's turn generates. Each chunk's sampling RNG is seeded from (seed, step, round, chunk)
+and kept between its turns, so results depend neither on how many processes share the work, nor on
+which grading ends first, nor on whether the run was resumed. Training (`rl.rollout.groups`), the
+rollout thread of an asynchronous run (`rl.prefetch`), held-out evaluation and `execrl eval --model
+RUN/final` (`rl.eval_spec.run_heldout`) all go through it.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from functools import partial
 
 import torch
 
-from execrl.rl.episode_sources import EpisodeSource, Grading, NextTurn, RolloutTimes
-from execrl.rl.scored import Scored
+from execrl.rl.rollout.episode_sources import EpisodeSource, Grading, NextTurn, RolloutTimes
+from execrl.rl.rollout.scored import Scored
 
 
 class Rollouts:

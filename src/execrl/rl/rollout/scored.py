@@ -3,8 +3,8 @@
 Every rollout is an episode. A one-turn episode (`[env] name = "single"`) is one completion,
 every token the policy's (`turns` None); a multi-turn one lays its turns over the completion
 (`Turns`: which tokens are the policy's, where each turn ends, what it earned) and may carry a
-harness's rewritten histories (`Segment`). `rl.episode_sources` builds them, `rl.rollouts` runs
-them in chunks, the trainer reads them.
+harness's rewritten histories (`Segment`). `rl.rollout.episode_sources` builds them,
+`rl.rollout.rollouts` runs them in chunks, the trainer reads them.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from execrl.rl.checkpoint import save_atomic, save_model_dir
-from execrl.rl.safe_load import load_weights
+from execrl.rl.files.safe_load import load_weights
 
 
 def _trainable(model: Any) -> dict[str, torch.Tensor]:
@@ -53,7 +53,7 @@ def _inherit_eval_spec(base: str, final: Path) -> None:
     continues a `def` line: the tasks' prose prompts would get nothing from it); none for any
     other model, evaluated then as the benchmark's harness prompts it."""
     from execrl.models.default import is_default_model
-    from execrl.rl.config import load_config
+    from execrl.rl.config.config import load_config
     from execrl.rl.eval_spec import HeldoutSpec, heldout_spec
 
     directory = Path(base).expanduser()

@@ -1,7 +1,7 @@
 """The one typed config of `execrl sft`, in `execrl train`'s style: TOML sections, then
 `--set section.field=value`, unknown keys and wrong types errors naming the key, all checked
-before a model loads. [model] and [optim] are `execrl train`'s own sections (`rl.config`), so a
-model and an optimizer are described (and the optimizer made, `rl.setup`) the same way for both
+before a model loads. [model] and [optim] are `execrl train`'s own sections (`rl.config.config`), so
+a model and an optimizer are described (and the optimizer made, `rl.setup`) the same way for both
 stages.
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from execrl.models.device import device_problem
-from execrl.rl import toml_config
-from execrl.rl.config import CHOICES, ModelConfig, OptimConfig
-from execrl.rl.toml_config import (
+from execrl.rl.config.config import CHOICES, ModelConfig, OptimConfig
+from execrl.rl.files import toml_config
+from execrl.rl.files.toml_config import (
     ConfigError,
     checked_table,
     read_toml,

@@ -1,13 +1,13 @@
 """From scored groups to the update's batches: one step, with the model's part injected.
 
-`BatchBuilder.build(groups)` turns the kept groups of a step (`rl.scored.Scored`, prompt-major)
-into `Built`: micro-batches (`losses.Batch`) of (B, T) tensors that stay fixed while the policy
-changes (old and reference log-probs, old values, advantages, value targets, the loss mask).
-Rows come from three sources, each chosen once at set-up:
+`BatchBuilder.build(groups)` turns the kept groups of a step (`rl.rollout.scored.Scored`,
+prompt-major) into `Built`: micro-batches (`losses.Batch`) of (B, T) tensors that stay fixed while
+the policy changes (old and reference log-probs, old values, advantages, value targets, the loss
+mask). Rows come from three sources, each chosen once at set-up:
 
-- the samples' own sequences: their advantages from the algorithm's record (`rl.algorithms`;
-  batch-wide sums such as REINFORCE++'s taken over every process), shaped by the episode credit
-  of [credit] (`rl.episode_credit`);
+- the samples' own sequences: their advantages from the algorithm's record
+  (`rl.objective.algorithms`; batch-wide sums such as REINFORCE++'s taken over every process),
+  shaped by the episode credit of [credit] (`rl.update.episode_credit`);
 - an episode's other segments, a harness's rewritten history (`batch_rows.segment_rows`, when
   `TrainConfig.segment_training` is "every");
 - correction samples (`batch_rows.correction_rows`, when credit.correction_coef > 0).
@@ -15,7 +15,7 @@ Rows come from three sources, each chosen once at set-up:
 What needs the model (the trainer's and the reference's log-probs, the critic's values) comes
 from `batch_rows.ModelTerms`, given at set-up, so the builder runs, and is tested, without a
 model. Which samples count is `groups.counts_in_loss`, written once; the update that consumes
-the batches is `rl.trainer.Learner`.
+the batches is `rl.update.trainer.Learner`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,13 @@ from functools import partial
 
 import torch
 
-from execrl.rl import algorithms, credit, dist, kl
-from execrl.rl.batch_rows import (
+from execrl.rl.objective import algorithms, credit, kl
+from execrl.rl.objective.logprobs import SequenceBatch
+from execrl.rl.objective.losses import Batch
+from execrl.rl.parallel import dist
+from execrl.rl.rollout.groups import GroupSummary, counts_in_loss
+from execrl.rl.rollout.scored import Scored
+from execrl.rl.update.batch_rows import (
     Estimated,
     ModelTerms,
     RowMaker,
@@ -35,12 +40,8 @@ from execrl.rl.batch_rows import (
     no_rows,
     segment_rows,
 )
-from execrl.rl.episode_credit import episode_credit
-from execrl.rl.groups import GroupSummary, counts_in_loss
-from execrl.rl.learner_settings import LearnerSettings
-from execrl.rl.logprobs import SequenceBatch
-from execrl.rl.losses import Batch
-from execrl.rl.scored import Scored
+from execrl.rl.update.episode_credit import episode_credit
+from execrl.rl.update.learner_settings import LearnerSettings
 
 
 @dataclass(frozen=True, slots=True)

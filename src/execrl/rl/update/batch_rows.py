@@ -4,7 +4,7 @@ an episode's other segments (a harness's rewritten history) and correction sampl
 `ModelTerms` is the model's part of a batch (the trainer's and the reference's log-probs, the
 critic's values), injected at set-up so that everything here runs without a model; `RowMaker`
 collates rows, pads them and moves them to the update's device. The batch builder
-(`rl.batch_builder`) picks each source once at set-up, or `no_rows` in its place.
+(`rl.update.batch_builder`) picks each source once at set-up, or `no_rows` in its place.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any, TypeVar
 
 import torch
 
-from execrl.rl import corrections
-from execrl.rl.logprobs import SequenceBatch, collate, resolve_head, token_stats
-from execrl.rl.losses import Batch
-from execrl.rl.scored import Scored
+from execrl.rl.objective.logprobs import SequenceBatch, collate, resolve_head, token_stats
+from execrl.rl.objective.losses import Batch
+from execrl.rl.rollout.scored import Scored
+from execrl.rl.update import corrections
 
 LogProbs = Callable[[SequenceBatch], torch.Tensor]  # a collated batch -> (B, T)
 
@@ -146,7 +146,7 @@ def segment_rows(recompute_old: bool, old_from_update: bool, rows: RowMaker,
 
 def correction_rows(coef: float, old_from_update: bool, rows: RowMaker,
                     own: Estimated) -> list[Batch]:  # fmt: skip
-    """The groups' correction samples (`rl.corrections`): the answer's tokens get the fixed
+    """The groups' correction samples (`rl.update.corrections`): the answer's tokens get the fixed
     advantage `coef` (credit.correction_coef); old log-probs are this policy's own (the answer
     was not sampled in this context), so the first epoch's ratio is 1 and the clip bounds the
     rest. old_from_update: one epoch on the current weights, the update's forward gives them."""

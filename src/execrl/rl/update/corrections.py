@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from execrl.rl.scored import Scored
+from execrl.rl.rollout.scored import Scored
 
 
 @dataclass(frozen=True, slots=True)

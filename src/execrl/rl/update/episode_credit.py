@@ -1,8 +1,8 @@
 """[credit] over the samples' own rows: whose returns the group's baseline compares, where an
 episode's advantage lands, and which tokens carry the held turns' KL. Each rule is chosen once
 at set-up (`episode_credit`), the identity where [credit] keeps its default, so the batch
-builder (`rl.batch_builder`) applies all three to every batch without asking which it has.
-The math is `rl.credit`'s; the settings `rl.credit_config`'s.
+builder (`rl.update.batch_builder`) applies all three to every batch without asking which it has.
+The math is `rl.objective.credit`'s; the settings `rl.config.credit_config`'s.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from functools import partial
 
 import torch
 
-from execrl.rl import credit
-from execrl.rl.credit_config import CreditConfig
-from execrl.rl.scored import Scored
+from execrl.rl.config.credit_config import CreditConfig
+from execrl.rl.objective import credit
+from execrl.rl.rollout.scored import Scored
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,9 @@
 """What the policy update reads of a run's config, as one small record made once at set-up.
 
-The batch builder (`rl.batch_builder`) and the Learner (`rl.trainer`) see these settings and
-nothing else of the run: not the model's path, the data, the sandbox or the run directory.
-`LearnerSettings.of(config)` makes them from a `TrainConfig`; a caller with its own loop (a
-test, a notebook) can build one directly.
+The batch builder (`rl.update.batch_builder`) and the Learner (`rl.update.trainer`) see these
+settings and nothing else of the run: not the model's path, the data, the sandbox or the run
+directory. `LearnerSettings.of(config)` makes them from a `TrainConfig`; a caller with its own loop
+(a test, a notebook) can build one directly.
 """
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from execrl.rl.algorithms import Algorithm
-from execrl.rl.credit_config import CreditConfig
-from execrl.rl.losses import LossSettings
+from execrl.rl.config.credit_config import CreditConfig
+from execrl.rl.objective.algorithms import Algorithm
+from execrl.rl.objective.losses import LossSettings
 
 if TYPE_CHECKING:
-    from execrl.rl.config import TrainConfig
+    from execrl.rl.config.config import TrainConfig
 
 
 @dataclass(frozen=True, slots=True)
 class LearnerSettings:
-    algorithm: Algorithm  # the estimator's record (`rl.algorithms`)
+    algorithm: Algorithm  # the estimator's record (`rl.objective.algorithms`)
     algorithm_spec: str  # rl.algorithm as the config names it, for messages
     loss: LossSettings  # clip range, KL and entropy coefficients, critic, TIS cap
     loss_agg: str  # the aggregation, "auto" resolved by the record (`algorithms.AGGREGATIONS`)
@@ -38,13 +38,13 @@ class LearnerSettings:
     lam: float  # GAE lambda
     grad_clip: float  # max global gradient norm; 0: none
     # The behaviour policy is not pi_old (vLLM's kernels, or a stale policy): the update takes
-    # the trainer's own log-probs as old, and truncated importance weights (`rl.tis`)
+    # the trainer's own log-probs as old, and truncated importance weights (`rl.objective.tis`)
     recompute_old: bool
     # pi_old is the update's own forward, detached: one optimisation pass (rl.epochs = 1) on
     # rollouts of the current weights (rl.max_staleness = 0), so the weights are pi_old's
     # throughout the one optimizer step and no separate no-grad forward is needed for it
     old_from_update: bool
-    logprob_head: str  # rl.logprob_head: how log-probs leave the LM head (`rl.logprobs`)
+    logprob_head: str  # rl.logprob_head: how log-probs leave the LM head (`rl.objective.logprobs`)
     credit: CreditConfig  # [credit]: which turns and sequences the advantage reaches
     # What a harness's rewritten history trains: "every" segment, the "last", or "mask"
     # (`TrainConfig.segment_training`); the batch builder adds segment rows for "every"

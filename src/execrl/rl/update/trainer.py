@@ -1,12 +1,12 @@
 """The policy update of `execrl train`: `epochs` passes of the policy loss over a step's batches.
 
-The last stage of the step (`rl.run.train_step`): the batch builder (`rl.batch_builder`) has
+The last stage of the step (`rl.run.train_step`): the batch builder (`rl.update.batch_builder`) has
 turned the kept groups into `Batch`es of (B, T) tensors fixed during the update (old and
 reference log-probs, old values, advantages, value targets, the loss mask);
 `Learner.update(batches, denominator)` runs their micro-batches of `losses.policy_loss`,
 normalised by the global batch's count, so accumulation and several processes give the same
 gradient as one big batch. The Learner is given a `LearnerSettings` record
-(`rl.learner_settings`), never the whole run config.
+(`rl.update.learner_settings`), never the whole run config.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from dataclasses import asdict, dataclass, replace
 
 import torch
 
-from execrl.rl import algorithms, dist, kl
-from execrl.rl.learner_settings import LearnerSettings
-from execrl.rl.logprobs import resolve_head, token_stats
-from execrl.rl.losses import Batch, policy_loss
-from execrl.rl.tis import LogprobGap, logprob_gap
+from execrl.rl.objective import algorithms, kl
+from execrl.rl.objective.logprobs import resolve_head, token_stats
+from execrl.rl.objective.losses import Batch, policy_loss
+from execrl.rl.objective.tis import LogprobGap, logprob_gap
+from execrl.rl.parallel import dist
+from execrl.rl.update.learner_settings import LearnerSettings
 
 
 @dataclass(slots=True)
@@ -36,7 +37,7 @@ class UpdateMetrics:
     lr: float = 0.0
     skipped_update: float = 0.0  # 1: nothing counted, or the gradient was not finite
     # engine != trainer (vLLM): |log pi_old - log mu| over this process's tokens, and the
-    # fraction of tokens whose importance ratio the cap truncated (`rl.tis`)
+    # fraction of tokens whose importance ratio the cap truncated (`rl.objective.tis`)
     engine_logprob_diff_mean: float | None = None
     engine_logprob_diff_max: float | None = None
     engine_tis_truncated: float | None = None
@@ -70,19 +71,19 @@ class _Sums:
 
 
 class Learner:
-    """The policy update: pure math comes from `rl.losses` and `rl.kl`; what it reads of the
-    run's config is `settings`; its batches come from `rl.batch_builder`."""
+    """The policy update: pure math comes from `rl.objective.losses` and `rl.objective.kl`; what it
+    reads of the run's config is `settings`; its batches come from `rl.update.batch_builder`."""
 
     def __init__(self, settings: LearnerSettings, model, value_head, optimizer, scheduler,
                  strategy: dist.Strategy | None = None) -> None:  # fmt: skip
         self.settings, self.model, self.value_head = settings, model, value_head
         self.optimizer, self.scheduler = optimizer, scheduler
-        # how the processes share the model (`rl.dist`): whole copies, or FSDP's shards
+        # how the processes share the model (`rl.parallel.dist`): whole copies, or FSDP's shards
         self.strategy = strategy or dist.Replicated()
         self.aggregate = algorithms.aggregator(settings.loss_agg, settings.max_new_tokens)
         self.kl = None if settings.kl_estimator is None else kl.ESTIMATORS[settings.kl_estimator]
         self.device = next(model.parameters()).device
-        # the LM head's path (`rl.logprobs`), once: an entropy bonus needs the full one
+        # the LM head's path (`rl.objective.logprobs`), once: an entropy bonus needs the full one
         self.head = resolve_head(model, settings.logprob_head,
                                  entropy_grad=bool(settings.loss.entropy_coef))  # fmt: skip
 
