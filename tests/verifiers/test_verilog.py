@@ -39,8 +39,12 @@ def test_components_grade_each_level_of_the_hierarchy(sandbox):
         + "  assign y = a | b;\nendmodule\n",  # a | b == a + b where a & b == 0: vectors 2 and 3
         HEADER + "  assign y = a + ;\nendmodule\n",
         "module top(input [3:0] a, input [3:0] c, output [4:0] y);\n  assign y = a;\nendmodule\n",
+    ) + verify(  # a simulation that never ends, until its own 2 s (the compile has its 10 s)
+        sandbox,
+        ADDER,
         HEADER.replace("output [4:0] y", "output reg [4:0] y")
         + "  initial forever #0 y = a;\nendmodule\n",
+        wall_s=2.0,
     )
     (ok, v_ok), (partial, v_part), (syntax, v_syn), (ports, v_ports), (hang, v_hang) = results
     assert ok.passed and v_ok.score == 1.0
