@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from execrl.models.threads import Machine, choose_threads
+from execrl.models.threads import Machine, choose_threads, threads_under_vllm
 
 
 @pytest.mark.parametrize(
@@ -37,3 +37,13 @@ def test_what_a_person_set_wins_over_the_choice():
     assert (by_env.threads, by_env.why) == (2, "OMP_NUM_THREADS=2")
     assert choose_threads(0, 2, busy, "--threads", env={"MKL_NUM_THREADS": "4"}).threads == 4
     assert choose_threads(0, 2, busy, "--threads", env={"OMP_NUM_THREADS": ""}).threads == 1
+
+
+def test_under_vllm_the_count_is_the_one_its_engine_leaves_torch():
+    """vLLM in the process sets torch to one thread unless OMP_NUM_THREADS is set, and then
+    ignores torch.set_num_threads: the run says (and records) the count the update gets."""
+    assert threads_under_vllm({}).threads == 1
+    assert "set OMP_NUM_THREADS to choose" in threads_under_vllm({}).line()
+    kept = threads_under_vllm({"OMP_NUM_THREADS": "2"})
+    assert kept.threads == 2 and "vLLM keeps" in kept.why
+    assert threads_under_vllm({"OMP_NUM_THREADS": "0"}).threads == 1

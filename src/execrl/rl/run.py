@@ -33,7 +33,7 @@ from execrl.models.engine_factory import make_engine
 from execrl.models.threads import (
     Machine,
     choose_threads,
-    threads_kept,
+    threads_under_vllm,
     threads_used,
     with_threads,
 )
@@ -174,7 +174,7 @@ def _train_threads(config: TrainConfig, tasks: list[Task] | None, heldout: list[
     talk = not quiet and dist.rank() == 0
     log = (lambda msg: print(msg, file=sys.stderr, flush=True)) if talk else (lambda msg: None)
     if config.sampling.engine == "vllm":
-        threads = threads_kept("kept: the vllm engine binds its own; set OMP_NUM_THREADS to choose")
+        threads = threads_under_vllm()
     else:
         threads = choose_threads(config.model.threads, setup.workers_beside(config.sandbox),
                                  Machine.now(), "model.threads")  # fmt: skip
