@@ -52,7 +52,12 @@ GENERATION_SHAPE = dict(hidden=256, layers=4, heads=8, kv_heads=4, intermediate=
 
 def build_random_model(directory: Path, seed: int) -> Path:
     """A random Llama of GENERATION_SHAPE with a BPE tokenizer trained on task text."""
-    from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+    from execrl.models.loading.tiny import (
+        TinyLlamaShape,
+        new_llama,
+        save_pretrained,
+        train_bpe_tokenizer,
+    )
     from execrl.tasks.synthetic import generate
 
     tasks = list(generate(seed=seed, n=200, difficulty=1, split="train"))

@@ -81,7 +81,7 @@ def main() -> None:
     parser.add_argument("--engines", default="loop:float32,vllm:float32,vllm:bfloat16")
     parser.add_argument("--out", type=Path, default=Path("eval_engines_speed.json"))
     args = parser.parse_args()
-    from execrl.models.loading import load_tokenizer, resolve_model_path
+    from execrl.models.loading.loading import load_tokenizer, resolve_model_path
 
     model_dir = Path(resolve_model_path(args.model)[0])
     tokenizer = load_tokenizer(args.model)

@@ -1,8 +1,8 @@
 """Decode time of a LoRA policy through PEFT's own layers (the generic forward) against execrl's
-lean decoder with the adapter merged into its weights (`models.lean_llama`), on a random model of
-SmolLM2-135M-Instruct's shape (built here; nothing is downloaded).
+lean decoder with the adapter merged into its weights (`models.engines.lean_llama`), on a random
+model of SmolLM2-135M-Instruct's shape (built here; nothing is downloaded).
 
-Both paths run `models.decode.decode` with the same seed and must give the same tokens; the
+Both paths run `models.engines.decode.decode` with the same seed and must give the same tokens; the
 generic path is what a LoRA policy used before (issue 27). Each path runs `--repeats` times,
 alternating, after one warm-up each; the fastest run of each is compared. The last line of stdout
 is JSON, with the load average before and after.
@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from execrl.models import decode as decode_module
+from execrl.models.engines import decode as decode_module
 
 TARGETS = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
 

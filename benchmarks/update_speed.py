@@ -82,7 +82,7 @@ def _model(args: argparse.Namespace, dtype: str):
     from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     from execrl.models import LoraSpec
-    from execrl.models.loading import _with_lora
+    from execrl.models.loading.loading import _with_lora
 
     torch.manual_seed(0)
     if args.model:
@@ -101,7 +101,7 @@ def _groups(args: argparse.Namespace, vocab: int):
     """`prompts` groups of `samples` scored rows: random tokens, rewards 0/1, mu = -1."""
     import torch
 
-    from execrl.models.sampling import Completion
+    from execrl.models.engines.sampling import Completion
     from execrl.rewards.result import RewardResult
     from execrl.rewards.scorer import build_sample
     from execrl.rl.rollout.scored import Scored

@@ -37,7 +37,12 @@ def rank_run(out: Path, args: list[str]) -> int:
 
 
 def build_model(directory: Path, hidden: int, layers: int) -> Path:
-    from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+    from execrl.models.loading.tiny import (
+        TinyLlamaShape,
+        new_llama,
+        save_pretrained,
+        train_bpe_tokenizer,
+    )
 
     corpus = ["def add(a, b):\n    return a + b\n", "eee eeee e", "xyz qrs"] * 10
     tokenizer = train_bpe_tokenizer(corpus, vocab_size=300)

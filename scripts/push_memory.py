@@ -13,8 +13,8 @@ hold on every rank). For each it prints the most bytes of whole tensors alive at
 FSDP holds gathered plus the copies handed to vLLM that are still alive), and the rise in resident
 memory over the push (sampled every millisecond; glibc's mmap threshold fixed so freed tensors leave
 the resident set), and the push's time. With --engine-device the engine runs in a process of its own
-there (`sampling.engine_devices`, `models.remote_engine`): the weights go over the gloo (or NCCL)
-weight group, and the figures are the trainer process's alone. docs/engines.md keeps what it
+there (`sampling.engine_devices`, `models.engines.remote_engine`): the weights go over the gloo (or
+NCCL) weight group, and the figures are the trainer process's alone. docs/engines.md keeps what it
 printed.
 """
 
@@ -107,8 +107,13 @@ def main() -> None:
     a = parser.parse_args()
     if a.engine == "loop" and not a.engine_device:
         parser.error("--engine loop needs --engine-device: a colocated loop has no copy to push")
-    from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
-    from execrl.models.vllm_engine import VLLMEngine
+    from execrl.models.engines.vllm_engine import VLLMEngine
+    from execrl.models.loading.tiny import (
+        TinyLlamaShape,
+        new_llama,
+        save_pretrained,
+        train_bpe_tokenizer,
+    )
     from execrl.rl.parallel import dist
     from execrl.rl.parallel.fsdp import unit_weights
 
@@ -135,7 +140,7 @@ def main() -> None:
         units = [sum(p.numel() * p.element_size() for p in layer.parameters())
                  for layer in model.model.layers]  # fmt: skip
         if a.engine_device:
-            from execrl.models.remote_engine import RemoteEngine
+            from execrl.models.engines.remote_engine import RemoteEngine
 
             options = {"max_model_len": 256} if a.engine == "vllm" else {}
             engine = RemoteEngine(a.engine, model, tokenizer, a.engine_device,

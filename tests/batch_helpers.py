@@ -55,7 +55,7 @@ def one_update(settings: LearnerSettings, model, groups, denominator: float | No
 def far_sample(prompt: list[int], tokens: list[int], score: float):
     """A scored one-turn sample of a task `f(1) == 2`, its engine log-probs (mu) -1.5 on every
     token: far from a tiny model's pi, so TIS weights act."""
-    from execrl.models.sampling import Completion
+    from execrl.models.engines.sampling import Completion
     from execrl.rewards.result import RewardResult
     from execrl.rewards.scorer import build_sample
     from execrl.rl.rollout.scored import Scored

@@ -88,7 +88,7 @@ def test_a_hub_id_offline_says_so_at_once(capsys, monkeypatch, tmp_path, argv):
 def test_a_hub_id_in_the_cache_loads_from_it_offline(monkeypatch, tmp_path):
     from huggingface_hub import constants
 
-    from execrl.models.hub import hub_source
+    from execrl.models.loading.hub import hub_source
 
     snapshot = tmp_path / "models--org--tiny" / "snapshots" / "abc"
     snapshot.mkdir(parents=True)
@@ -103,7 +103,7 @@ def test_a_hub_id_in_the_cache_loads_from_it_offline(monkeypatch, tmp_path):
 
 
 def test_an_unreachable_hub_is_offline_without_retries(monkeypatch):
-    from execrl.models.hub import offline_reason
+    from execrl.models.loading.hub import offline_reason
 
     for proxy in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "HF_HUB_OFFLINE"):
         monkeypatch.delenv(proxy, raising=False)

@@ -20,7 +20,14 @@ ROOT = "(root)"
 # sandbox: by where the code runs (docs/ARCHITECTURE.md): confinement, the worker and its runs,
 # the trusted parent's grading, domain verifiers, the pool (package root), the service.
 # rl: by what a training step does (docs/ARCHITECTURE.md), each wing's modules in its __init__.
+# models: by what a model is asked, where it comes from and what generates (docs/ARCHITECTURE.md).
 WINGS = {
+    "models": [
+        ROOT,  # the process a model runs in: its device, torch's threads, glibc's heap
+        "prompting",  # what a model is asked: chat templates, signature prompts
+        "loading",  # where a model comes from: files, GGUF, known models, the hub, the default
+        "engines",  # what generates: the rollout engines, sampling, vLLM, the engine process
+    ],
     "sandbox": ["confine", "run", "grading", "verifiers", ROOT, "service"],
     "rl": [
         "files",  # a TOML config into typed records, a checkpoint as data only

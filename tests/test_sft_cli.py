@@ -21,9 +21,9 @@ PAIRS = [
 @pytest.fixture(scope="module")
 def default_model(tmp_path_factory):
     """A tiny build of the embedded default, where `model.path = "default"` finds it."""
-    from execrl.models.default import DefaultRecipe, build_default_model, synthetic_tasks
-    from execrl.models.sft import SFTSettings
-    from execrl.models.tiny import TinyLlamaShape
+    from execrl.models.loading.default import DefaultRecipe, build_default_model, synthetic_tasks
+    from execrl.models.loading.sft import SFTSettings
+    from execrl.models.loading.tiny import TinyLlamaShape
 
     recipe = DefaultRecipe(
         shape=TinyLlamaShape(hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64),
@@ -136,7 +136,7 @@ def test_micro_batches_take_the_same_step_as_the_whole_batch(on_default, tmp_pat
 
 def test_loss_is_on_completion_tokens_only():
     """Labels are -100 over the prompt: a batch of one pair, prompt 3 tokens, completion 2."""
-    from execrl.models.sft import collate_sft
+    from execrl.models.loading.sft import collate_sft
 
     batch = collate_sft([([5, 6, 7, 8, 9], 3), ([5, 6], 1)], pad_id=0)
     assert batch["labels"].tolist() == [[-100, -100, -100, 8, 9], [-100, 6, -100, -100, -100]]
@@ -146,7 +146,7 @@ def test_loss_is_on_completion_tokens_only():
 def test_prompt_ids_are_the_context_verbatim(default_model, tmp_path):
     """A pair's `prompt_ids` are its context, not an encoding of its text: a conversation built
     turn by turn (`eval --corrections`) encodes differently than its text in one piece."""
-    from execrl.models.loading import load_tokenizer
+    from execrl.models.loading.loading import load_tokenizer
     from execrl.rl.sft.data import read_pairs, tokenize
     from execrl.tasks.errors import TaskDataError
 
@@ -193,8 +193,8 @@ def test_chat_messages_and_bad_examples(on_default, tmp_path, capsys):
 
 def _tiny_default():
     """A tiny model and tokenizer as the default's build makes them, and its SFT pairs."""
-    from execrl.models.default import sft_pairs, synthetic_tasks
-    from execrl.models.tiny import TinyLlamaShape, new_llama, train_bpe_tokenizer
+    from execrl.models.loading.default import sft_pairs, synthetic_tasks
+    from execrl.models.loading.tiny import TinyLlamaShape, new_llama, train_bpe_tokenizer
 
     pairs = sft_pairs(synthetic_tasks(0, 8, 1, "train"))
     tokenizer = train_bpe_tokenizer((p + c for p, c in pairs), 300, True)
@@ -203,7 +203,7 @@ def _tiny_default():
 
 
 def test_execrl_sft_and_the_default_build_run_one_sft_loop(on_default, tmp_path, monkeypatch):
-    import execrl.models.sft as sft_module
+    import execrl.models.loading.sft as sft_module
 
     callers = []
     real = sft_module.train_steps
@@ -224,7 +224,7 @@ def test_the_default_build_trains_as_before_its_loop_was_shared():
     ran before (kept here as it was): the quickstart's figures rest on the built model."""
     import random
 
-    from execrl.models.sft import SFTSettings, collate_sft, sft, sft_example
+    from execrl.models.loading.sft import SFTSettings, collate_sft, sft, sft_example
 
     settings = SFTSettings(steps=3, batch_size=4, warmup=2)
     shared, tokenizer, pairs = _tiny_default()

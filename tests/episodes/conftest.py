@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 
-from execrl.models.sampling import Completion, SamplingParams
-from execrl.models.tiny import train_bpe_tokenizer
+from execrl.models.engines.sampling import Completion, SamplingParams
+from execrl.models.loading.tiny import train_bpe_tokenizer
 from execrl.rewards import RewardConfig, RewardScorer
 from execrl.rl.episodes import EnvConfig, Episode, make_env, run_episodes
 from execrl.sandbox import Sandbox

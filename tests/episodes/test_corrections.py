@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from execrl.models.tiny import TinyLlamaShape, new_llama
+from execrl.models.loading.tiny import TinyLlamaShape, new_llama
 from execrl.rl.config.config import ConfigError, load_config
 from execrl.rl.episodes import EnvConfig
 from execrl.rl.objective.logprobs import collate, token_stats

@@ -11,7 +11,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from cli_helpers import run_execrl
-from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+from execrl.models.loading.tiny import (
+    TinyLlamaShape,
+    new_llama,
+    save_pretrained,
+    train_bpe_tokenizer,
+)
 from execrl.rl.episodes.builtin import FIX_REQUEST
 
 PROMPT = 'def add(a, b):\n    """Add.\n    >>> add(1, 2)\n    3\n    """\n'
@@ -271,7 +276,7 @@ def test_a_trained_model_is_evaluated_on_its_held_out_tasks(tmp_path):
 
 
 def test_an_unreachable_server_is_an_error_for_people(tmp_path, bench, monkeypatch):
-    from execrl.models import backends
+    from execrl.models.engines import backends
 
     monkeypatch.setattr(backends.OpenAIGenerator, "retries", 1)  # one retry, not 7 s of pauses
     proc = run("eval", "--model", "openai:http://127.0.0.1:9/v1#m", "--benchmark", bench,

@@ -69,9 +69,9 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def tiny_default(tmp_path_factory):
     """A tiny build of the embedded default, with room for the agents' 256-token calls."""
-    from execrl.models.default import DefaultRecipe, build_default_model, synthetic_tasks
-    from execrl.models.sft import SFTSettings
-    from execrl.models.tiny import TinyLlamaShape
+    from execrl.models.loading.default import DefaultRecipe, build_default_model, synthetic_tasks
+    from execrl.models.loading.sft import SFTSettings
+    from execrl.models.loading.tiny import TinyLlamaShape
 
     recipe = DefaultRecipe(
         shape=TinyLlamaShape(hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64,

@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 import torch
 
-from execrl.models.sampling import Completion, SamplingParams
+from execrl.models.engines.sampling import Completion, SamplingParams
 from execrl.rl.episodes.policy_server import PolicyServer, ServeSettings
 from execrl.rl.episodes.recorder import Recorder
 

@@ -16,7 +16,12 @@ import pytest
 import torch
 
 from execrl.cli import main
-from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+from execrl.models.loading.tiny import (
+    TinyLlamaShape,
+    new_llama,
+    save_pretrained,
+    train_bpe_tokenizer,
+)
 
 from .conftest import CORPUS
 from .test_policy_server import get, messages, post

@@ -12,7 +12,12 @@ import torch
 from safetensors.torch import load_file
 
 from execrl.cli import main
-from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+from execrl.models.loading.tiny import (
+    TinyLlamaShape,
+    new_llama,
+    save_pretrained,
+    train_bpe_tokenizer,
+)
 
 SMALL = ["rl.group_size=2", "rl.groups_per_step=2", "rl.dynamic_sampling=false",
          "data.n_train=4", "sampling.max_new_tokens=8", "sampling.temperature=1.0"]  # fmt: skip

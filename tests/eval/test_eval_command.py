@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import run_execrl
-from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+from execrl.models.loading.tiny import (
+    TinyLlamaShape,
+    new_llama,
+    save_pretrained,
+    train_bpe_tokenizer,
+)
 
 TASKS = [
     {
@@ -219,7 +224,7 @@ def test_bad_input_is_a_clear_error(tmp_path, extra, message):
 
 
 def test_an_unreachable_server_is_an_error_not_a_score(tmp_path, bench, monkeypatch):
-    from execrl.models import backends
+    from execrl.models.engines import backends
 
     monkeypatch.setattr(backends.OpenAIGenerator, "retries", 0)
     gen = backends.OpenAIGenerator("http://127.0.0.1:9", "m")

@@ -5,9 +5,9 @@ import json
 import pytest
 
 from execrl.cli import main
-from execrl.models.default import DefaultRecipe, build_default_model
-from execrl.models.sft import SFTSettings
-from execrl.models.tiny import TinyLlamaShape
+from execrl.models.loading.default import DefaultRecipe, build_default_model
+from execrl.models.loading.sft import SFTSettings
+from execrl.models.loading.tiny import TinyLlamaShape
 from execrl.rl.eval_spec import SPEC_FILE, HeldoutSpec
 from execrl.tasks import CallTests, Task
 from execrl.tasks.jsonl import write_tasks

@@ -207,7 +207,7 @@ def test_execrl_eval_asks_each_call_to_stop_on_a_block_in_its_tasks_language(tmp
     """`execrl eval` on a mix of python and sql tasks generates them in separate calls, each
     whose stop rule closes on its own language's block (`code_language`)."""
     from execrl.eval.generation import GenerationMeta, SamplesFile, generate_missing
-    from execrl.models.backends import GenerationParams
+    from execrl.models.engines.backends import GenerationParams
     from execrl.tasks.schema import CallTests, Task
 
     seen: list[tuple[str, int]] = []

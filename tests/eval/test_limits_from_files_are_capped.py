@@ -40,7 +40,12 @@ def test_every_limit_has_a_cap():
 def greedy_model(tmp_path_factory):
     """A tiny model directory whose execrl_eval.json asks for a day, a terabyte and 100,000
     processes, on a held-out set of one task."""
-    from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+    from execrl.models.loading.tiny import (
+        TinyLlamaShape,
+        new_llama,
+        save_pretrained,
+        train_bpe_tokenizer,
+    )
     from execrl.rl.config.config import load_config
     from execrl.rl.eval_spec import heldout_spec
 

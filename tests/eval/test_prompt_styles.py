@@ -13,8 +13,13 @@ import pytest
 from cli_helpers import run_execrl
 from execrl.eval.prompt_style import EVALPLUS_INSTRUCTION, EVALPLUS_RESPONSE, STYLES
 from execrl.eval.sanitize import sanitize
-from execrl.models.chat import format_prompt
-from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+from execrl.models.loading.tiny import (
+    TinyLlamaShape,
+    new_llama,
+    save_pretrained,
+    train_bpe_tokenizer,
+)
+from execrl.models.prompting.chat import format_prompt
 
 TASKS = [
     {

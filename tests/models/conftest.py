@@ -1,6 +1,11 @@
 import pytest
 
-from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+from execrl.models.loading.tiny import (
+    TinyLlamaShape,
+    new_llama,
+    save_pretrained,
+    train_bpe_tokenizer,
+)
 
 CORPUS = ["def add(a, b):\n    return a + b\n", "def neg(x):\n    return -x\n"] * 10
 SHAPE = TinyLlamaShape(hidden=32, layers=2, heads=2, kv_heads=1, intermediate=64, max_positions=128)

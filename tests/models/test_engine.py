@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from execrl.models import SamplingParams, encode_prompts, load_policy, sample
-from execrl.models.engine import RolloutEngine
-from execrl.models.engine_factory import make_engine
+from execrl.models.engines.engine import RolloutEngine
+from execrl.models.engines.engine_factory import make_engine
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from execrl.models import SamplingParams, encode_prompts, load_policy
-from execrl.models.engine import InProcessEngine, RolloutEngine, SupervisedEngine
+from execrl.models.engines.engine import InProcessEngine, RolloutEngine, SupervisedEngine
 
 
 @pytest.fixture(scope="module")

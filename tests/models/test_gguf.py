@@ -8,9 +8,9 @@ import torch
 
 from execrl.cli import main
 from execrl.models import format_prompt, load_policy
-from execrl.models import gguf as gguf_module
-from execrl.models.gguf import ModelFileError, ensure_converted
-from execrl.models.tiny import TinyLlamaShape, new_llama, train_bpe_tokenizer
+from execrl.models.loading import gguf as gguf_module
+from execrl.models.loading.gguf import ModelFileError, ensure_converted
+from execrl.models.loading.tiny import TinyLlamaShape, new_llama, train_bpe_tokenizer
 from gguf_helpers import CHAT_TEMPLATE, write_tiny_gguf
 
 CORPUS = ["def add(a, b):\n    return a + b\n", "def neg(x):\n    return -x\n"] * 10
@@ -223,7 +223,7 @@ def test_reading_a_gguf_header_takes_memory_bounded_by_caps_not_by_its_arrays(ti
             ensure_converted(padded, log=lambda m: None)
         refused_peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.reset_peak()
-        from execrl.models.gguf_header import read_header_of
+        from execrl.models.loading.gguf_header import read_header_of
 
         assert read_header_of(vocab).arrays["tokenizer.ggml.extra"] >= 1_000_000  # under its cap
         read_peak = tracemalloc.get_traced_memory()[1]
@@ -245,7 +245,7 @@ def test_the_cache_holds_the_conversion_of_exactly_the_bytes_hashed(
     must not be cached under the original's hash: that hash may be a known model's pin."""
     import os
 
-    from execrl.models.gguf import converted_dir, file_sha256
+    from execrl.models.loading.gguf import converted_dir, file_sha256
 
     model, tokenizer = tiny
     path = write_tiny_gguf(model, tokenizer, tmp_path / "model.gguf")

@@ -4,9 +4,9 @@ import pytest
 import torch
 from torch import nn
 
-from execrl.models import decode as decode_module
-from execrl.models.decode import decode
-from execrl.models.lean_llama import LeanLlama
+from execrl.models.engines import decode as decode_module
+from execrl.models.engines.decode import decode
+from execrl.models.engines.lean_llama import LeanLlama
 
 _SHAPE = dict(
     vocab_size=97,

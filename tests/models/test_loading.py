@@ -64,7 +64,7 @@ def test_lora_adapters_train_only_adapters(tiny_model_dir):
 
 def test_an_adapter_whose_base_is_gone_names_its_config(tmp_path):
 
-    from execrl.models.adapter import adapter_base
+    from execrl.models.loading.adapter import adapter_base
 
     (tmp_path / "adapter_config.json").write_text(
         json.dumps({"base_model_name_or_path": str(tmp_path / "gone")})

@@ -2,9 +2,11 @@
 
 import pytest
 
-from execrl.models.default import DefaultRecipe, build_default_model, sft_pairs
-from execrl.models.loading import load_policy
-from execrl.models.prompting import (
+from execrl.models.loading.default import DefaultRecipe, build_default_model, sft_pairs
+from execrl.models.loading.loading import load_policy
+from execrl.models.loading.sft import SFTSettings
+from execrl.models.loading.tiny import TinyLlamaShape, train_bpe_tokenizer
+from execrl.models.prompting.prompting import (
     named_prompt,
     names_entry_point,
     reference_answer,
@@ -14,8 +16,6 @@ from execrl.models.prompting import (
     with_named_entry_points,
     with_signature_prompts,
 )
-from execrl.models.sft import SFTSettings
-from execrl.models.tiny import TinyLlamaShape, train_bpe_tokenizer
 from execrl.rewards.scorer import build_sample
 from execrl.tasks import CallTests, Task
 

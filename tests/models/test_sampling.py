@@ -89,7 +89,7 @@ def test_the_decode_loop_and_hf_generate_agree_greedily(policy):
 
 
 def test_sampling_frequencies_follow_the_probabilities():
-    from execrl.models.decode import _pick
+    from execrl.models.engines.decode import _pick
 
     # 20000 draws from p = (0.1, 0.6, 0.0, 0.3): each count's standard deviation is at most
     # sqrt(20000 * 0.25) ~ 71, so 400 is over 5 sigma; a zero-probability token is never drawn
@@ -102,7 +102,7 @@ def test_sampling_frequencies_follow_the_probabilities():
 
 
 def test_top_p_keeps_the_smallest_nucleus():
-    from execrl.models.decode import _pick
+    from execrl.models.engines.decode import _pick
 
     # probabilities 0.5, 0.3, 0.2: top_p 0.6 keeps the first two, never the third
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.2]])).repeat(400, 1)

@@ -1,5 +1,5 @@
 """A model's shape from its config.json, a known name or a stated size: the parameter counts
-the planner starts from (`execrl.models.shape`)."""
+the planner starts from (`execrl.models.loading.shape`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from execrl.models.shape import KNOWN_SHAPES, ModelShape, ShapeError, shape_of
+from execrl.models.loading.shape import KNOWN_SHAPES, ModelShape, ShapeError, shape_of
 
 # hidden 8, 2 heads of 4, one kv head, MLP 16, 2 layers, vocabulary 10, untied
 SMALL = ModelShape("small", vocab=10, hidden=8, layers=2, heads=2, kv_heads=1, intermediate=16)

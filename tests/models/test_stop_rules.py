@@ -7,12 +7,12 @@ import json
 import pytest
 import torch
 
-from execrl.models import decode as decode_module
-from execrl.models import sampling as sampling_module
-from execrl.models.sampling import SamplingParams, sample
-from execrl.models.stop_rules import RowStops, closes_code_block
-from execrl.models.tiny import new_llama
-from execrl.models.vllm_engine import cut_by_rules
+from execrl.models.engines import decode as decode_module
+from execrl.models.engines import sampling as sampling_module
+from execrl.models.engines.sampling import SamplingParams, sample
+from execrl.models.engines.stop_rules import RowStops, closes_code_block
+from execrl.models.engines.vllm_engine import cut_by_rules
+from execrl.models.loading.tiny import new_llama
 from execrl.rewards.extract import blank_reasoning, extract_code, fences
 
 from .conftest import SHAPE

@@ -1,14 +1,14 @@
 """A LoRA policy's weights stream to an engine merged one matrix at a time
-(`models.weights.plain_weights`), equal bit for bit to PEFT's merge of the whole model, without a
-copy of the whole model and without touching the policy's own weights."""
+(`models.engines.weights.plain_weights`), equal bit for bit to PEFT's merge of the whole model,
+without a copy of the whole model and without touching the policy's own weights."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from execrl.models.loading import LoraSpec, load_policy
-from execrl.models.weights import _merged_copy, plain_name, plain_state_dict, plain_weights
+from execrl.models.engines.weights import _merged_copy, plain_name, plain_state_dict, plain_weights
+from execrl.models.loading.loading import LoraSpec, load_policy
 
 
 @pytest.fixture

@@ -10,9 +10,14 @@ import pytest
 import torch
 
 from execrl.models import SamplingParams, encode_prompts, load_policy
-from execrl.models.engine import RolloutEngine
-from execrl.models.engine_factory import make_engine
-from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+from execrl.models.engines.engine import RolloutEngine
+from execrl.models.engines.engine_factory import make_engine
+from execrl.models.loading.tiny import (
+    TinyLlamaShape,
+    new_llama,
+    save_pretrained,
+    train_bpe_tokenizer,
+)
 from execrl.rewards.result import RewardResult
 from execrl.tasks import CallTests, Task
 
@@ -100,7 +105,7 @@ def assert_rollouts_from_the_pushed_weights(rows: list[dict]) -> None:
 def test_grpo_steps_with_the_vllm_engine_change_parameters_and_log_the_gap(
     model_dir, tmp_path, monkeypatch
 ):
-    from execrl.models.vllm_engine import VLLMEngine
+    from execrl.models.engines.vllm_engine import VLLMEngine
 
     contexts, start = [], VLLMEngine.__init__
 
@@ -139,8 +144,8 @@ def test_a_killed_or_hung_engine_process_is_restarted_mid_step_with_the_current_
     import os
     import signal
 
-    from execrl.models import engine_factory as engine_module  # where make_engine finds it
-    from execrl.models.vllm_engine import VLLMEngine
+    from execrl.models.engines import engine_factory as engine_module  # where make_engine finds it
+    from execrl.models.engines.vllm_engine import VLLMEngine
 
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
     # a short deadline for the hung engine (a healthy 8-token call takes seconds)
@@ -178,7 +183,7 @@ def test_a_hung_in_process_engine_is_replaced_at_the_deadline_with_the_pushed_we
 ):
     import threading
 
-    from execrl.models.vllm_engine import VLLMEngine
+    from execrl.models.engines.vllm_engine import VLLMEngine
 
     real_generate, release = VLLMEngine.generate, threading.Event()
 

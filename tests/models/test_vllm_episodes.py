@@ -4,7 +4,12 @@ trainer's forward over the same ids, on the policy's tokens. Marked `vllm`."""
 
 import json
 
-from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+from execrl.models.loading.tiny import (
+    TinyLlamaShape,
+    new_llama,
+    save_pretrained,
+    train_bpe_tokenizer,
+)
 from execrl.tasks import CallTests, Task
 
 from .test_vllm_engine import LetterE, pytestmark  # noqa: F401 - marked vllm, skipped without it

@@ -1,9 +1,9 @@
 """vLLM's harmless rotary-cache notice at every weight push is dropped, and only it: a layer
-that did lose its weights still warns (`models.vllm_engine._RotaryReloadNotice`)."""
+that did lose its weights still warns (`models.engines.vllm_engine._RotaryReloadNotice`)."""
 
 import logging
 
-from execrl.models.vllm_engine import _RotaryReloadNotice
+from execrl.models.engines.vllm_engine import _RotaryReloadNotice
 
 
 def _record(message: str, *args: str) -> logging.LogRecord:

@@ -8,7 +8,12 @@ import pytest
 
 from execrl.cli import main
 from execrl.cli.train_command import train_with_telemetry
-from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+from execrl.models.loading.tiny import (
+    TinyLlamaShape,
+    new_llama,
+    save_pretrained,
+    train_bpe_tokenizer,
+)
 from execrl.report import examples as ex
 from rl.conftest import CORPUS, LetterE, tasks, tiny_config
 

@@ -2,7 +2,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+from execrl.models.loading.tiny import (
+    TinyLlamaShape,
+    new_llama,
+    save_pretrained,
+    train_bpe_tokenizer,
+)
 from execrl.rewards.result import RewardResult
 from execrl.rl.config.config import load_config
 from execrl.tasks import CallTests, Task
@@ -14,8 +19,8 @@ CORPUS = ["def add(a, b):\n    return a + b\n", "eee eeee e", "xyz qrs"] * 10
 def tiny_default_dir(tmp_path_factory):
     """A tiny embedded default (the model `model.path = "default"` builds), made in a temporary
     cache directory: point EXECRL_DEFAULT_MODEL_DIR at it to train on the no-argument path."""
-    from execrl.models.default import DefaultRecipe, build_default_model, synthetic_tasks
-    from execrl.models.sft import SFTSettings
+    from execrl.models.loading.default import DefaultRecipe, build_default_model, synthetic_tasks
+    from execrl.models.loading.sft import SFTSettings
 
     recipe = DefaultRecipe(
         shape=TinyLlamaShape(hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64),

@@ -15,7 +15,7 @@ import torch
 
 from execrl.cli import main
 from execrl.models import LoraSpec, load_policy
-from execrl.models.engine import InProcessEngine
+from execrl.models.engines.engine import InProcessEngine
 from execrl.rewards.result import RewardResult
 from execrl.rl import prefetch as rl_prefetch
 from execrl.rl import run as run_module

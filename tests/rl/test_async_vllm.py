@@ -9,7 +9,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+from execrl.models.loading.tiny import (
+    TinyLlamaShape,
+    new_llama,
+    save_pretrained,
+    train_bpe_tokenizer,
+)
 
 from .conftest import LetterE, tasks
 
@@ -30,7 +35,7 @@ SHAPE = TinyLlamaShape(
 
 
 def test_one_step_stale_vllm_rollouts_train_and_log_their_staleness(tmp_path, monkeypatch):
-    from execrl.models.vllm_engine import VLLMEngine
+    from execrl.models.engines.vllm_engine import VLLMEngine
     from execrl.rl.config.config import load_config
     from execrl.rl.run import train
 

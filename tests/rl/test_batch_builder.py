@@ -10,7 +10,7 @@ from dataclasses import replace
 import torch
 
 from batch_helpers import builder
-from execrl.models.sampling import Completion
+from execrl.models.engines.sampling import Completion
 from execrl.rewards.result import RewardResult
 from execrl.rewards.scorer import build_sample
 from execrl.rl.config.config import load_config

@@ -8,7 +8,7 @@ import torch
 from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 
-from execrl.models.weights import plain_state_dict
+from execrl.models.engines.weights import plain_state_dict
 from execrl.rl import setup
 from execrl.rl.parallel import dist
 from execrl.rl.parallel.fsdp import full_state_dict, unit_weights

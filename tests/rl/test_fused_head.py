@@ -10,7 +10,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from execrl.models import LoraSpec
-from execrl.models.loading import _with_lora
+from execrl.models.loading.loading import _with_lora
 from execrl.rl.config.config import ConfigError, load_config
 from execrl.rl.objective import fused_head
 from execrl.rl.objective.logprobs import collate, resolve_head, token_stats

@@ -5,7 +5,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from execrl.models.hf_forward import forward_params
+from execrl.models.engines.hf_forward import forward_params
 from execrl.rl.objective.logprobs import _can_share, _keep_logits, _unwrap, collate, token_stats
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from execrl.cli import main
-from execrl.models.loading import load_policy
+from execrl.models.loading.loading import load_policy
 from execrl.tasks.jsonl import write_tasks
 
 from .conftest import tasks

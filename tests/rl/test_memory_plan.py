@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from execrl.models.shape import ModelShape, shape_of
+from execrl.models.loading.shape import ModelShape, shape_of
 from execrl.rl.parallel.memory_plan import GB, GIB, PlanSettings, alternatives, plan, step_compute
 
 # hidden 8, 2 heads of 4, one kv head, MLP 16, 2 layers, vocabulary 10: 1352 parameters

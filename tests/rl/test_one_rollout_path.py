@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 
 from execrl.cli import main
-from execrl.models.sampling import Completion, SamplingParams
-from execrl.models.tiny import train_bpe_tokenizer
+from execrl.models.engines.sampling import Completion, SamplingParams
+from execrl.models.loading.tiny import train_bpe_tokenizer
 from execrl.rewards.scorer import RewardScorer
 from execrl.rl.episodes import EnvConfig, Observation, StepInfo, StepResult
 from execrl.rl.episodes.builtin import Single

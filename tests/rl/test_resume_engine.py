@@ -8,7 +8,7 @@ import copy
 
 import torch
 
-from execrl.models.engine import InProcessEngine
+from execrl.models.engines.engine import InProcessEngine
 from execrl.rl import run as run_module
 from execrl.rl.run import train
 

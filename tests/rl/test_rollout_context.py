@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from transformers import AutoTokenizer
 
-from execrl.models.sampling import encode_prompts
+from execrl.models.engines.sampling import encode_prompts
 from execrl.rl.config.config import load_config
 from execrl.rl.setup import rollout_context
 from execrl.tasks import CallTests, Task

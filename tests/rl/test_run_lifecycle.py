@@ -109,7 +109,7 @@ def test_warnings_for_settings_that_cannot_learn():
 
 
 def test_flagged_samples_are_summarised_with_their_text():
-    from execrl.models.sampling import Completion
+    from execrl.models.engines.sampling import Completion
     from execrl.rewards.sample import Sample
     from execrl.rl.rollout.scored import Scored
 

@@ -12,7 +12,7 @@ import torch
 
 from batch_helpers import builder
 from execrl.cli import main
-from execrl.models.sampling import Completion
+from execrl.models.engines.sampling import Completion
 from execrl.rewards import RewardConfig, RewardScorer
 from execrl.rewards.scorer import build_sample
 from execrl.rewards.token_credit import TokenCredit

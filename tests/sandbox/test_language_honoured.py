@@ -11,7 +11,7 @@ import torch
 from execrl.eval.evaluate import evaluate
 from execrl.eval.samples import Sample as EvalSample
 from execrl.eval.validate import validate
-from execrl.models.sampling import Completion, SamplingParams
+from execrl.models.engines.sampling import Completion, SamplingParams
 from execrl.rewards import RewardConfig, RewardScorer
 from execrl.rl.rollout.episode_sources import OneTurn
 from execrl.rl.rollout.rollouts import Rollouts, RolloutTimes

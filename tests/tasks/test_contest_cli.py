@@ -117,7 +117,12 @@ def test_per_problem_limits_reach_the_job():
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+    from execrl.models.loading.tiny import (
+        TinyLlamaShape,
+        new_llama,
+        save_pretrained,
+        train_bpe_tokenizer,
+    )
 
     tokenizer = train_bpe_tokenizer(["print(input())\n", "def f(x):\n    return x\n"] * 5, 300)
     shape = TinyLlamaShape(hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64)

@@ -10,8 +10,13 @@ import pytest
 import torch
 
 from execrl.cli import main
-from execrl.models.sft import SFTSettings, sft
-from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+from execrl.models.loading.sft import SFTSettings, sft
+from execrl.models.loading.tiny import (
+    TinyLlamaShape,
+    new_llama,
+    save_pretrained,
+    train_bpe_tokenizer,
+)
 from execrl.tasks.registry import load_benchmark
 
 SUITE = "sql:n=1,difficulty=1"

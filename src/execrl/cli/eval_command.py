@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from execrl.eval.prompt_style import STYLES
-from execrl.models.engine import ENGINES
+from execrl.models.engines.engine import ENGINES
 from execrl.rl.episodes.env import ONE_TURN
 
 

@@ -33,8 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _get(args: argparse.Namespace) -> int:
-    from execrl.models.gguf import ModelFileError
-    from execrl.models.registry import FetchError, get_model
+    from execrl.models.loading.gguf import ModelFileError
+    from execrl.models.loading.registry import FetchError, get_model
 
     if args.source is not None and not args.source.exists():
         return _error(f"--from {args.source}: no such file or directory")
@@ -47,8 +47,8 @@ def _get(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from execrl.models.gguf import converted_dir
-    from execrl.models.registry import KNOWN_MODELS
+    from execrl.models.loading.gguf import converted_dir
+    from execrl.models.loading.registry import KNOWN_MODELS
 
     for model in KNOWN_MODELS.values():
         directory = converted_dir(model.sha256)

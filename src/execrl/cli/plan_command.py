@@ -69,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from execrl.models.shape import ShapeError, shape_of
+    from execrl.models.loading.shape import ShapeError, shape_of
     from execrl.rl.config.config import ConfigError, TrainConfig, load_config
     from execrl.rl.parallel.memory_plan import alternatives, plan, step_compute
     from execrl.rl.rollout.rollouts import idle_processes

@@ -88,7 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="the most tokens of one call (caps a call's max_tokens)")  # fmt: skip
     p.add_argument("--fixed-sampling", action="store_true",
                    help="always --temperature and --top-p, whatever a call asks (as training)")  # fmt: skip
-    p.add_argument("--engine", default=d.engine, help="loop | hf (models.engine)")
+    p.add_argument("--engine", default=d.engine, help="loop | hf (models.engines.engine)")
     p.add_argument("--device", default=d.device, help="cpu | cuda | auto")
     p.add_argument("--record-dir", default=d.record_dir,
                    help="write calls.jsonl (as served) and episodes.jsonl (at exit) here")  # fmt: skip
@@ -136,10 +136,10 @@ def _serve(args: argparse.Namespace) -> int:
 def _build(config: ServePolicyConfig) -> tuple[Any, Any]:
     import torch
 
-    from execrl.models.chat import chat_wanted, uses_chat_template
-    from execrl.models.engine_factory import make_engine
-    from execrl.models.loading import load_policy
-    from execrl.models.sampling import SamplingParams
+    from execrl.models.engines.engine_factory import make_engine
+    from execrl.models.engines.sampling import SamplingParams
+    from execrl.models.loading.loading import load_policy
+    from execrl.models.prompting.chat import chat_wanted, uses_chat_template
     from execrl.rl.episodes.harness import context_length
     from execrl.rl.episodes.policy_server import PolicyServer, ServeSettings, stderr_log
     from execrl.rl.episodes.recorder import Recorder

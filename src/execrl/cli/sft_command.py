@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _sft(args: argparse.Namespace) -> int:
     # imported here: torch and the models are not for --help
-    from execrl.models.registry import require_fetched
+    from execrl.models.loading.registry import require_fetched
     from execrl.report.trackers import TrackerUnavailable, open_trackers, tracker_names
     from execrl.rl.checkpoint import Unwritable
     from execrl.rl.config.config import ConfigError

@@ -64,7 +64,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _train_with(args: argparse.Namespace, overrides: list[str]) -> int:
-    from execrl.models.registry import require_fetched
+    from execrl.models.loading.registry import require_fetched
     from execrl.report.trackers import TrackerUnavailable, tracker_names
     from execrl.rl.checkpoint import Unwritable
     from execrl.rl.config.config import ConfigError, load_config, resume_config

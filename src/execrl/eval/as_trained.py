@@ -67,9 +67,9 @@ def evaluate_as_trained(
     meta), results.jsonl and summary.json in out_dir; returns the summary."""
     import torch
 
-    from execrl.models.chat import chat_wanted, uses_chat_template
-    from execrl.models.engine_factory import make_engine
-    from execrl.models.loading import load_policy
+    from execrl.models.engines.engine_factory import make_engine
+    from execrl.models.loading.loading import load_policy
+    from execrl.models.prompting.chat import chat_wanted, uses_chat_template
 
     device = args.device
     if device == "auto":

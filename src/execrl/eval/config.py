@@ -11,9 +11,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from execrl.models.backends import OPENAI_PREFIX
 from execrl.models.device import device_problem
-from execrl.models.sampling import out_of_range
+from execrl.models.engines.backends import OPENAI_PREFIX
+from execrl.models.engines.sampling import out_of_range
 from execrl.rl.episodes.env import ONE_TURN, is_one_turn
 
 

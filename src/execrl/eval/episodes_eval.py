@@ -29,8 +29,8 @@ from execrl.eval.as_trained import benchmark_for
 from execrl.eval.config import EvalConfig
 from execrl.eval.evaluate import print_summary, write_jsonl_atomic
 from execrl.eval.prompt_style import stops_for
-from execrl.models.backends import ServerError
-from execrl.models.chat import chat_wanted, uses_chat_template
+from execrl.models.engines.backends import ServerError
+from execrl.models.prompting.chat import chat_wanted, uses_chat_template
 from execrl.rewards.config import RewardConfig
 from execrl.rewards.grading import DEFAULT_LIMITS
 from execrl.rewards.scorer import RewardScorer
@@ -142,7 +142,7 @@ def _prompt_format(model: str, spec: HeldoutSpec | None) -> str:
     """The prompt format the model was trained with: a run's saved spec, "signature" for the
     embedded default or a model built by its recipe (`execrl_recipe.json`: it continues a `def`
     line), else the task's own prompt ("plain")."""
-    from execrl.models.default import is_default_model  # lazily: models imports torch
+    from execrl.models.loading.default import is_default_model  # lazily: models imports torch
 
     if model == "default":  # the name, before any directory of that name
         return "signature"
@@ -163,7 +163,7 @@ def _episodes(
     local model's as token ids, a server's as texts."""
     import torch
 
-    from execrl.models.backends import GenerationParams, HFGenerator, open_generator
+    from execrl.models.engines.backends import GenerationParams, HFGenerator, open_generator
 
     torch.manual_seed(args.seed if args.seed is not None else 0)
     generator = open_generator(args.model, chat=args.chat or "auto", device=args.device,
@@ -181,8 +181,8 @@ def _episodes(
         source = MultiTurn(config, scorer, TextReplies(reply), None, tasks, None,
                            generator.chat, conversation=TextConversation)  # fmt: skip
         return source.episodes(list(range(len(tasks))))
-    from execrl.models.engine_factory import make_engine
-    from execrl.models.sampling import SamplingParams
+    from execrl.models.engines.engine_factory import make_engine
+    from execrl.models.engines.sampling import SamplingParams
 
     tokenizer = generator.policy.tokenizer
     engine = make_engine(args.engine or engine_of(spec), generator.policy.model, tokenizer)
@@ -210,7 +210,7 @@ def engine_of(spec: HeldoutSpec | None) -> str:
 
 def _chat_reply(generator: Any, messages: list[dict[str, str]], params: Any) -> str:
     """One answer of a chat server to the whole conversation (OpenAIGenerator sends one turn)."""
-    from execrl.models.backends import ServerError
+    from execrl.models.engines.backends import ServerError
 
     body = {
         "model": generator.model,
@@ -342,7 +342,7 @@ def correction_examples(
     trajectory's ids before that next turn (the failed attempt and its feedback included), and
     the task's reference as the model answers (`reference_answer`: a chat model's in one fenced
     block; a task without a reference is skipped)."""
-    from execrl.models.prompting import reference_answer
+    from execrl.models.prompting.prompting import reference_answer
 
     by_id = {t.id: t for t in tasks}
     rows = []
@@ -360,6 +360,6 @@ def correction_examples(
 
 
 def _tokenizer_of(model: str) -> Any:
-    from execrl.models.loading import load_tokenizer
+    from execrl.models.loading.loading import load_tokenizer
 
     return load_tokenizer(model)

@@ -20,7 +20,7 @@ from typing import Any
 
 from execrl.eval.prompt_style import STYLES, PromptStyle
 from execrl.eval.samples import Sample
-from execrl.models.backends import GenerationParams, Generator
+from execrl.models.engines.backends import GenerationParams, Generator
 from execrl.tasks.errors import TaskDataError
 from execrl.tasks.schema import Task
 
@@ -36,8 +36,8 @@ class GenerationMeta:
     top_p: float
     max_new_tokens: int
     chat: bool
-    # The stop rules (`models.stop_rules`): a sample cut at its code block's end or at a loop
-    # is not the sample the same settings without them give, so a resume must match them too
+    # The stop rules (`models.engines.stop_rules`): a sample cut at its code block's end or at a
+    # loop is not the sample the same settings without them give, so a resume must match them too
     code_end: bool = False
     repeat_ngram: int = 0
     prompt: str = "execrl"  # the prompt style (`eval.prompt_style`): it changes every answer

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from execrl.eval.sanitize import sanitize
 from execrl.eval.solution import solution_from
-from execrl.models.prompting import is_code_prompt
+from execrl.models.prompting.prompting import is_code_prompt
 from execrl.tasks.schema import Task
 
 # EvalPlus's default instruct prompt (codegen.py, `evalperf_type` unset); its figures need its

@@ -35,9 +35,9 @@ from execrl.eval.evaluate import (
 from execrl.eval.generation import GenerationMeta, SamplesFile, first_n, generate_missing
 from execrl.eval.samples import Sample
 from execrl.models import heap
-from execrl.models.backends import OPENAI_PREFIX
-from execrl.models.prompting import with_named_entry_points
-from execrl.models.registry import require_fetched
+from execrl.models.engines.backends import OPENAI_PREFIX
+from execrl.models.loading.registry import require_fetched
+from execrl.models.prompting.prompting import with_named_entry_points
 from execrl.models.threads import Machine, choose_threads, threads_used
 from execrl.rl.episodes.env import is_one_turn
 from execrl.rl.eval_spec import HeldoutSpec
@@ -103,7 +103,7 @@ def _saved_spec(config: EvalConfig) -> HeldoutSpec | None:
 def _engine_problem(config: EvalConfig, spec: HeldoutSpec | None) -> str | None:
     """The engine that will generate cannot run here (vLLM not installed), said before anything
     loads: --engine's, else the trained model's own (as trained, one turn or episodes)."""
-    from execrl.models.engine_factory import engine_missing  # imports torch
+    from execrl.models.engines.engine_factory import engine_missing  # imports torch
 
     if config.engine is not None:
         missing = engine_missing(config.engine)
@@ -168,7 +168,7 @@ def _run_one_turn(config: EvalConfig, progress: Progress) -> None:
 def _generate(config: EvalConfig, tasks: list[Task], out_dir: Path, temperature: float,
               progress: Progress) -> list[Sample]:  # fmt: skip
     """The first n samples of each task: those in out_dir's samples.jsonl, and those missing."""
-    from execrl.models.backends import GenerationParams, ServerError
+    from execrl.models.engines.backends import GenerationParams, ServerError
 
     try:
         generator = _open_generator(config)
@@ -251,7 +251,7 @@ def _sandbox(config: EvalConfig) -> Sandbox:
 def _open_generator(config: EvalConfig) -> Any:
     import torch
 
-    from execrl.models.backends import open_generator
+    from execrl.models.engines.backends import open_generator
 
     torch.manual_seed(config.seed)
     return open_generator(config.model, chat=config.chat, device=config.device,

@@ -67,7 +67,7 @@ def program_for(sample: Sample, task: Task, fmt: str) -> str:
     if fmt != "completion":
         return sample.code
     from execrl.eval.solution import solution_from  # lazily: models' package imports torch
-    from execrl.models.prompting import is_code_prompt
+    from execrl.models.prompting.prompting import is_code_prompt
 
     if is_code_prompt(task.prompt):
         return task.prompt + sample.code

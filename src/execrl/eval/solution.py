@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from execrl.models.prompting import is_code_prompt
+from execrl.models.prompting.prompting import is_code_prompt
 from execrl.rewards.extract import defines, extract_code
 from execrl.tasks.schema import Task
 

@@ -1,8 +1,14 @@
 """Models: Hugging Face causal LMs and tokenizers, the embedded default, and sampling."""
 
-from execrl.models.chat import format_prompt
-from execrl.models.loading import LoraSpec, Policy, load_policy, load_tokenizer, reference_from
-from execrl.models.sampling import Completion, SamplingParams, encode_prompts, sample
+from execrl.models.engines.sampling import Completion, SamplingParams, encode_prompts, sample
+from execrl.models.loading.loading import (
+    LoraSpec,
+    Policy,
+    load_policy,
+    load_tokenizer,
+    reference_from,
+)
+from execrl.models.prompting.chat import format_prompt
 
 __all__ = [
     "Completion",

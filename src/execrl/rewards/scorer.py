@@ -65,7 +65,7 @@ def build_sample(task: Task, completion: str, program_mode: str = "auto") -> Sam
     continues a prompt that is code (HumanEval style) unless the completion defines the entry
     point itself, and extracts otherwise."""
     if program_mode == "auto":
-        from execrl.models.prompting import is_code_prompt  # lazily: models imports torch
+        from execrl.models.prompting.prompting import is_code_prompt  # lazily: models imports torch
 
         program_mode = (
             "continue"

@@ -3,7 +3,7 @@ checkpoint exactly as its run's held-out evaluation did.
 
 A checkpoint evaluates as it trained only if everything between the task and the verdict is the
 same: the tasks, the prompt format (signature prompts turn a prose request into code the model
-continues: `models.prompting`), the chat template, the sampling settings and seeds, how a
+continues: `models.prompting.prompting`), the chat template, the sampling settings and seeds, how a
 completion becomes a program, and the limits. `execrl train` writes all of it next to the
 model, in `final/execrl_eval.json` (`HeldoutSpec`); `execrl eval --model DIR` reads it and runs
 `run_heldout`, which samples and scores as training's held-out evaluation does: the rollout
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from execrl.models.chat import chat_wanted
-from execrl.models.engine import RolloutEngine
-from execrl.models.prompting import with_named_entry_points, with_signature_prompts
-from execrl.models.sampling import SamplingParams
+from execrl.models.engines.engine import RolloutEngine
+from execrl.models.engines.sampling import SamplingParams
+from execrl.models.prompting.chat import chat_wanted
+from execrl.models.prompting.prompting import with_named_entry_points, with_signature_prompts
 from execrl.rewards.config import RewardConfig
 from execrl.rewards.scorer import RewardScorer
 from execrl.rl.config.config import TrainConfig

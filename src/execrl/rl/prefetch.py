@@ -45,7 +45,7 @@ from typing import Any
 
 import torch
 
-from execrl.models.engine import RolloutEngine
+from execrl.models.engines.engine import RolloutEngine
 from execrl.rl.checkpoint import save_atomic
 from execrl.rl.files.safe_load import load_weights
 from execrl.rl.rollout.groups import Gathered

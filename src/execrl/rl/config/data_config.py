@@ -39,7 +39,7 @@ class DataConfig:
     n_heldout: int = 64
     heldout_samples: int = 4  # samples per held-out task (pass@1 = mean pass over them)
     # End prose prompts with the entry point's `def` line (from the reference), so the model
-    # writes the body instead of retyping the name (`execrl.models.prompting`)
+    # writes the body instead of retyping the name (`execrl.models.prompting.prompting`)
     signature_prompt: bool = True
 
 

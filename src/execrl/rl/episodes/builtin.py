@@ -127,7 +127,7 @@ class SelfCorrect:
 def _feedback_turn(task: Task, feedback: str) -> Observation:
     """Feedback as a user message; for a raw-text model, as comments followed by the prompt again
     when the prompt is code it continues (HumanEval style), else as plain text."""
-    from execrl.models.prompting import is_code_prompt  # lazily: models imports torch
+    from execrl.models.prompting.prompting import is_code_prompt  # lazily: models imports torch
 
     if is_code_prompt(task.prompt):
         comment = "\n".join(f"# {line}".rstrip() for line in feedback.splitlines())

@@ -159,7 +159,7 @@ def _tester_sample(task: Task, episode: Episode, graded: TesterGrade) -> ScoredS
 
 def _coder_turn(task: Task) -> Observation:
     """The coder's request; a raw-text model continues the prompt again when it is code."""
-    from execrl.models.prompting import is_code_prompt  # lazily: models imports torch
+    from execrl.models.prompting.prompting import is_code_prompt  # lazily: models imports torch
 
     text = CODER_REQUEST.format(entry=task.entry_point)
     raw = f"\n\n{task.prompt}" if is_code_prompt(task.prompt) else f"\n\n{text}\n"

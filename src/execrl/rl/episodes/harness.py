@@ -46,8 +46,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from execrl.models.chat import uses_chat_template
-from execrl.models.sampling import SamplingParams
+from execrl.models.engines.sampling import SamplingParams
+from execrl.models.prompting.chat import uses_chat_template
 from execrl.rewards.scorer import RewardScorer
 from execrl.rl.episodes.env import HarnessConfig, StepInfo, StepResult
 from execrl.rl.episodes.policy_server import PolicyServer, ServeSettings

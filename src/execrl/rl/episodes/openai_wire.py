@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
-from execrl.models.sampling import Completion, SamplingParams
+from execrl.models.engines.sampling import Completion, SamplingParams
 from execrl.rl.episodes.recorder import CallRecord, Ticket
 
 _EPISODE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")

@@ -18,7 +18,7 @@ Who may call (`PolicyServer.access`): a call carrying an episode's key as its AP
 `token` (serve-policy), a call carrying it may name any episode not opened with a key; any
 other call is refused (401). In training (a strict recorder, no token) only keys count.
 
-Generation goes through the rollout engine (`models.engine.RolloutEngine`) from one worker
+Generation goes through the rollout engine (`models.engines.engine.RolloutEngine`) from one worker
 thread: calls that arrive within `batch_wait_s` of each other with the same sampling
 parameters share one `generate` call, so parallel harness episodes batch like rollouts do.
 With `fixed_sampling` (training) the run's temperature and top-p are used whatever a call asks,
@@ -45,7 +45,7 @@ from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from execrl.models.sampling import Completion, SamplingParams
+from execrl.models.engines.sampling import Completion, SamplingParams
 from execrl.rl.episodes.openai_wire import (
     BadRequest,
     CallRequest,

@@ -2,8 +2,8 @@
 (one batched `generate` call), the environment steps on it, and its turn is appended.
 
 `TurnLoop` holds a batch of episodes between turns; `play_out` drives it to the end. With a
-token engine (`models.engine.RolloutEngine`: local models, scripted test policies) each episode
-is a `Conversation` of token ids and ends as a token-exact trajectory (`run_episodes`); a
+token engine (`models.engines.engine.RolloutEngine`: local models, scripted test policies) each
+episode is a `Conversation` of token ids and ends as a token-exact trajectory (`run_episodes`); a
 text-only model (an OpenAI-compatible server, `TextReplies`) goes through the same loop with a
 `TextConversation`, which keeps the texts alone, since a server's tokens are not ours. The
 training's episode source (`rl.rollout.episode_sources.MultiTurn`) and `execrl eval --env` both run

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from execrl.models.hf_forward import cache_keyword, cache_of, forward_params
+from execrl.models.engines.hf_forward import cache_keyword, cache_of, forward_params
 from execrl.rl.objective.fused_head import token_logprobs
 
 

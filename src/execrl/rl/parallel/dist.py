@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import torch
 import torch.distributed as torch_dist
 
-from execrl.models.weights import plain_weights
+from execrl.models.engines.weights import plain_weights
 
 
 def active() -> bool:
@@ -126,7 +126,7 @@ class Strategy(Protocol):
 
     def weights(self, model: Any) -> Iterable[tuple[str, torch.Tensor]]:
         """The model's whole weights for an engine with its own copy (vLLM), under the base
-        model's names (`models.weights.WeightSource`); every process calls it together."""
+        model's names (`models.engines.weights.WeightSource`); every process calls it together."""
         ...
 
     def reduce_and_clip(self, params: list[torch.nn.Parameter], max_norm: float) -> float:

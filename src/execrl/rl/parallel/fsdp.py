@@ -36,8 +36,8 @@ from torch.distributed.fsdp import (
 )
 from torch.distributed.tensor import DTensor
 
-from execrl.models.hf_forward import class_name
-from execrl.models.weights import is_adapter, plain_name
+from execrl.models.engines.hf_forward import class_name
+from execrl.models.engines.weights import is_adapter, plain_name
 from execrl.rl.config.dist_config import DistConfig
 from execrl.rl.objective.logprobs import collate
 from execrl.rl.objective.losses import Batch
@@ -168,8 +168,8 @@ def _units(root: Any) -> list[FSDPModule]:
 
 
 def unit_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
-    """The sharded policy's weights as `models.weights.plain_weights` yields a whole one's (the
-    same names and values; a LoRA policy's adapters merged), one FSDP unit at a time: a unit
+    """The sharded policy's weights as `models.engines.weights.plain_weights` yields a whole one's
+    (the same names and values; a LoRA policy's adapters merged), one FSDP unit at a time: a unit
     (a decoder layer, then the root's embedding, norm and head) is gathered, its tensors are
     yielded, and it is freed before the next is gathered, so a process never holds more than
     one unit whole (and the copies it yields that the consumer still holds). Every process

@@ -43,8 +43,8 @@ and counts what execrl itself allocates:
 - value head: PPO's linear head on the last hidden state (h + 1 weights, trained in fp32).
 - generation KV cache: execrl's own engines (`loop`, `hf`) decode `generation_rows` sequences at
   once (sampling.groups_per_generate x rl.group_size), keeping 2 * layers * kv_heads * head_dim
-  elements a token. The `loop` engine's fused decoder (`models.lean_llama`, Llama and Qwen2 up
-  to 3B parameters) also holds copies of the projections while it decodes: q|k|v and gate|up
+  elements a token. The `loop` engine's fused decoder (`models.engines.lean_llama`, Llama and Qwen2
+  up to 3B parameters) also holds copies of the projections while it decodes: q|k|v and gate|up
   concatenated, and with LoRA every other adapted projection merged. Generation and the update
   never overlap, so the peak takes the larger of the two phases.
 - engine: a colocated vLLM engine takes its `gpu_memory_utilization` share of the device (its
@@ -63,8 +63,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from execrl.models.lean_llama import MAX_PARAMETERS as LEAN_MAX_PARAMETERS
-from execrl.models.shape import LORA_TARGETS, ModelShape
+from execrl.models.engines.lean_llama import MAX_PARAMETERS as LEAN_MAX_PARAMETERS
+from execrl.models.loading.shape import LORA_TARGETS, ModelShape
 from execrl.rl.objective.fused_head import CHUNK_ELEMENTS
 
 GB = 10**9
@@ -90,8 +90,8 @@ class PlanSettings:
     reference: bool = False  # a KL penalty: the frozen reference model
     value_head: bool = False  # PPO
     generation_rows: int = 64  # sequences execrl's own engine decodes at once; 0: vLLM decodes
-    # sampling.engine = "loop": execrl's fused decoder (`models.lean_llama`), which decodes from
-    # copies of the projections, concatenated (q|k|v, gate|up) and with LoRA merged in
+    # sampling.engine = "loop": execrl's fused decoder (`models.engines.lean_llama`), which decodes
+    # from copies of the projections, concatenated (q|k|v, gate|up) and with LoRA merged in
     lean_decoder: bool = False
     logprob_head: str = "fused"  # rl.logprob_head: fused | chunked | full (`rl.objective.logprobs`)
     engine_share: float = 0.0  # a colocated vLLM engine's gpu_memory_utilization

@@ -24,9 +24,9 @@ from typing import Any, Protocol
 
 import torch
 
-from execrl.models.chat import uses_chat_template
-from execrl.models.engine import RolloutEngine
-from execrl.models.sampling import TRUNCATED, Completion, SamplingParams, encode_prompts
+from execrl.models.engines.engine import RolloutEngine
+from execrl.models.engines.sampling import TRUNCATED, Completion, SamplingParams, encode_prompts
+from execrl.models.prompting.chat import uses_chat_template
 from execrl.rewards.result import RewardResult
 from execrl.rewards.scorer import RewardScorer, build_sample
 from execrl.rl.episodes import EnvConfig, Episode, make_env

@@ -73,7 +73,7 @@ class Rollouts:
 @dataclass(slots=True)
 class RngState:
     """One chunk's sampling RNG between its turns: torch's CPU generator and, on a GPU, the
-    device's (every engine draws from them: `models.engine`)."""
+    device's (every engine draws from them: `models.engines.engine`)."""
 
     cpu: torch.Tensor
     cuda: list[torch.Tensor] | None

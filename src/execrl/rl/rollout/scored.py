@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from execrl.models.sampling import Completion
+from execrl.models.engines.sampling import Completion
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
 from execrl.sandbox import ExecutionResult

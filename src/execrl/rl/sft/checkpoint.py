@@ -52,7 +52,7 @@ def _inherit_eval_spec(base: str, final: Path) -> None:
     one `execrl train` saves with its defaults when the base is the embedded default (which
     continues a `def` line: the tasks' prose prompts would get nothing from it); none for any
     other model, evaluated then as the benchmark's harness prompts it."""
-    from execrl.models.default import is_default_model
+    from execrl.models.loading.default import is_default_model
     from execrl.rl.config.config import load_config
     from execrl.rl.eval_spec import HeldoutSpec, heldout_spec
 

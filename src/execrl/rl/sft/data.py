@@ -1,5 +1,5 @@
 """SFT examples from JSONL: prompt/completion pairs or chat messages, tokenised with the loss
-on the completion only (`models.sft.sft_example`: prompt tokens are context, -100 labels).
+on the completion only (`models.loading.sft.sft_example`: prompt tokens are context, -100 labels).
 
 A pair may carry `prompt_ids`, the prompt as token ids: then those ids are the context, not an
 encoding of the text. Multi-turn contexts need it (`execrl eval --env self_correct
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from execrl.models.sft import sft_example
+from execrl.models.loading.sft import sft_example
 from execrl.tasks.errors import TaskDataError
 from execrl.tasks.sources import read_records
 

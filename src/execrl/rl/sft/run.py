@@ -8,7 +8,7 @@ The run directory (run.out_dir/run.name) holds config.toml (the resolved config)
 optimizer and the schedule at a step), final/ (the model and its tokenizer in Hugging Face
 format, LoRA merged in: a valid `model.path` for `execrl train`) and summary.json. The model,
 the optimizer and its schedule are set up as `execrl train` sets up its own (`rl.setup`); the
-loop is the one the embedded default's build runs too (`models.sft.train_steps`). Each step
+loop is the one the embedded default's build runs too (`models.loading.sft.train_steps`). Each step
 draws its batch from a generator seeded by (run.seed, step), so a resumed run takes the same
 batches as one that was never stopped.
 """
@@ -27,7 +27,7 @@ from typing import IO, Any, Protocol
 
 import torch
 
-from execrl.models import sft as sft_loop
+from execrl.models.loading import sft as sft_loop
 from execrl.models.threads import Machine, choose_threads, threads_used, with_threads
 from execrl.rl.checkpoint import Unwritable
 from execrl.rl.setup import optimizer_and_schedule, policy_of

@@ -1,6 +1,6 @@
 """Building small Llama-architecture models and byte-level BPE tokenizers from scratch.
 
-Used by the embedded default (`models.default`) and by tests, which build tiny random models
+Used by the embedded default (`models.loading.default`) and by tests, which build tiny random models
 themselves instead of downloading any.
 """
 

@@ -2,13 +2,13 @@
 
 For the small models RL from execution feedback trains on a CPU, `generate`'s per-token
 machinery (config validation, processor and criteria lists, cache bookkeeping) costs as much as
-the model itself. This loop does only what `models.sampling` needs: one forward over the
+the model itself. This loop does only what `models.engines.sampling` needs: one forward over the
 left-padded prompts, then one token per step for every unfinished row, recording the behaviour
 log-probability log softmax(logits / T)[token] before top-p (as `rl.objective.logprobs` recomputes
 it).
 
 Rows end at an eos token (kept), when `stop_hit` names a reason (a stop sequence, a stop rule of
-`models.stop_rules`), or at the token budget; finished rows are fed the pad token and their
+`models.engines.stop_rules`), or at the token budget; finished rows are fed the pad token and their
 outputs ignored.
 """
 
@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from execrl.models.hf_forward import cache_keyword, cache_of, forward_params
-from execrl.models.lean_llama import LeanLlama
+from execrl.models.engines.hf_forward import cache_keyword, cache_of, forward_params
+from execrl.models.engines.lean_llama import LeanLlama
 
 
 @torch.no_grad()

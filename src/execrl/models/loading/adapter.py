@@ -5,7 +5,7 @@ directory that `execrl eval` and vLLM load as they are. With `run.merge_lora = f
 only the adapter (`adapter_config.json`, `adapter_model.safetensors`) and the tokenizer; its
 `base_model_name_or_path` names the base, which `load_policy` then loads and merges this adapter
 into, so `execrl eval --model RUN/final` works either way. Merging gives the generation path a
-plain model, which execrl's own decoder runs (`models.lean_llama`).
+plain model, which execrl's own decoder runs (`models.engines.lean_llama`).
 """
 
 from __future__ import annotations

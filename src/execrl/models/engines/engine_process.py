@@ -1,9 +1,9 @@
-"""The engine process of `models.remote_engine`: the rollout engine on a device of its own.
+"""The engine process of `models.engines.remote_engine`: the rollout engine on a device of its own.
 
 Started by the trainer (spawn context), it loads the policy the trainer wrote in Hugging Face
 format, builds the engine `sampling.engine` names on its device, joins the weight group
-(`models.weight_group`) and serves the trainer's requests (`models.engine_messages`) one at a
-time until told to stop. It exits when its trainer does: a closed pipe ends the loop, and a
+(`models.engines.weight_group`) and serves the trainer's requests (`models.engines.engine_messages`)
+one at a time until told to stop. It exits when its trainer does: a closed pipe ends the loop, and a
 watcher thread ends the process once its parent is gone (a trainer killed mid-generate).
 """
 
@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from execrl.models import engine_messages as messages
-from execrl.models.weight_group import ENGINE, WeightGroup, engine_store
+from execrl.models.engines import engine_messages as messages
+from execrl.models.engines.weight_group import ENGINE, WeightGroup, engine_store
 
 PARENT_POLL_S = 1.0
 
@@ -132,11 +132,11 @@ def _copy_into(model: Any, pairs: Iterator[tuple[str, torch.Tensor]]) -> None:
 def _build(spec: messages.EngineSpec, device: torch.device) -> tuple[Any, Any]:
     """The engine, and the model it samples: none for vLLM, which holds its own copy (the
     module it starts from is loaded on the CPU and dropped, never a second copy on the device)."""
-    from execrl.models.engine import InProcessEngine
-    from execrl.models.loading import load_policy
+    from execrl.models.engines.engine import InProcessEngine
+    from execrl.models.loading.loading import load_policy
 
     if spec.name == "vllm":
-        from execrl.models.vllm_engine import VLLMEngine
+        from execrl.models.engines.vllm_engine import VLLMEngine
 
         policy = load_policy(spec.directory, device="cpu", dtype=spec.dtype)
         # unsupervised here: the trainer supervises this whole process (`SupervisedEngine`)

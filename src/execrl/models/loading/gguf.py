@@ -27,8 +27,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from execrl.models.gguf_check import ClaimError, check_blocks, check_claims
-from execrl.models.gguf_header import (
+from execrl.models.loading.gguf_check import ClaimError, check_blocks, check_claims
+from execrl.models.loading.gguf_header import (
     MAGIC,
     GgufFormatError,
     GgufHeader,

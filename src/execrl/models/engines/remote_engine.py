@@ -1,16 +1,16 @@
 """A rollout engine in a process of its own, on a device of its own (`sampling.engine_devices`).
 
-The trainer writes its policy once, in Hugging Face format (`models.weights.save_policy`), and
-starts the engine process (`models.engine_process`, spawn context: the trainer holds threads and
-a process group, which a fork would copy half-made). That process builds the engine
+The trainer writes its policy once, in Hugging Face format (`models.engines.weights.save_policy`),
+and starts the engine process (`models.engines.engine_process`, spawn context: the trainer holds
+threads and a process group, which a fork would copy half-made). That process builds the engine
 `sampling.engine` names ("loop", "hf", "vllm") on its device and serves requests over a pipe:
 prompt ids and `SamplingParams` in, `Completion`s out. To the trainer it is one more
 `RolloutEngine`.
 
 Weights: `sync_weights` iterates the trainer's `WeightSource` (the whole state dict, or under FSDP
 one decoder layer gathered at a time) and sends each tensor over a two-process group of its own
-(`models.weight_group`: gloo, or NCCL between GPUs), announced first on the pipe by name, shape
-and dtype; the engine process receives each into a fresh tensor and loads it as it comes. The
+(`models.engines.weight_group`: gloo, or NCCL between GPUs), announced first on the pipe by name,
+shape and dtype; the engine process receives each into a fresh tensor and loads it as it comes. The
 trainer holds at most one tensor beyond what the source holds (its copy on the group's device,
 when it is elsewhere). A spec message goes per tensor, not per unit: a `WeightSource` is an
 iterator whose units its consumer cannot see, and a small message costs microseconds beside
@@ -23,7 +23,7 @@ trainer's generators where that engine would have.
 Life: `close` stops the process (waits, then kills); the engine process exits when the trainer
 does; a dead engine process makes the waiting call raise `EngineFailure`, naming the engine, the
 device and the exit code, seen within `POLL_S` (never a hang). `alive`, `pids` and `kill` let
-`models.engine.SupervisedEngine` restart it from the current weights, as it does vLLM.
+`models.engines.engine.SupervisedEngine` restart it from the current weights, as it does vLLM.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from typing import Any
 
 import torch
 
-from execrl.models.engine import EngineFailure, refuse_options
-from execrl.models.engine_messages import (
+from execrl.models.engines.engine import EngineFailure, refuse_options
+from execrl.models.engines.engine_messages import (
     EngineSpec,
     Failed,
     Generate,
@@ -53,10 +53,10 @@ from execrl.models.engine_messages import (
     Stop,
     TensorSpec,
 )
-from execrl.models.engine_process import serve
-from execrl.models.sampling import Completion, SamplingParams
-from execrl.models.weight_group import TRAINER, WeightGroup, backend_for, trainer_store
-from execrl.models.weights import WeightSource, base_model, plain_weights, save_policy
+from execrl.models.engines.engine_process import serve
+from execrl.models.engines.sampling import Completion, SamplingParams
+from execrl.models.engines.weight_group import TRAINER, WeightGroup, backend_for, trainer_store
+from execrl.models.engines.weights import WeightSource, base_model, plain_weights, save_policy
 
 POLL_S = 0.2  # how soon a dead engine process is seen
 CLOSE_S = 30.0  # how long `close` waits for the process to stop before killing it

@@ -2,7 +2,7 @@
 
 Nothing is downloaded. On first use execrl trains the tokenizer on the procedural suite's easy
 tasks, initialises a Llama-architecture model of about a million parameters, fine-tunes it (SFT)
-on the reference solutions of those tasks with the loop `execrl sft` runs (`models.sft.sft`
+on the reference solutions of those tasks with the loop `execrl sft` runs (`models.loading.sft.sft`
 through `train_steps`; `execrl sft` itself sits above this layer), and saves both in Hugging
 Face format under `$EXECRL_DEFAULT_MODEL_DIR` (default
 `~/.cache/execrl/default-model-<recipe hash>`). Later uses load that directory. The recipe hash
@@ -23,9 +23,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from execrl.models.prompting import signature_prompt, signature_split
-from execrl.models.sft import SFTSettings, sft
-from execrl.models.tiny import TinyLlamaShape, new_llama, save_pretrained, train_bpe_tokenizer
+from execrl.models.loading.sft import SFTSettings, sft
+from execrl.models.loading.tiny import (
+    TinyLlamaShape,
+    new_llama,
+    save_pretrained,
+    train_bpe_tokenizer,
+)
+from execrl.models.prompting.prompting import signature_prompt, signature_split
 from execrl.tasks.schema import Task
 
 ENV_DIR = "EXECRL_DEFAULT_MODEL_DIR"
@@ -71,8 +76,9 @@ def ensure_default_model(recipe: DefaultRecipe = DefaultRecipe()) -> Path:
 
 def sft_pairs(tasks: Sequence[Task]) -> list[tuple[str, str]]:
     """(prompt, completion) from each task's reference solution, in the prompt format training
-    and evaluation use (`models.prompting`): a signature prompt and the function body where one
-    can be built, else the prompt and the reference minus the prompt when it starts with it."""
+    and evaluation use (`models.prompting.prompting`): a signature prompt and the function body
+    where one can be built, else the prompt and the reference minus the prompt when it starts with
+    it."""
     pairs = []
     for task in tasks:
         if not task.reference:

@@ -1,10 +1,10 @@
 """Loading a Hugging Face causal LM and its tokenizer, optionally with LoRA, and a frozen reference.
 
 A model is named by a local directory in Hugging Face format, by a GGUF file (converted once to
-such a directory, `execrl.models.gguf`), by the name of a known model fetched with
-`execrl models get` (`execrl.models.registry`), by a hub id (`org/name`, for users online;
+such a directory, `execrl.models.loading.gguf`), by the name of a known model fetched with
+`execrl models get` (`execrl.models.loading.registry`), by a hub id (`org/name`, for users online;
 honours `HF_HUB_OFFLINE`), or by `"default"`, the embedded default model that execrl builds
-itself on first use (`execrl.models.default`).
+itself on first use (`execrl.models.loading.default`).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
-from execrl.models.adapter import ADAPTER_CONFIG, adapter_base, merged_adapter
-from execrl.models.gguf import ensure_converted, is_gguf
-from execrl.models.registry import KNOWN_MODELS, fetched_dir, known_model
+from execrl.models.loading.adapter import ADAPTER_CONFIG, adapter_base, merged_adapter
+from execrl.models.loading.gguf import ensure_converted, is_gguf
+from execrl.models.loading.registry import KNOWN_MODELS, fetched_dir, known_model
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -54,7 +54,7 @@ def resolve_model_path(name: str) -> tuple[str, bool]:
     """(what to hand to `from_pretrained`, whether to load from local files only: a directory,
     or a hub id in the cache while the hub cannot be reached)."""
     if name == "default":
-        from execrl.models.default import ensure_default_model
+        from execrl.models.loading.default import ensure_default_model
 
         return str(ensure_default_model()), True
     if known_model(name) is not None:
@@ -81,7 +81,7 @@ def resolve_model_path(name: str) -> tuple[str, bool]:
             "a .gguf file, a hub id like 'Qwen/Qwen2.5-Coder-0.5B-Instruct', 'default', or a "
             f"known model ({', '.join(sorted(KNOWN_MODELS))}: `execrl models list`)"
         )
-    from execrl.models.hub import hub_source
+    from execrl.models.loading.hub import hub_source
 
     return hub_source(name)  # offline: the cache, or an error that says so at once
 
@@ -119,7 +119,7 @@ def load_policy(
     pad_token: str = "",
 ) -> Policy:
     """A trainable policy: model (with LoRA adapters when asked) and tokenizer. An adapter
-    directory (`models.adapter`) loads as its base with the adapter merged in."""
+    directory (`models.loading.adapter`) loads as its base with the adapter merged in."""
     from transformers import AutoModelForCausalLM
 
     if dtype not in _DTYPES:

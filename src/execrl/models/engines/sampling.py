@@ -1,13 +1,13 @@
 """Batched sampling from a policy, recording the behaviour log-probabilities of every token.
 
-Two engines. "loop" (the default) is execrl's own KV-cache loop (`models.decode`, with the lean
-Llama/Qwen2 forward where it applies). "hf" runs `model.generate` (any HF causal LM and its
+Two engines. "loop" (the default) is execrl's own KV-cache loop (`models.engines.decode`, with the
+lean Llama/Qwen2 forward where it applies). "hf" runs `model.generate` (any HF causal LM and its
 cache) with two small hooks: one records log pi(token) from the raw logits divided by the
 temperature, before top-p, so the number matches what the trainer recomputes
 (`rl.objective.logprobs`); the other ends a row at eos, at a stop sequence or by a stop rule
-(`models.stop_rules`: the end of the fenced code block the prompt asked for, a repetition loop) and
-remembers where, so the kept tokens are exact. The loop records the same numbers and applies the
-same rules itself.
+(`models.engines.stop_rules`: the end of the fenced code block the prompt asked for, a repetition
+loop) and remembers where, so the kept tokens are exact. The loop records the same numbers and
+applies the same rules itself.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from execrl.models.chat import format_prompt, uses_chat_template
-from execrl.models.stop_rules import RowStops
+from execrl.models.engines.stop_rules import RowStops
+from execrl.models.prompting.chat import format_prompt, uses_chat_template
 
 
 def out_of_range(
@@ -42,11 +42,11 @@ class SamplingParams:
     max_new_tokens: int = 128  # the token budget of one completion
     stop: tuple[str, ...] = ()  # a completion ends at the first of these (kept out of its text)
     batch_size: int = 64  # sequences per generate call, to bound memory
-    # "loop": execrl's KV-cache loop (`models.decode`), several times less overhead per token on
-    # small models; "hf": `model.generate`, for models whose cache the loop does not drive
+    # "loop": execrl's KV-cache loop (`models.engines.decode`), several times less overhead per
+    # token on small models; "hf": `model.generate`, for models whose cache the loop does not drive
     engine: str = "loop"
-    # Stop rules (`models.stop_rules`): end a row at the line closing its first fenced block in
-    # `code_language` (the call's tasks' language; untagged blocks too) when its prompt shows a
+    # Stop rules (`models.engines.stop_rules`): end a row at the line closing its first fenced block
+    # in `code_language` (the call's tasks' language; untagged blocks too) when its prompt shows a
     # ``` fence (for one-turn code answers: an agent's or an episode's turn may go on after a
     # block); end a row whose last repeat_ngram tokens appeared REPEAT_COPIES times (a loop; 0
     # turns it off)
@@ -174,7 +174,7 @@ def _sample_chunk(model, tokenizer, prompts, indices, params: SamplingParams) ->
 
 
 def _decode_loop(model, tokenizer, input_ids, attention, params: SamplingParams, rules):
-    from execrl.models.decode import decode
+    from execrl.models.engines.decode import decode
 
     def stop_hit(row: int, ids: torch.Tensor) -> str | None:
         return _ended(tokenizer, row, ids, params.stop, rules)

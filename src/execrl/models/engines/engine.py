@@ -22,9 +22,10 @@ from a stale policy unless the trainer pushes the new weights after each update.
 engines ("loop", "hf") generate with the policy module itself, so for them it only adopts the
 module it is given (a DDP wrapper or a new object after a reload) and copies nothing.
 
-`make_engine` (`models.engine_factory`) builds one by name. Devices: `make_engine(...,
-device="cuda:1")` runs any of them in a process of its own on that
-device (`models.remote_engine`, `sampling.engine_devices`), its weights pushed over a process group.
+`make_engine` (`models.engines.engine_factory`) builds one by name. Devices: `make_engine(...,
+device="cuda:1")` runs any of them in a process of its own on that device
+(`models.engines.remote_engine`, `sampling.engine_devices`), its weights pushed over a process
+group.
 
 Fault tolerance: an engine with its own copy of the policy and its own processes (vLLM, or one on
 a device of its own) can die or hang while the trainer is fine, so `make_engine` hands it out
@@ -33,8 +34,8 @@ same draws); no rollout is lost or scored 0 for the engine's failure.
 
 Seeding: the in-process engines draw from torch's global generator, so a caller that seeds it
 (`torch.manual_seed`, as `rl.rollout.rollouts` does per chunk) gets the same completions as calling
-`models.sampling.sample` directly; an engine with its own sampler derives its per-request seeds
-from the same generator, so seeded runs stay reproducible on one machine.
+`models.engines.sampling.sample` directly; an engine with its own sampler derives its per-request
+seeds from the same generator, so seeded runs stay reproducible on one machine.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import torch
 
-from execrl.models.sampling import Completion, SamplingParams, sample
+from execrl.models.engines.sampling import Completion, SamplingParams, sample
 
 ENGINES = ("loop", "hf", "vllm")
 
@@ -87,7 +88,7 @@ class RolloutEngine(Protocol):
 class InProcessEngine:
     """execrl's decode loop ("loop") or Hugging Face `generate` ("hf") on the policy module itself.
 
-    Both run `models.sampling.sample` unchanged: the same numerics, the same RNG draws.
+    Both run `models.engines.sampling.sample` unchanged: the same numerics, the same RNG draws.
     """
 
     def __init__(self, name: str, model: Any, tokenizer: Any) -> None:

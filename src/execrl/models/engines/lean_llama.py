@@ -1,4 +1,5 @@
-"""A lean incremental forward for Llama-family models (Llama, Qwen2), used by `models.decode`.
+"""A lean incremental forward for Llama-family models (Llama, Qwen2), used by
+`models.engines.decode`.
 
 On the small models RL from execution feedback trains on a CPU, a Hugging Face decoder layer
 spends most of a decode step outside its matrix products: building the attention mask, calling
@@ -32,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from execrl.models.hf_forward import class_name
+from execrl.models.engines.hf_forward import class_name
 
 SUPPORTED = {"LlamaForCausalLM", "Qwen2ForCausalLM"}
 MAX_PARAMETERS = 3_000_000_000

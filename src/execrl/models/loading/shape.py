@@ -159,8 +159,8 @@ def shape_of(spec: str) -> ModelShape:
 def _local_config(spec: str) -> Path | None:
     """The config.json `spec` names on this machine: a file, a model directory, a model fetched
     with `execrl models get`, or a hub id in the Hugging Face cache (never downloaded)."""
-    from execrl.models.gguf import ModelFileError
-    from execrl.models.registry import fetched_dir, known_model
+    from execrl.models.loading.gguf import ModelFileError
+    from execrl.models.loading.registry import fetched_dir, known_model
 
     path = Path(spec).expanduser()
     if known_model(spec) is not None:
@@ -181,7 +181,7 @@ def _local_config(spec: str) -> Path | None:
 
 
 def _default_shape() -> ModelShape:
-    from execrl.models.default import DefaultRecipe
+    from execrl.models.loading.default import DefaultRecipe
 
     recipe = DefaultRecipe()
     shape = recipe.shape

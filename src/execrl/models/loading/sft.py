@@ -1,5 +1,5 @@
 """Supervised fine-tuning on (prompt, completion) pairs: the one SFT loop (`train_steps`) that
-`execrl sft` runs and the embedded default's build runs (`sft`, `models.default`).
+`execrl sft` runs and the embedded default's build runs (`sft`, `models.loading.default`).
 
 The loss is the mean cross-entropy of the completion tokens (prompt tokens are context only).
 """

