@@ -72,8 +72,8 @@ class PassFractionForTRL:
     __name__ = "pass_fraction"
 
     def __init__(self, tasks, sandbox, limits) -> None:
-        from execrl.rewards.config import RewardConfig
-        from execrl.rewards.scorer import RewardScorer
+        from execrl.rewards.scoring.config import RewardConfig
+        from execrl.rewards.scoring.scorer import RewardScorer
         from execrl.sandbox import SandboxConfig
 
         self.tasks = tasks
@@ -89,7 +89,7 @@ class PassFractionForTRL:
 
 
 def run_execrl(args, model_dir: Path, tasks, out: Path) -> dict:
-    from execrl.rewards.execution import PassFraction
+    from execrl.rewards.leaves.execution import PassFraction
     from execrl.rl.config.config import load_config
     from execrl.rl.run import train
 
@@ -131,8 +131,8 @@ def final_reward(args, tasks, model, tokenizer) -> float:
     draw different tasks at each step, so their training rewards are not on the same tasks."""
     from execrl.models.engines.engine_factory import make_engine
     from execrl.models.engines.sampling import SamplingParams, encode_prompts
-    from execrl.rewards.config import RewardConfig
-    from execrl.rewards.scorer import RewardScorer
+    from execrl.rewards.scoring.config import RewardConfig
+    from execrl.rewards.scoring.scorer import RewardScorer
     from execrl.rl.rollout.episode_sources import OneTurn
     from execrl.rl.rollout.rollouts import Rollouts, RolloutTimes
     from execrl.sandbox import Limits, Sandbox, SandboxConfig

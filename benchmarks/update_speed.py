@@ -103,7 +103,7 @@ def _groups(args: argparse.Namespace, vocab: int):
 
     from execrl.models.engines.sampling import Completion
     from execrl.rewards.result import RewardResult
-    from execrl.rewards.scorer import build_sample
+    from execrl.rewards.scoring.scorer import build_sample
     from execrl.rl.rollout.scored import Scored
     from execrl.tasks import CallTests, Task
 

@@ -57,7 +57,7 @@ def far_sample(prompt: list[int], tokens: list[int], score: float):
     token: far from a tiny model's pi, so TIS weights act."""
     from execrl.models.engines.sampling import Completion
     from execrl.rewards.result import RewardResult
-    from execrl.rewards.scorer import build_sample
+    from execrl.rewards.scoring.scorer import build_sample
     from execrl.rl.rollout.scored import Scored
     from execrl.tasks import CallTests, Task
 

@@ -21,6 +21,8 @@ ROOT = "(root)"
 # the trusted parent's grading, domain verifiers, the pool (package root), the service.
 # rl: by what a training step does (docs/ARCHITECTURE.md), each wing's modules in its __init__.
 # models: by what a model is asked, where it comes from and what generates (docs/ARCHITECTURE.md).
+# rewards: the analyses below the records a reward reads and returns, then the leaves, the
+# scoring that composes them and the adapters on top (docs/ARCHITECTURE.md).
 WINGS = {
     "models": [
         ROOT,  # the process a model runs in: its device, torch's threads, glibc's heap
@@ -29,6 +31,13 @@ WINGS = {
         "engines",  # what generates: the rollout engines, sampling, vLLM, the engine process
     ],
     "sandbox": ["confine", "run", "grading", "verifiers", ROOT, "service"],
+    "rewards": [
+        "analysis",  # execution-free analyses of a program: pyflakes, pycodestyle, bandit, ruff
+        ROOT,  # what a reward reads (Sample) and returns (RewardResult), the interface (Reward)
+        "leaves",  # each one term of a score: execution, syntax, format, style, length, ...
+        "scoring",  # combinators, trees from TOML, the scorer and what it applies around a tree
+        "adapters",  # TRL's and verl's reward hooks
+    ],
     "rl": [
         "files",  # a TOML config into typed records, a checkpoint as data only
         "episodes",  # environments, turn loops, token-exact trajectories, the harness

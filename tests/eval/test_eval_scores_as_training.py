@@ -16,7 +16,7 @@ import pytest
 from execrl.cli import main
 from execrl.eval.evaluate import evaluate
 from execrl.eval.samples import read_samples
-from execrl.rewards.scorer import RewardScorer
+from execrl.rewards.scoring.scorer import RewardScorer
 from execrl.rl.config.config import from_dict
 from execrl.sandbox.reference_runner import sandbox_runner
 from execrl.tasks import load_benchmark

@@ -109,7 +109,7 @@ def test_a_codejam_statement_asking_for_a_day_is_capped(tmp_path):
 
 
 def test_config_limits_are_capped(tmp_path, capsys):
-    from execrl.rewards.config import sandbox_config_of
+    from execrl.rewards.scoring.config import sandbox_config_of
     from execrl.rl.config.config import load_config
 
     sets = [f"sandbox.limits.{name}={getattr(GREEDY, name)!r}" for name in CAPPED]

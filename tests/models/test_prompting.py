@@ -16,7 +16,7 @@ from execrl.models.prompting.prompting import (
     with_named_entry_points,
     with_signature_prompts,
 )
-from execrl.rewards.scorer import build_sample
+from execrl.rewards.scoring.scorer import build_sample
 from execrl.tasks import CallTests, Task
 
 TESTS = CallTests(((2,),), (160,))
@@ -135,7 +135,7 @@ def test_every_prompt_format_names_the_function_the_tests_call(data_dir, benchma
 def test_a_chat_models_reference_answer_is_one_clean_fenced_block():
     """Correction and warm-up targets for a chat model: the reference in one fenced block, as its
     answers are read; MBPP's tabs and CRLF re-printed, so a warm-up does not teach them."""
-    from execrl.rewards.extract import extract_code
+    from execrl.rewards.leaves.extract import extract_code
 
     mbpp = Task(id="mbpp/1", prompt="Write a function f.", tests=TESTS, entry_point="f",
                 reference="def f(x):\r\n\treturn x * 80 \r\n")  # fmt: skip

@@ -13,7 +13,7 @@ from execrl.models.engines.sampling import SamplingParams, sample
 from execrl.models.engines.stop_rules import RowStops, closes_code_block
 from execrl.models.engines.vllm_engine import cut_by_rules
 from execrl.models.loading.tiny import new_llama
-from execrl.rewards.extract import blank_reasoning, extract_code, fences
+from execrl.rewards.leaves.extract import blank_reasoning, extract_code, fences
 
 from .conftest import SHAPE
 

@@ -8,8 +8,9 @@ import os
 import time
 from dataclasses import dataclass
 
-from execrl.rewards.analysis import Analysis, Failed, unvouched
+from execrl.rewards.analysis.analysis import Analysis, Failed
 from execrl.rewards.base import leaf
+from execrl.rewards.leaves.analysis_leaf import unvouched
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
 

@@ -7,9 +7,10 @@ import time
 
 import pytest
 
-from execrl.rewards import RewardConfig, RewardScorer, verl_adapter
-from execrl.rewards.ground_truth import task_from_json, task_to_json
-from execrl.rewards.trl_adapter import TRLReward, completion_text
+from execrl.rewards import RewardConfig, RewardScorer
+from execrl.rewards.adapters import verl_adapter
+from execrl.rewards.adapters.ground_truth import task_from_json, task_to_json
+from execrl.rewards.adapters.trl_adapter import TRLReward, completion_text
 from execrl.tasks import CallTests, Task
 
 from .conftest import TASK

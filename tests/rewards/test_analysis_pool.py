@@ -8,10 +8,10 @@ import warnings
 import pytest
 
 from execrl.rewards import RewardConfig, RewardConfigError, RewardScorer, build_reward
-from execrl.rewards.analyser import Analyser, analyses_of
-from execrl.rewards.analysis import Analysis, AnalysisError
-from execrl.rewards.security import bandit_findings
-from execrl.rewards.static_analysis import PYFLAKES
+from execrl.rewards.analysis.analysis import Analysis, AnalysisError
+from execrl.rewards.leaves.security import bandit_findings
+from execrl.rewards.leaves.static_analysis import PYFLAKES
+from execrl.rewards.scoring.analyser import Analyser, analyses_of
 from rewards.analysis_helpers import (
     CALLS,
     ProbeLeaf,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from execrl.rewards import RewardConfig, RewardConfigError, RewardScorer, build_reward
-from execrl.rewards.config import sandbox_config_of
 from execrl.rewards.result import Flag
+from execrl.rewards.scoring.config import sandbox_config_of
 
 from .conftest import TASK
 

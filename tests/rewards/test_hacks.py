@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from execrl.rewards import HackPolicy, RewardConfig, RewardMonitor, RewardScorer
-from execrl.rewards.hardcode import hardcoded_tests, hardcodes_visible
+from execrl.rewards.analysis.hardcode import hardcoded_tests, hardcodes_visible
 from execrl.rewards.result import Flag
 from execrl.tasks import AssertTests, CallTests, StdioCase, StdioTests, Task
 

@@ -16,11 +16,11 @@ from execrl.rewards import (
     StaticAnalysis,
     Style,
     SyntaxValid,
-    analysis_worker,
 )
-from execrl.rewards.analysis import MAX_PROGRAM_CHARS, Analysis
-from execrl.rewards.format import CodeFenced, OneFunction, ReasoningClosed
-from execrl.rewards.hardcode import hardcoded_tests
+from execrl.rewards.analysis import analysis_worker
+from execrl.rewards.analysis.analysis import MAX_PROGRAM_CHARS, Analysis
+from execrl.rewards.analysis.hardcode import hardcoded_tests
+from execrl.rewards.leaves.format import CodeFenced, OneFunction, ReasoningClosed
 from execrl.tasks import CallTests, Task
 from rewards.analysis_helpers import ProbeLeaf, crash_on_marker, hang_on_marker
 
@@ -133,8 +133,8 @@ def test_a_program_that_kills_or_stalls_an_analysis_worker_costs_only_its_own_sc
 def test_a_program_ruff_fails_on_fails_alone_not_its_whole_batch(tmp_path, monkeypatch):
     """A ruff that exits with an error on one program (as a crash of ruff's would) fails that
     program, as its fault; the batch's other programs keep their results."""
-    from execrl.rewards import ruff_backend
-    from execrl.rewards.analyser import Analyser
+    from execrl.rewards.analysis import ruff_backend
+    from execrl.rewards.scoring.analyser import Analyser
 
     real = ruff_backend.ruff_bin()
     fake = tmp_path / "ruff"
@@ -159,7 +159,7 @@ def test_a_program_ruff_fails_on_fails_alone_not_its_whole_batch(tmp_path, monke
 def test_fences_are_found_in_linear_time_exactly_as_the_regex_defines_them():
     import random
 
-    from execrl.rewards.extract import _FENCE, extract_code, fences
+    from execrl.rewards.leaves.extract import _FENCE, extract_code, fences
 
     rng = random.Random(0)
     pieces = ["```", "```python", "``` py", "````", "  ```  ", "\t```", "x", "```x y", "", " ",
@@ -178,7 +178,7 @@ def test_fences_are_found_in_linear_time_exactly_as_the_regex_defines_them():
 
 
 def test_finding_the_entry_point_is_linear_in_blank_lines():
-    from execrl.rewards.extract import defines, extract_code
+    from execrl.rewards.leaves.extract import defines, extract_code
 
     blank = "\n" * 200_000  # from each line start, ^\s* ran over every blank line below it
     started = time.monotonic()

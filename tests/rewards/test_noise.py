@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from execrl.rewards import LabelNoise, RewardConfig, RewardScorer
-from execrl.rewards.noise import NoiseInjector, flipped
 from execrl.rewards.result import Flag
+from execrl.rewards.scoring.noise import NoiseInjector, flipped
 from execrl.sandbox import Verdict
 from execrl.tasks import AssertTests, Task
 

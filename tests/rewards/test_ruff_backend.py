@@ -10,12 +10,12 @@ import subprocess
 import pytest
 
 from execrl.rewards import RewardConfig, RewardConfigError, RewardScorer, build_reward
-from execrl.rewards import ruff_backend as rb
-from execrl.rewards.analyser import Analyser, analyses_of
-from execrl.rewards.analysis import AnalysisError, analyse, analyse_many
-from execrl.rewards.security import Security
-from execrl.rewards.static_analysis import StaticAnalysis
-from execrl.rewards.style import Style
+from execrl.rewards.analysis import ruff_backend as rb
+from execrl.rewards.analysis.analysis import AnalysisError, analyse, analyse_many
+from execrl.rewards.leaves.security import Security
+from execrl.rewards.leaves.static_analysis import StaticAnalysis
+from execrl.rewards.leaves.style import Style
+from execrl.rewards.scoring.analyser import Analyser, analyses_of
 
 from .conftest import TASK, sample
 

@@ -10,7 +10,7 @@ import pytest
 
 from execrl.rewards import RewardConfig, RewardScorer
 from execrl.rewards.result import Flag
-from execrl.rewards.scorer import NO_CODE_MESSAGE, build_sample, no_code_result
+from execrl.rewards.scoring.scorer import NO_CODE_MESSAGE, build_sample, no_code_result
 from execrl.sandbox import ExecutionResult, Verdict
 from execrl.tasks import CallTests, Task
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from execrl.rewards import Security, StaticAnalysis, Style, SyntaxValid
-from execrl.rewards.static_analysis import unreachable_blocks
+from execrl.rewards.leaves.static_analysis import unreachable_blocks
 
 from .conftest import sample
 

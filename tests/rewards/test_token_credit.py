@@ -8,8 +8,8 @@ import pytest
 
 from execrl.rewards import RewardConfig, RewardScorer
 from execrl.rewards.sample import Sample
-from execrl.rewards.scorer import build_sample
-from execrl.rewards.token_credit import (
+from execrl.rewards.scoring.scorer import build_sample
+from execrl.rewards.scoring.token_credit import (
     TokenCredit,
     completion_span,
     dense_credit,

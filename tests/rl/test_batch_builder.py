@@ -12,7 +12,7 @@ import torch
 from batch_helpers import builder
 from execrl.models.engines.sampling import Completion
 from execrl.rewards.result import RewardResult
-from execrl.rewards.scorer import build_sample
+from execrl.rewards.scoring.scorer import build_sample
 from execrl.rl.config.config import load_config
 from execrl.rl.rollout.groups import GroupSummary
 from execrl.rl.rollout.scored import Scored, Turns

@@ -16,7 +16,7 @@ import torch
 from execrl.cli import main
 from execrl.models.engines.sampling import Completion, SamplingParams
 from execrl.models.loading.tiny import train_bpe_tokenizer
-from execrl.rewards.scorer import RewardScorer
+from execrl.rewards.scoring.scorer import RewardScorer
 from execrl.rl.episodes import EnvConfig, Observation, StepInfo, StepResult
 from execrl.rl.episodes.builtin import Single
 from execrl.rl.rollout import episode_sources

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from execrl.rewards.config import RewardConfig, RewardConfigError, sandbox_config_of
-from execrl.rewards.scorer import RewardScorer
+from execrl.rewards.scoring.config import RewardConfig, RewardConfigError, sandbox_config_of
+from execrl.rewards.scoring.scorer import RewardScorer
 from execrl.rl.config.config import ConfigError, load_config, resume_config, to_toml
 from execrl.rl.eval_spec import HeldoutSpec, heldout_spec
 from execrl.sandbox import Limits, SandboxConfig

@@ -14,8 +14,8 @@ from batch_helpers import builder
 from execrl.cli import main
 from execrl.models.engines.sampling import Completion
 from execrl.rewards import RewardConfig, RewardScorer
-from execrl.rewards.scorer import build_sample
-from execrl.rewards.token_credit import TokenCredit
+from execrl.rewards.scoring.scorer import build_sample
+from execrl.rewards.scoring.token_credit import TokenCredit
 from execrl.rl.rollout.episode_sources import token_offsets
 from execrl.rl.rollout.scored import Scored
 from execrl.sandbox import ExecutionResult, Verdict

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from execrl.rewards.scorer import RewardScorer
+from execrl.rewards.scoring.scorer import RewardScorer
 from execrl.rl.config.config import ConfigError, load_config
 from execrl.sandbox import Job, Limits, SandboxConfig, Verdict, WorkerPool
 from execrl.sandbox.first_failure import FIRST_WINDOW, GROWTH

@@ -106,7 +106,7 @@ def test_a_completion_for_a_prose_prompt_is_its_fenced_code(tmp_path):
 
 def test_per_problem_limits_reach_the_job():
     """CodeContests' 1.5 s and 256 MB, scaled (x2 time; memory floor 256 MiB), are the job's."""
-    from execrl.rewards.grading import grading_jobs
+    from execrl.rewards.scoring.grading import grading_jobs
 
     task = load_benchmark(spec("codecontests"))[0]
     (job,) = grading_jobs(task, "print(1)", None)

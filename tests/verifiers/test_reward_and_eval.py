@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from execrl.cli import main
-from execrl.rewards.config import RewardConfig, RewardConfigError
-from execrl.rewards.scorer import RewardScorer
+from execrl.rewards.scoring.config import RewardConfig, RewardConfigError
+from execrl.rewards.scoring.scorer import RewardScorer
 from execrl.tasks.registry import load_benchmark
 from verifiers.verifier_helpers import needs_iverilog
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from execrl.cli import main
-from execrl.rewards.config import RewardConfig
-from execrl.rewards.scorer import RewardScorer
+from execrl.rewards.scoring.config import RewardConfig
+from execrl.rewards.scoring.scorer import RewardScorer
 from execrl.tasks.registry import load_benchmark
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "verifiers.md"

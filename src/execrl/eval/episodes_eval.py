@@ -31,9 +31,9 @@ from execrl.eval.evaluate import print_summary, write_jsonl_atomic
 from execrl.eval.prompt_style import stops_for
 from execrl.models.engines.backends import ServerError
 from execrl.models.prompting.chat import chat_wanted, uses_chat_template
-from execrl.rewards.config import RewardConfig
-from execrl.rewards.grading import DEFAULT_LIMITS
-from execrl.rewards.scorer import RewardScorer
+from execrl.rewards.scoring.config import RewardConfig
+from execrl.rewards.scoring.grading import DEFAULT_LIMITS
+from execrl.rewards.scoring.scorer import RewardScorer
 from execrl.rl.episodes import EnvConfig, Episode, TextReplies
 from execrl.rl.episodes.trajectory import TextConversation
 from execrl.rl.episodes.turn_loop import standing_after

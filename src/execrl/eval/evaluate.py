@@ -2,7 +2,8 @@
 
 A sample is scored as training scores a completion, by the rewards layer's one scoring path
 (`RewardScorer.score_programs`, grading each task's test groups as its harness does:
-`rewards/grading.py`); only the program is built here, as the benchmark's harness builds it."""
+`rewards/scoring/grading.py`); only the program is built here, as the benchmark's harness builds
+it."""
 
 from __future__ import annotations
 
@@ -17,11 +18,11 @@ from typing import Any
 
 from execrl.eval.passk import mean_pass_at_k
 from execrl.eval.samples import Sample, program_for
-from execrl.rewards.config import RewardConfig
-from execrl.rewards.grading import groups_of
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample as ProgramSample
-from execrl.rewards.scorer import RewardScorer
+from execrl.rewards.scoring.config import RewardConfig
+from execrl.rewards.scoring.grading import groups_of
+from execrl.rewards.scoring.scorer import RewardScorer
 from execrl.sandbox import ExecutionResult, Limits, Sandbox, SandboxConfig, Verdict, verification_of
 from execrl.tasks.errors import TaskDataError
 from execrl.tasks.schema import Task

@@ -2,7 +2,7 @@
 - plain completion of a code prompt (HumanEval style): the prompt followed by the completion,
   cut at EvalPlus's stop sequences (a new top-level `def`, `class`, `import`, ...);
 - otherwise (a chat model, or a prompt in prose such as MBPP's): the code extracted from the
-  answer (`rewards.extract`: the last fenced block defining the entry point, reasoning blocks
+  answer (`rewards.leaves.extract`: the last fenced block defining the entry point, reasoning blocks
   ignored). A block that continues the function body is appended to a code prompt; a whole
   function gets the prompt's imports in front (`from typing import List`), which instruct
   models often leave out. No code at all is the empty program: it fails, never passes.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from execrl.models.prompting.prompting import is_code_prompt
-from execrl.rewards.extract import defines, extract_code
+from execrl.rewards.leaves.extract import defines, extract_code
 from execrl.tasks.schema import Task
 
 _IMPORT = re.compile(r"^(?:import \S.*|from \S+ import .*)$", re.M)

@@ -7,24 +7,30 @@ or are built from the classes here. Nothing here imports torch.
 """
 
 from execrl.rewards.base import Reward
-from execrl.rewards.compose import Gate, Hierarchy, Level, Product, WeightedSum
-from execrl.rewards.config import RewardConfig, RewardConfigError, build_reward
-from execrl.rewards.execution import CODERL_VALUES, PassAll, PassFraction, Runs, VerdictCredit
-from execrl.rewards.external import CallableReward, HttpReward, RewardModelError
-from execrl.rewards.extract import Extraction, extract_code
-from execrl.rewards.format import CodeFenced, OneFunction, ReasoningClosed
-from execrl.rewards.hacks import HackPolicy
-from execrl.rewards.length import LengthPenalty, SoftOverlong
-from execrl.rewards.monitor import RewardMonitor, RunSummary
-from execrl.rewards.noise import FlakinessReport, LabelNoise, measure_flakiness
+from execrl.rewards.leaves.execution import (
+    CODERL_VALUES,
+    PassAll,
+    PassFraction,
+    Runs,
+    VerdictCredit,
+)
+from execrl.rewards.leaves.external import CallableReward, HttpReward, RewardModelError
+from execrl.rewards.leaves.extract import Extraction, extract_code
+from execrl.rewards.leaves.format import CodeFenced, OneFunction, ReasoningClosed
+from execrl.rewards.leaves.length import LengthPenalty, SoftOverlong
+from execrl.rewards.leaves.security import Security
+from execrl.rewards.leaves.static_analysis import StaticAnalysis
+from execrl.rewards.leaves.style import Style
+from execrl.rewards.leaves.syntax import SyntaxValid
 from execrl.rewards.result import HACK_FLAGS, Flag, RewardResult
 from execrl.rewards.sample import Sample
-from execrl.rewards.scorer import RewardScorer, ScoredSample, build_sample
-from execrl.rewards.security import Security
-from execrl.rewards.static_analysis import StaticAnalysis
-from execrl.rewards.style import Style
-from execrl.rewards.syntax import SyntaxValid
-from execrl.rewards.token_credit import TokenCredit
+from execrl.rewards.scoring.compose import Gate, Hierarchy, Level, Product, WeightedSum
+from execrl.rewards.scoring.config import RewardConfig, RewardConfigError, build_reward
+from execrl.rewards.scoring.hacks import HackPolicy
+from execrl.rewards.scoring.monitor import RewardMonitor, RunSummary
+from execrl.rewards.scoring.noise import FlakinessReport, LabelNoise, measure_flakiness
+from execrl.rewards.scoring.scorer import RewardScorer, ScoredSample, build_sample
+from execrl.rewards.scoring.token_credit import TokenCredit
 
 __all__ = [
     "CODERL_VALUES",

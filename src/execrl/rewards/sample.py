@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from execrl.rewards.analysis import Analysis, AnalysisError, Failed, analyse
+from execrl.rewards.analysis.analysis import Analysis, AnalysisError, Failed, analyse
 from execrl.sandbox import ExecutionResult
 from execrl.tasks.schema import Task
 
@@ -57,7 +57,7 @@ class Sample:
         """The raw result of `analysis` on this program: precomputed by the scorer when it
         attached one, computed here otherwise. None when there is no program or it does not
         parse; a `Failed` the program is at fault for (the leaf gives it -max_penalty, see
-        `analysis.unvouched`)."""
+        `analysis_leaf.unvouched`)."""
         if self.program is None:
             return None
         found = self.analyses.get(analysis, _MISSING) if self.analyses else _MISSING

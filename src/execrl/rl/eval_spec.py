@@ -26,8 +26,8 @@ from execrl.models.engines.engine import RolloutEngine
 from execrl.models.engines.sampling import SamplingParams
 from execrl.models.prompting.chat import chat_wanted
 from execrl.models.prompting.prompting import with_named_entry_points, with_signature_prompts
-from execrl.rewards.config import RewardConfig
-from execrl.rewards.scorer import RewardScorer
+from execrl.rewards.scoring.config import RewardConfig
+from execrl.rewards.scoring.scorer import RewardScorer
 from execrl.rl.config.config import TrainConfig
 from execrl.rl.episodes.env import EnvConfig
 from execrl.rl.rollout.episode_sources import episode_source

@@ -37,8 +37,8 @@ from execrl.models.threads import (
     threads_used,
     with_threads,
 )
-from execrl.rewards.config import node_names
-from execrl.rewards.scorer import RewardScorer
+from execrl.rewards.scoring.config import node_names
+from execrl.rewards.scoring.scorer import RewardScorer
 from execrl.rl import setup
 from execrl.rl.checkpoint import Unwritable, load_checkpoint, save_checkpoint, save_model_dir
 from execrl.rl.config.config import ConfigError, TrainConfig, names_code, to_dict, to_toml

@@ -3,8 +3,8 @@ block in it as models write them, with the lines that open and close such a bloc
 
 The lowest layer holds them because three layers read them: the sandbox (which toolchain runs a
 job), the models layer's stop rule (`models.engines.stop_rules`: a row ends at its first block in
-its task's language), and the rewards layer's extraction (`rewards.extract`: the block that is the
-answer).
+its task's language), and the rewards layer's extraction (`rewards.leaves.extract`: the block that
+is the answer).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ FENCE_TAGS = {
 
 
 # The lines that open and close a fenced block: an opening line "```tag" (blanks around), closed by
-# the next line that is only "```". The extractor (`rewards.extract.fences`) and the stop rule
-# (`models.engines.stop_rules`) read blocks by these same two lines.
+# the next line that is only "```". The extractor (`rewards.leaves.extract.fences`) and the stop
+# rule (`models.engines.stop_rules`) read blocks by these same two lines.
 FENCE_OPENING = re.compile(r"[ \t]*```[ \t]*([\w+#.-]*)")
 FENCE_CLOSING = re.compile(r"[ \t]*```[ \t]*")
 

@@ -9,15 +9,15 @@ token afterwards: the same completions, without the time saved):
 - `code_end`: a row whose prompt shows a ``` fence (it asks for a fenced answer) ends at the line
   that closes its first complete fenced block in the call's task language (`code_language`: a
   block tagged as `tasks.languages.fence_tags` says, or untagged), outside reasoning blocks. The
-  closing fence is kept, so the block is complete and `rewards.extract` finds it; what the model
-  would have written after it (prose, usage examples, a second answer the prompt did not ask
+  closing fence is kept, so the block is complete and `rewards.leaves.extract` finds it; what the
+  model would have written after it (prose, usage examples, a second answer the prompt did not ask
   for) is not scored. Finish reason "code_end".
 - `repeat_ngram` = n > 0: a row ends once its last n tokens have appeared `REPEAT_COPIES` times:
   it is looping, and a loop runs to the budget. Its text is the loop's start; it counts as
   truncated (finish "repeat", `Completion.truncated`), as the row it replaces would have.
 
-What a block is follows `rewards.extract.fences`: both read its opening and closing lines with
-`tasks.languages.FENCE_OPENING` / `FENCE_CLOSING` (the models layer sits below rewards);
+What a block is follows `rewards.leaves.extract.fences`: both read its opening and closing lines
+with `tasks.languages.FENCE_OPENING` / `FENCE_CLOSING` (the models layer sits below rewards);
 tests/models/test_stop_rules.py pins the two together.
 """
 
@@ -38,8 +38,8 @@ _REASONING = re.compile(r"<think>.*?(?:</think>|\Z)", re.S)
 def closes_code_block(text: str, tags: frozenset[str] = _PYTHON_TAGS) -> bool:
     """Whether `text`, outside reasoning blocks, holds a complete fenced block tagged with one of
     `tags` (lower case; "" is untagged) whose closing line has ended (a newline follows it)."""
-    # reasoning blocks blanked as `rewards.extract.blank_reasoning` does (an unclosed one runs
-    # to the end): a block there is not the answer
+    # reasoning blocks blanked as `rewards.leaves.extract.blank_reasoning` does (an unclosed one
+    # runs to the end): a block there is not the answer
     text = _REASONING.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
     opening: str | None = None
     for line in text.split("\n")[:-1]:  # whole lines only

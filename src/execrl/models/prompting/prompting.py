@@ -9,8 +9,8 @@ is. Ending the prompt with the signature makes the model continue the body, Huma
         return x * 80          <- the completion
 
 The program that runs is the prompt followed by the completion (the prompt is code), which
-`rewards.scorer.build_sample` already does for code prompts. The `def` line comes from the task's
-reference solution and repeats only what the request already says (name and arguments), so it
+`rewards.scoring.scorer.build_sample` already does for code prompts. The `def` line comes from the
+task's reference solution and repeats only what the request already says (name and arguments), so it
 leaks nothing of the answer.
 
 Named prompts: whatever the format, a prompt names the function the tests call, so a renamed
@@ -58,7 +58,7 @@ def reference_completion(task: Task) -> str | None:
 def reference_answer(task: Task, *, chat: bool) -> str | None:
     """The reference as the model's answer would carry it: `reference_completion` for a model
     that continues the prompt, and for a chat model one fenced block tagged with the task's
-    language with nothing after it, the form its answers are read in (`rewards.extract`). A
+    language with nothing after it, the form its answers are read in (`rewards.leaves.extract`). A
     Python reference is re-printed by `ast.unparse` when it parses: MBPP's mix tabs, CRLF and
     trailing blanks, which a warm-up would otherwise teach. None without a reference."""
     if not chat:

@@ -22,7 +22,7 @@ from execrl.models.device import device_problem
 from execrl.models.engines.engine import ENGINES
 from execrl.models.engines.engine_factory import engine_missing
 from execrl.models.engines.sampling import out_of_range
-from execrl.rewards.config import RewardConfig, RewardConfigError
+from execrl.rewards.scoring.config import RewardConfig, RewardConfigError
 from execrl.rl.config.credit_config import CreditConfig, check_credit, moved_to_credit
 from execrl.rl.config.curriculum import CURRICULA
 from execrl.rl.config.data_config import DataConfig, check_data

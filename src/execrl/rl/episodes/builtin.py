@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from execrl.rewards.scorer import Offsets, RewardScorer, ScoredSample, build_sample
+from execrl.rewards.scoring.scorer import Offsets, RewardScorer, ScoredSample, build_sample
 from execrl.rl.episodes.env import (
     EnvConfig,
     Grade,

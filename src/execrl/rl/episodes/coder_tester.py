@@ -32,7 +32,7 @@ from dataclasses import replace
 
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
-from execrl.rewards.scorer import RewardScorer, ScoredSample, build_sample
+from execrl.rewards.scoring.scorer import RewardScorer, ScoredSample, build_sample
 from execrl.rl.episodes.builtin import _feedback_turn
 from execrl.rl.episodes.env import EnvConfig, Observation, StepInfo, StepResult, grade
 from execrl.rl.episodes.tester_grade import (

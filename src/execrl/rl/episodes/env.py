@@ -22,7 +22,7 @@ import shutil
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from execrl.rewards.scorer import RewardScorer, ScoredSample
+from execrl.rewards.scoring.scorer import RewardScorer, ScoredSample
 from execrl.tasks.schema import Task
 
 

@@ -48,7 +48,7 @@ from typing import Any
 
 from execrl.models.engines.sampling import SamplingParams
 from execrl.models.prompting.chat import uses_chat_template
-from execrl.rewards.scorer import RewardScorer
+from execrl.rewards.scoring.scorer import RewardScorer
 from execrl.rl.episodes.env import HarnessConfig, StepInfo, StepResult
 from execrl.rl.episodes.policy_server import PolicyServer, ServeSettings
 from execrl.rl.episodes.recorder import EpisodeRecording, Recorder

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from execrl.rewards.scorer import ScoredSample, build_sample
+from execrl.rewards.scoring.scorer import ScoredSample, build_sample
 from execrl.sandbox import ExecutionResult, Job, Verdict, verification_of
 from execrl.tasks.prompt_helpers import with_prompt_helpers
 from execrl.tasks.schema import AssertTests, CallTests, Compare, Task, VerifierTests

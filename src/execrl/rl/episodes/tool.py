@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from execrl.rewards.scorer import RewardScorer
+from execrl.rewards.scoring.scorer import RewardScorer
 from execrl.rl.episodes.env import (
     EnvConfig,
     Observation,

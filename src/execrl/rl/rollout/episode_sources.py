@@ -28,7 +28,7 @@ from execrl.models.engines.engine import RolloutEngine
 from execrl.models.engines.sampling import TRUNCATED, Completion, SamplingParams, encode_prompts
 from execrl.models.prompting.chat import uses_chat_template
 from execrl.rewards.result import RewardResult
-from execrl.rewards.scorer import RewardScorer, build_sample
+from execrl.rewards.scoring.scorer import RewardScorer, build_sample
 from execrl.rl.episodes import EnvConfig, Episode, make_env
 from execrl.rl.episodes.builtin import Single
 from execrl.rl.episodes.trajectory import Conversation, TextConversation, Trajectory

@@ -12,10 +12,11 @@
 
 Each file starts at a line that is only `<!-- file: NAME -->`; everything up to the next such
 line is its text. A block with no such line is one page, `index.html`. One block, not one per
-file, because code extraction (`rewards.extract`) and the stop rule (`models.engines.stop_rules`)
-take one fenced block of the task's language: a site split over several blocks would lose all but
-one of its files. Names are relative paths of letters, digits, `-`, `_` and `/` ending in one of
-`EXTENSIONS`; the verifier serves exactly these files and nothing else.
+file, because code extraction (`rewards.leaves.extract`) and the stop rule
+(`models.engines.stop_rules`) take one fenced block of the task's language: a site split over
+several blocks would lose all but one of its files. Names are relative paths of letters, digits,
+`-`, `_` and `/` ending in one of `EXTENSIONS`; the verifier serves exactly these files and nothing
+else.
 """
 
 from __future__ import annotations

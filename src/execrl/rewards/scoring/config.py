@@ -24,19 +24,19 @@ from pathlib import Path
 from typing import Any
 
 from execrl.rewards.base import VISIBLE, Reward
-from execrl.rewards.compose import Gate, Hierarchy, Level, Product, WeightedSum
-from execrl.rewards.execution import PassAll, PassFraction, Runs, VerdictCredit
-from execrl.rewards.external import CallableReward, HttpReward, load_callable
-from execrl.rewards.format import CodeFenced, OneFunction, ReasoningClosed
-from execrl.rewards.hacks import HackPolicy
-from execrl.rewards.length import LengthPenalty, SoftOverlong
-from execrl.rewards.noise import LabelNoise
-from execrl.rewards.security import Security
-from execrl.rewards.static_analysis import StaticAnalysis
-from execrl.rewards.style import Style
-from execrl.rewards.syntax import SyntaxValid
-from execrl.rewards.token_credit import TokenCredit
-from execrl.rewards.verifier import VerifierScore
+from execrl.rewards.leaves.execution import PassAll, PassFraction, Runs, VerdictCredit
+from execrl.rewards.leaves.external import CallableReward, HttpReward, load_callable
+from execrl.rewards.leaves.format import CodeFenced, OneFunction, ReasoningClosed
+from execrl.rewards.leaves.length import LengthPenalty, SoftOverlong
+from execrl.rewards.leaves.security import Security
+from execrl.rewards.leaves.static_analysis import StaticAnalysis
+from execrl.rewards.leaves.style import Style
+from execrl.rewards.leaves.syntax import SyntaxValid
+from execrl.rewards.leaves.verifier import VerifierScore
+from execrl.rewards.scoring.compose import Gate, Hierarchy, Level, Product, WeightedSum
+from execrl.rewards.scoring.hacks import HackPolicy
+from execrl.rewards.scoring.noise import LabelNoise
+from execrl.rewards.scoring.token_credit import TokenCredit
 from execrl.sandbox import Limits, SandboxConfig, SandboxConfigError, moved_to_limits
 from execrl.tasks.limit_caps import capped
 
@@ -232,7 +232,7 @@ def check_packages(reward: Any, path: str = "reward.tree") -> None:
         if package is None:
             continue
         if getattr(node, "backend", "") == "ruff":
-            from execrl.rewards.ruff_backend import RuffMissing, ruff_bin
+            from execrl.rewards.analysis.ruff_backend import RuffMissing, ruff_bin
 
             try:
                 ruff_bin()

@@ -30,8 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from execrl.rewards.analysis import Analysis, AnalysisError, Failed
-from execrl.rewards.unreachable import unreachable_blocks
+from execrl.rewards.analysis.analysis import Analysis, AnalysisError, Failed
+from execrl.rewards.analysis.unreachable import unreachable_blocks
 
 RUFF_VERSION = "0.17.6"  # the version the mapping below was checked against (pyproject pins it)
 SELECT = "F,E,W,S"

@@ -37,9 +37,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
-from execrl.rewards.analysis import Analysis, AnalysisError, Failed, analyse_many
+from execrl.rewards.analysis.analysis import Analysis, AnalysisError, Failed, analyse_many
 
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory holding `execrl`
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])  # the directory holding `execrl`
 
 
 class WorkerDied(AnalysisError):
@@ -91,7 +91,11 @@ class _Worker:
         try:
             self.proc = subprocess.Popen(
                 # -c, not -m: running a module of an imported package as __main__ loads it twice
-                [sys.executable, "-c", "from execrl.rewards.analysis_worker import main; main()"],
+                [
+                    sys.executable,
+                    "-c",
+                    "from execrl.rewards.analysis.analysis_worker import main; main()",
+                ],
                 stdin=theirs,
                 stdout=theirs,
                 env=env,

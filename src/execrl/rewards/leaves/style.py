@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from execrl.rewards.analysis import Analysis, Unanalysable
-from execrl.rewards.analysis_leaf import AnalysisPenalty
+from execrl.rewards.analysis.analysis import Analysis, Unanalysable
 from execrl.rewards.base import require
+from execrl.rewards.leaves.analysis_leaf import AnalysisPenalty
 
 # pycodestyle's DEFAULT_IGNORE, which an empty `ignore` keeps (pycodestyle 2.x); ruff has only
 # E226, E241 and E242 of these, and the ruff backend ignores them the same way.
@@ -102,7 +102,7 @@ class Style(AnalysisPenalty):
         if self.backend == "pycodestyle":
             args = (self.max_line_length, tuple(self.ignore))
             return Analysis("pycodestyle", _tree_style_violations, args), int
-        from execrl.rewards.ruff_backend import ruff_analysis, style_count
+        from execrl.rewards.analysis.ruff_backend import ruff_analysis, style_count
 
         ignore = tuple(self.ignore) or PYCODESTYLE_DEFAULT_IGNORE
         return (

@@ -3,15 +3,15 @@
 In a verl config:
 
     custom_reward_function:
-      path: <site-packages>/execrl/rewards/verl_adapter.py
+      path: <site-packages>/execrl/rewards/adapters/verl_adapter.py
       name: compute_score
       reward_kwargs: {reward_config: run.toml}     # optional: a TOML file with a [reward] table,
                                                    # and [sandbox] (its runs' limits in
                                                    # [sandbox.limits]) as `execrl train` reads it
 
-Each row's `ground_truth` is `execrl.rewards.ground_truth.task_to_json(task)`. verl's per-sample
-reward managers call `compute_score(data_source, solution_str, ground_truth, extra_info)`; its
-batch manager passes lists, which run in parallel. verl is not imported here.
+Each row's `ground_truth` is `execrl.rewards.adapters.ground_truth.task_to_json(task)`. verl's
+per-sample reward managers call `compute_score(data_source, solution_str, ground_truth,
+extra_info)`; its batch manager passes lists, which run in parallel. verl is not imported here.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import atexit
 import threading
 from typing import Any
 
-from execrl.rewards.config import RewardConfig, sandbox_config_of
-from execrl.rewards.ground_truth import task_from_json
+from execrl.rewards.adapters.ground_truth import task_from_json
 from execrl.rewards.result import RewardResult
-from execrl.rewards.scorer import RewardScorer
+from execrl.rewards.scoring.config import RewardConfig, sandbox_config_of
+from execrl.rewards.scoring.scorer import RewardScorer
 from execrl.sandbox import SandboxConfig
 
 _scorers: dict[str | None, RewardScorer] = {}

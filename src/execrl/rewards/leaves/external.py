@@ -129,7 +129,7 @@ class HttpReward(_External):
                 return self._masked(f"HTTP {exc.code}")
             raise RewardModelError(
                 f"reward model {self.url} answered HTTP {exc.code} for task {sample.task.id}: "
-                "check the url and the request format (see execrl.rewards.external.payload)"
+                "check the url and the request format (see execrl.rewards.leaves.external.payload)"
             ) from exc
         except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
             return self._masked(str(getattr(exc, "reason", exc)))

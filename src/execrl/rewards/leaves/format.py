@@ -6,9 +6,9 @@ import ast
 import re
 from dataclasses import dataclass
 
-from execrl.rewards.analysis import parse
+from execrl.rewards.analysis.analysis import parse
 from execrl.rewards.base import Check
-from execrl.rewards.extract import fences
+from execrl.rewards.leaves.extract import fences
 from execrl.rewards.sample import Sample
 
 

@@ -32,8 +32,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from execrl.rewards.result import RewardResult
-
 
 @dataclass(frozen=True)
 class Analysis:
@@ -110,13 +108,6 @@ def neutral_comments(program: str) -> str:
     except (tokenize.TokenError, SyntaxError, IndexError) as exc:
         raise Unanalysable(f"its comments cannot be read: {exc}") from None
     return "".join(lines)
-
-
-def unvouched(name: str, max_penalty: float, raw: Failed | None) -> RewardResult:
-    """The leaf's -max_penalty for no program, one that does not parse, or one the analysis
-    cannot handle (`raw`, with the reason)."""
-    reason = f"the {name} analysis could not check this program: {raw.error}" if raw else ""
-    return RewardResult(-float(max_penalty), {name: -float(max_penalty)}, reason=reason)
 
 
 def analyse(program: str, analyses: Sequence[Analysis]) -> tuple[Any, ...]:

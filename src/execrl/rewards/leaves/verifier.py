@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from execrl.rewards.base import HIDDEN
-from execrl.rewards.execution import OnTests
+from execrl.rewards.leaves.execution import OnTests
 from execrl.rewards.sample import Sample
 from execrl.sandbox import ExecutionResult, load_verifier, verification_of
 from execrl.tasks.schema import VerifierTests

@@ -8,7 +8,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
-from execrl.rewards.analysis import Analysis, Failed, unvouched
+from execrl.rewards.analysis.analysis import Analysis, Failed
 from execrl.rewards.base import leaf
 from execrl.rewards.result import RewardResult
 from execrl.rewards.sample import Sample
@@ -44,3 +44,10 @@ class AnalysisPenalty(ABC):
         if raw is None or isinstance(raw, Failed):  # no program, no parse, or unanalysable
             return unvouched(self.name, self.max_penalty, raw)
         return leaf(self.name, -min(self.max_penalty, self.penalty(read(raw))))
+
+
+def unvouched(name: str, max_penalty: float, raw: Failed | None) -> RewardResult:
+    """The leaf's -max_penalty for no program, one that does not parse, or one the analysis
+    cannot handle (`raw`, with the reason)."""
+    reason = f"the {name} analysis could not check this program: {raw.error}" if raw else ""
+    return RewardResult(-float(max_penalty), {name: -float(max_penalty)}, reason=reason)

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from execrl.rewards.config import RewardConfig
-from execrl.rewards.ground_truth import task_from_json
+from execrl.rewards.adapters.ground_truth import task_from_json
 from execrl.rewards.result import RewardResult
-from execrl.rewards.scorer import RewardScorer
+from execrl.rewards.scoring.config import RewardConfig
+from execrl.rewards.scoring.scorer import RewardScorer
 from execrl.sandbox import SandboxConfig
 from execrl.tasks.schema import Task
 

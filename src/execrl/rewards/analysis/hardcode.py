@@ -14,7 +14,7 @@ import ast
 import math
 from typing import Any
 
-from execrl.rewards.analysis import parse
+from execrl.rewards.analysis.analysis import parse
 from execrl.tasks.schema import AssertTests, CallTests, StdioTests, Task, Tests
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from execrl.rewards.hardcode import hardcodes_visible
+from execrl.rewards.analysis.hardcode import hardcodes_visible
 from execrl.rewards.result import HACK_FLAGS, Flag, RewardResult
 from execrl.rewards.sample import Sample
 from execrl.sandbox import SKIPPED_AFTER_FAILURE, ExecutionResult, Verdict

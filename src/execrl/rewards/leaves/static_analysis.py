@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from execrl.rewards.analysis import Analysis, parse
-from execrl.rewards.analysis_leaf import AnalysisPenalty
+from execrl.rewards.analysis.analysis import Analysis, parse
+from execrl.rewards.analysis.unreachable import unreachable_blocks
 from execrl.rewards.base import require
-from execrl.rewards.unreachable import unreachable_blocks
+from execrl.rewards.leaves.analysis_leaf import AnalysisPenalty
 
 # pyflakes message classes by category; anything else it reports is "other".
 _CATEGORIES = {
@@ -71,7 +71,7 @@ class StaticAnalysis(AnalysisPenalty):
         """The analysis and the reading of its result into categories, chosen once."""
         if self.backend == "pyflakes":
             return PYFLAKES, _as_counts
-        from execrl.rewards.ruff_backend import ruff_analysis, static_counts
+        from execrl.rewards.analysis.ruff_backend import ruff_analysis, static_counts
 
         return ruff_analysis(), static_counts
 

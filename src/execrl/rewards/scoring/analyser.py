@@ -20,10 +20,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from execrl.rewards.analysis import Analysis, AnalysisError, analyse_many
-from execrl.rewards.analysis_worker import WorkerDied, WorkerPool
-from execrl.rewards.config import children
+from execrl.rewards.analysis.analysis import Analysis, AnalysisError, analyse_many
+from execrl.rewards.analysis.analysis_worker import WorkerDied, WorkerPool
 from execrl.rewards.sample import Sample
+from execrl.rewards.scoring.config import children
 
 Results = tuple[Any, ...]  # one raw result per analysis, in `Analyser.analyses` order
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from execrl.rewards.analysis import parse
+from execrl.rewards.analysis.analysis import parse
 from execrl.rewards.base import Check
 from execrl.rewards.sample import Sample
 

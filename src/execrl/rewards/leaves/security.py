@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from execrl.rewards.analysis import Analysis
-from execrl.rewards.analysis_leaf import AnalysisPenalty
+from execrl.rewards.analysis.analysis import Analysis
 from execrl.rewards.base import require
+from execrl.rewards.leaves.analysis_leaf import AnalysisPenalty
 
 DEFAULT_SEVERITY = {"LOW": 0.1, "MEDIUM": 0.3, "HIGH": 0.6}
 _FILENAME = "candidate.py"
@@ -88,7 +88,7 @@ class Security(AnalysisPenalty):
         """The analysis and the reading of its result into (severity, test id), chosen once."""
         if self.backend == "bandit":
             return BANDIT, _as_findings
-        from execrl.rewards.ruff_backend import ruff_analysis
+        from execrl.rewards.analysis.ruff_backend import ruff_analysis
 
         return ruff_analysis(), _ruff_security
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from execrl.rewards.syntax import parses
+from execrl.rewards.leaves.syntax import parses
 from execrl.tasks.languages import FENCE_CLOSING, FENCE_OPENING, fence_tags
 
 # What a fenced block is, as one regex: `fences` finds exactly its matches, in linear time (this

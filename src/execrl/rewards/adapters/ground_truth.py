@@ -76,5 +76,5 @@ def task_from_json(text: str | dict[str, Any]) -> Task:
     except (KeyError, TypeError) as exc:
         raise ValueError(
             f"ground truth is not an execrl task (missing or bad field {exc}); build it with "
-            "execrl.rewards.ground_truth.task_to_json"
+            "execrl.rewards.adapters.ground_truth.task_to_json"
         ) from exc

@@ -32,17 +32,18 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-import execrl.rewards.hacks as hacks  # the module, not the package (whose __init__ imports this)
-from execrl.rewards.analyser import Analyser, Pending, analyses_of
+# the module, not the package (whose __init__ imports this)
+import execrl.rewards.scoring.hacks as hacks
 from execrl.rewards.base import TOKENS, VISIBLE, Reward
-from execrl.rewards.config import RewardConfig, check_names
-from execrl.rewards.extract import defines, extract_code
-from execrl.rewards.grading import graded, graded_alike, grading_jobs
-from execrl.rewards.monitor import RewardMonitor
-from execrl.rewards.noise import FlakinessReport, NoiseInjector, measure_flakiness
+from execrl.rewards.leaves.extract import defines, extract_code
 from execrl.rewards.result import Flag, RewardResult, masked_result
 from execrl.rewards.sample import Sample
-from execrl.rewards.token_credit import token_credit
+from execrl.rewards.scoring.analyser import Analyser, Pending, analyses_of
+from execrl.rewards.scoring.config import RewardConfig, check_names
+from execrl.rewards.scoring.grading import graded, graded_alike, grading_jobs
+from execrl.rewards.scoring.monitor import RewardMonitor
+from execrl.rewards.scoring.noise import FlakinessReport, NoiseInjector, measure_flakiness
+from execrl.rewards.scoring.token_credit import token_credit
 from execrl.sandbox import ExecutionResult, Job, SandboxConfig, Verdict
 from execrl.tasks.schema import Task
 
