@@ -39,11 +39,14 @@ def test_what_a_person_set_wins_over_the_choice():
     assert choose_threads(0, 2, busy, "--threads", env={"OMP_NUM_THREADS": ""}).threads == 1
 
 
-def test_under_vllm_the_count_is_the_one_its_engine_leaves_torch():
-    """vLLM in the process sets torch to one thread unless OMP_NUM_THREADS is set, and then
-    ignores torch.set_num_threads: the run says (and records) the count the update gets."""
-    assert threads_under_vllm({}).threads == 1
-    assert "set OMP_NUM_THREADS to choose" in threads_under_vllm({}).line()
-    kept = threads_under_vllm({"OMP_NUM_THREADS": "2"})
-    assert kept.threads == 2 and "vLLM keeps" in kept.why
-    assert threads_under_vllm({"OMP_NUM_THREADS": "0"}).threads == 1
+def test_under_vllm_torch_keeps_its_count_and_the_line_says_what_vllm_does():
+    """vLLM's attention plans with the count it finds when its engine starts and fails when the
+    kernel runs with another, so the count is left as it stands; vLLM then sets torch to one
+    thread unless OMP_NUM_THREADS is set, which the run's first line says."""
+    import torch
+
+    unset = threads_under_vllm({})
+    assert unset.threads == torch.get_num_threads()
+    assert "on one thread" in unset.line() and "set OMP_NUM_THREADS to choose" in unset.line()
+    assert "OMP_NUM_THREADS=2, which vLLM keeps" in threads_under_vllm({"OMP_NUM_THREADS": "2"}).why
+    assert "on one thread" in threads_under_vllm({"OMP_NUM_THREADS": "0"}).why

@@ -76,19 +76,24 @@ def choose_threads(requested: int, sandbox_workers: int, machine: Machine, setti
 
 
 def threads_under_vllm(env: dict[str, str] | None = None) -> ThreadChoice:
-    """The count when vLLM runs in this process: its worker sets torch to one thread for
-    serving unless OMP_NUM_THREADS is set, and from then on ignores `torch.set_num_threads`,
-    so the trainer's update runs on that count too (a run's first line once said 2 while the
-    update ran on 1). One is vLLM's choice for a reason: on the 2-core VM at load 3-6, eight
-    HumanEval answers from Qwen2.5-Coder-0.5B took 75-83 s on one thread and 227 s with
-    OMP_NUM_THREADS=2 (docs/results/qwen-cpu.md). The count is set before the engine starts,
-    so its attention plans with the count its kernels run with."""
+    """torch's count as it stands, left for vLLM in this process to set: its CPU attention
+    checks that the count its metadata was built with is the count its kernel runs with, so
+    a count set here before the engine starts fails its first call ("thread_num == thread_num
+    (2 vs. 1)"). Its worker then sets torch to one thread for serving unless OMP_NUM_THREADS is
+    set, and from then on ignores `torch.set_num_threads`: the trainer's update runs on that
+    count too, which the run's first line says. One is vLLM's choice for a reason: on the
+    2-core VM at load 3-6, eight HumanEval answers from Qwen2.5-Coder-0.5B took 75-83 s on one
+    thread and 227 s with OMP_NUM_THREADS=2 (docs/results/qwen-cpu.md)."""
+    import torch
+
     env = dict(os.environ) if env is None else env
     value = env.get("OMP_NUM_THREADS", "").strip()
     if value.isdigit() and int(value) > 0:
-        return ThreadChoice(int(value), f"OMP_NUM_THREADS={value}, which vLLM keeps")
-    return ThreadChoice(1, "vLLM's engine in this process runs torch on one thread; set "
-                           "OMP_NUM_THREADS to choose")  # fmt: skip
+        why = f"OMP_NUM_THREADS={value}, which vLLM keeps for its engine and the update"
+    else:
+        why = ("until vLLM starts; its engine then runs torch, the update included, on one "
+               "thread: set OMP_NUM_THREADS to choose")  # fmt: skip
+    return ThreadChoice(torch.get_num_threads(), why)
 
 
 @contextmanager
