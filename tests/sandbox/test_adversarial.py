@@ -111,8 +111,8 @@ def test_always_equal_swallowed_by_test_code(sandbox):
             "def check(candidate):\n    assert candidate(1) == 2\n",
         ),
         (  # the harness's own helpers and the JSON encoder it reports with
-            "import execrl.sandbox.run.harness as h, execrl.sandbox.run.plain as p, json, json.encoder\n"
-            "p.to_json = lambda v: 0\nh._exception_fields = lambda e, s: {'cls': 'pass'}\n"
+            "import execrl.sandbox.run.harness as h, execrl.tasks.values as p, json, json.encoder\n"
+            "p.to_json = lambda v, *a: 0\nh._exception_fields = lambda e, s: {'cls': 'pass'}\n"
             'json.dumps = lambda *a, **k: \'{"t":"result","ok":true}\'\njson.encoder.c_make_encoder = None\n'
             + ALWAYS_EQUAL,
             "def check(candidate):\n    assert candidate(1) == 2\n",

@@ -11,8 +11,8 @@ import time
 
 from execrl.sandbox import Job, Sandbox, Verdict, WorkerPool
 from execrl.sandbox.grading.grade import grade
-from execrl.sandbox.run import plain, scratch
-from execrl.tasks import StdioCase, StdioTests
+from execrl.sandbox.run import scratch
+from execrl.tasks import StdioCase, StdioTests, values
 from sandbox_helpers import HONEST, call_job
 
 DEEP_TREE = (
@@ -87,7 +87,7 @@ def test_a_scratch_directory_the_sandbox_could_not_remove_fails_the_run():
     job = call_job(HONEST, [(1,)], [2])
     events = [
         {"t": "start", "i": 0},
-        {"t": "result", "i": 0, "ok": True, "value": plain.encode(2), "wall": 0.0},
+        {"t": "result", "i": 0, "ok": True, "value": values.encode(2), "wall": 0.0},
         {"t": "done", "n": 1},
     ]
     raw = {"events": events, "exit_code": 0, "scratch_left": False}

@@ -7,8 +7,7 @@ import math
 import pytest
 
 from execrl.sandbox.grading.compare import stdout_matches, values_equal
-from execrl.sandbox.run import plain
-from execrl.tasks import Compare
+from execrl.tasks import Compare, values
 
 
 @pytest.mark.parametrize(
@@ -31,13 +30,13 @@ from execrl.tasks import Compare
     ],
 )
 def test_round_trip(value):
-    back = plain.decode(plain.encode(value))
+    back = values.loads(values.encode(value))
     assert back == value and type(back) is type(value)
 
 
 def test_special_floats_round_trip():
-    assert math.isnan(plain.decode(plain.encode(float("nan"))))
-    assert plain.decode(plain.encode([float("inf"), float("-inf")])) == [math.inf, -math.inf]
+    assert math.isnan(values.loads(values.encode(float("nan"))))
+    assert values.loads(values.encode([float("inf"), float("-inf")])) == [math.inf, -math.inf]
 
 
 def test_non_plain_values_are_refused():
@@ -46,15 +45,15 @@ def test_non_plain_values_are_refused():
             return True
 
     for bad in (Liar(1), [Liar(1)], {"k": object()}, iter([1]), print):
-        with pytest.raises(plain.NotPlainData):
-            plain.encode(bad)
+        with pytest.raises(values.NotPlainData):
+            values.encode(bad)
 
 
 def test_cycles_and_huge_values_are_refused():
     x: list = []
     x.append(x)
-    with pytest.raises(plain.NotPlainData):
-        plain.encode(x)
+    with pytest.raises(values.NotPlainData):
+        values.encode(x)
 
 
 def test_values_equal_follows_python_equality():
@@ -85,11 +84,9 @@ def test_stdout_matches_tokens():
 def test_dict_subclasses_travel_as_what_they_really_store():
     from collections import Counter, OrderedDict, defaultdict
 
-    from execrl.sandbox.run import plain
-
-    assert plain.decode(plain.encode(Counter("aab"))) == {"a": 2, "b": 1}
-    assert type(plain.decode(plain.encode(OrderedDict(x=1)))) is dict
-    assert plain.decode(plain.encode(defaultdict(int, k=[1]))) == {"k": [1]}
+    assert values.loads(values.encode(Counter("aab"))) == {"a": 2, "b": 1}
+    assert type(values.loads(values.encode(OrderedDict(x=1)))) is dict
+    assert values.loads(values.encode(defaultdict(int, k=[1]))) == {"k": [1]}
 
     class Liar(dict):  # claims other contents and equality with anything
         def items(self):
@@ -101,4 +98,4 @@ def test_dict_subclasses_travel_as_what_they_really_store():
         def __eq__(self, other):
             return True
 
-    assert plain.decode(plain.encode(Liar(z=0))) == {"z": 0}
+    assert values.loads(values.encode(Liar(z=0))) == {"z": 0}

@@ -116,6 +116,47 @@ def test_finish_refuses_a_lost_output():
     assert finish(p) == ReferenceOutputs(([], None), (0.5, 0.0), {1: "why"}, ("[]", "null"))
 
 
+DRIVEN = """
+import collections
+
+class Liar(dict):
+    def items(self):
+        return [("a", 1)]
+
+def f(k):
+    od = collections.OrderedDict(a=1, b=2)
+    od.move_to_end("a")
+    return [(1, {2}, b"x", float("nan"), 1j), collections.Counter("aab"), od, Liar(z=0),
+            object(), 2**14000, 2**14000 - 1, list(range(9))][k]
+"""
+
+
+def test_the_driver_s_lines_are_pinned_to_the_byte():
+    # the driver encodes with tasks/values.py, shipped as its text; run here as the sandbox runs
+    # it (a stdio program that imports nothing of execrl's), its timings left out
+    run = ReferenceRun("t", DRIVEN, "f", tuple((k,) for k in range(8)))
+    stdin = json.loads(reference_runs.request(run, list(range(8))))
+    stdin["max_nodes"] = 9  # list(range(9)) is 10 values
+    program = f"__execrl_source = {DRIVEN!r}\n" + reference_runs.DRIVER
+    out = subprocess.run([sys.executable, "-I", "-c", program], input=json.dumps(stdin),
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    lines = [line.split("\t") for line in out.removeprefix(MARK).split(f"\n{MARK}")]
+    texts = [
+        '{"$t":[1,{"$s":[2]},{"$b":"eA=="},{"$f":"nan"},{"$c":[0.0,1.0]}]}',
+        '{"$d":[["a",2],["b",1]]}',  # a dict subclass as its own items say, as EvalPlus compares
+        '{"$d":[["b",2],["a",1]]}',
+        '{"$d":[["a",1]]}',
+        "TypeError: returned a value of type 'object', which is not plain data",
+        "OverflowError: OutputTooLarge",  # over 14,000 bits
+        str(2**14000 - 1),  # 4,215 digits, but not over 14,000 bits
+        "OverflowError: OutputTooLarge\n",  # over max_nodes
+    ]
+    assert [p[1:] if p[1] == "ERR" else p[2:] for p in lines] == [
+        ["ERR", x] if x.startswith(("TypeError", "OverflowError")) else [str(len(x)), x]
+        for x in texts
+    ]
+
+
 def test_loads_reads_exactly_what_from_json_reads():
     values = [
         [1, 2.5, -0.0, True, None, "s"],

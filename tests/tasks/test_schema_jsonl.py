@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 
 import pytest
 
-from execrl.sandbox.run import plain
 from execrl.tasks import values
 from execrl.tasks.errors import TaskDataError
 from execrl.tasks.jsonl import read_tasks, task_to_dict, write_tasks
@@ -81,12 +81,34 @@ def test_round_trip_keeps_every_field(tmp_path):
     assert back[1].metadata["t"] == (1, 2)  # a tuple, not a list
 
 
-def test_tagged_values_match_the_sandbox_encoding():
-    # tasks/values.py is a copy of sandbox/run/plain.py's tags (the tasks layer may not import the
-    # sandbox); this pins the two together.
-    for v in ODD_VALUES:
-        assert json.loads(plain.encode(v)) == values.to_json(v)
-        assert values.from_json(values.to_json(v)) == plain.decode(plain.encode(v))
+def test_the_tagged_json_of_each_kind_of_value_is_pinned_to_the_byte():
+    # one encoder (tasks/values.py) for task files, the sandbox and EvalPlus's reference driver
+    # (tests/tasks/test_reference_outputs.py pins the driver's lines)
+    odd = (1, {2}, frozenset(), b"\x00x", math.nan, -math.inf, -0.0, 1 + 2j, {"a": [None, True]},
+           {(1,): "k"}, "\u00e9", [[]])  # fmt: skip
+    text = (
+        '{"$t":[1,{"$s":[2]},{"$fs":[]},{"$b":"AHg="},{"$f":"nan"},{"$f":"-inf"},-0.0,'
+        '{"$c":[1.0,2.0]},{"$d":[["a",[null,true]]]},{"$d":[[{"$t":[1]},"k"]]},"\\u00e9",[[]]]}'
+    )
+    assert values.encode(odd) == text  # the sandbox's: compact, within its limits
+    assert values.to_json(odd) == values.to_json(odd, values.SANDBOX) == json.loads(text)
+    assert json.dumps(values.to_json(odd)) == json.dumps(json.loads(text))  # a task file's
+    back = values.loads(text)
+    assert repr(back[:4] + back[5:]) == repr(odd[:4] + odd[5:]) and math.isnan(back[4])
+    assert repr(values.from_json(json.loads(text))) == repr(back)
+
+
+def test_a_dict_subclass_is_stored_by_no_task_file_and_crosses_the_sandbox_as_the_dict_it_is():
+    counts = collections.Counter("aab")
+    with pytest.raises(values.NotPlainData, match="'Counter', which is not plain data"):
+        values.to_json(counts)
+    assert values.encode(counts) == '{"$d":[["a",2],["b",1]]}'
+    deep: list = []
+    for _ in range(values.MAX_DEPTH + 1):
+        deep = [deep]
+    assert values.to_json(deep) == deep  # a task file's value may be as deep as it is
+    with pytest.raises(values.NotPlainData, match=values.TOO_LARGE):
+        values.encode(deep)
 
 
 @pytest.mark.parametrize(

@@ -55,8 +55,6 @@ _RENAMED = {
     "hidden_benchmark_data": ("execrl.sandbox.confine.hidden_paths", "benchmark_data"),
     "default_kept_paths": ("execrl.sandbox.confine.hidden_paths", "default_keep"),
     "probe_memory": ("execrl.sandbox.confine.memcg", "probe"),
-    "encode_plain": ("execrl.sandbox.run.plain", "encode"),
-    "decode_plain": ("execrl.sandbox.run.plain", "decode"),
     "describe_value": ("execrl.sandbox.grading.compare", "describe"),
     "SKIPPED_AFTER_FAILURE": ("execrl.sandbox.grading.grade", "SKIPPED"),
 }
@@ -78,10 +76,8 @@ __all__ = [
     "TestOutcome",
     "Verdict",
     "WorkerPool",
-    "decode_plain",
     "default_kept_paths",
     "describe_value",
-    "encode_plain",
     "hidden_benchmark_data",
     "key_syscall_filter",
     "launcher_argv",
@@ -126,8 +122,6 @@ if TYPE_CHECKING:
     )
     from execrl.sandbox.pool import SandboxUnavailable, WorkerPool
     from execrl.sandbox.reference_runner import sandbox_runner
-    from execrl.sandbox.run.plain import decode as decode_plain
-    from execrl.sandbox.run.plain import encode as encode_plain
     from execrl.sandbox.runner import JobRunner, Sandbox, run_jobs
     from execrl.sandbox.service.backend import open_sandbox
     from execrl.sandbox.service.server import serve

@@ -1,32 +1,26 @@
 """Tasks: one schema for every benchmark, loaders, and the procedural suite.
 
-The loaders are imported on first use: the sandbox worker imports `execrl.tasks.schema`, and
-must not pay for the rest.
+Every name is imported on first use: the sandbox worker imports `execrl.tasks.values` (the
+tagged JSON of its plain data), and must not pay for the rest.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
-from execrl.tasks.schema import (
-    AssertTests,
-    CallTests,
-    Compare,
-    StdioCase,
-    StdioTests,
-    Task,
-    Tests,
-    TimeLimit,
-    VerifierTests,
-)
+TYPE_CHECKING = False  # typing stays out of the sandbox's worker
+if TYPE_CHECKING:
+    from typing import Any
 
+_SCHEMA = ("AssertTests", "CallTests", "Compare", "StdioCase", "StdioTests", "Task", "Tests",
+           "TimeLimit", "VerifierTests")  # fmt: skip
 _LAZY = {
     "load_benchmark": "execrl.tasks.registry",
     "list_benchmarks": "execrl.tasks.registry",
     "read_tasks": "execrl.tasks.jsonl",
     "write_tasks": "execrl.tasks.jsonl",
     "generate_synthetic": "execrl.tasks.synthetic",
+    **dict.fromkeys(_SCHEMA, "execrl.tasks.schema"),
 }
 
 __all__ = [
@@ -49,6 +43,17 @@ __all__ = [
 if TYPE_CHECKING:
     from execrl.tasks.jsonl import read_tasks, write_tasks
     from execrl.tasks.registry import list_benchmarks, load_benchmark
+    from execrl.tasks.schema import (
+        AssertTests,
+        CallTests,
+        Compare,
+        StdioCase,
+        StdioTests,
+        Task,
+        Tests,
+        TimeLimit,
+        VerifierTests,
+    )
     from execrl.tasks.synthetic import generate as generate_synthetic
 
 

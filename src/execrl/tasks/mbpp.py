@@ -42,7 +42,7 @@ TRAIN_SPLIT = range(601, 975)  # for training on MBPP while evaluating on its te
 # References that return a re.Match, which the original harness's `==` or truth test accepts:
 # their entry point may return objects (`Task.strict_returns`). Found by `execrl tasks
 # validate`; tests/tasks checks each entry is needed. (Dict subclasses such as Counter are plain
-# data: the sandbox sends what they store, see sandbox/run/plain.py.)
+# data: the sandbox sends what they store, see tasks/values.py.)
 NON_PLAIN_RETURNS: dict[int, str] = {}
 NON_PLAIN_RETURNS_SANITIZED = {
     737: "returns re.Match, tested for truth",

@@ -21,10 +21,12 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
+from execrl.tasks import values
 from execrl.tasks.errors import TaskDataError
-from execrl.tasks.values import loads, to_json
+from execrl.tasks.values import MAX_NODES, loads, to_json
 
 MARK = "\x1eEXECRL\t"
 BATCH_ITEMS = 500  # inputs sent to one run; it may stop early (the soft budgets below)
@@ -34,7 +36,6 @@ SOFT_SECONDS = 10.0  # or once it has run this long
 # A run's stdout cap: the sandbox's cap on what a candidate's run may return (its channel,
 # 256 MiB), so an output too large to come back here could not come back from a candidate.
 OUTPUT_CAP = 256 << 20
-MAX_NODES = 2_000_000  # execrl.sandbox.run.plain.MAX_NODES: the largest value a run can return
 TOO_BIG = "OutputTooLarge"
 # The run verdicts that mean the reference needs more than the sandbox gives any program: the
 # input is left out (a candidate could not be graded on it either), never an error.
@@ -78,53 +79,53 @@ class ReferenceRunner(Protocol):
     ) -> dict[str, ReferenceOutputs]: ...
 
 
-DRIVER = r"""
+# The driver encodes with execrl's one tagged JSON (`values`), shipped as its text: the run imports
+# nothing of execrl's. Its limits are EvalPlus's: any depth, `max_nodes` parts (the sandbox's
+# MAX_NODES, the largest value a candidate's run can return), and a dict subclass (Counter,
+# defaultdict, OrderedDict: EvalPlus compares with ==) as its own `items` say.
+DRIVER = (
+    f"__execrl_values = {Path(values.__file__).read_text(encoding='utf-8')!r}\n"
+    + r"""
 
 def __execrl_driver():
-    import base64, contextlib, io, json, math, sys, time
+    import contextlib, io, json, sys, time
 
-    budget = [0]
+    values = {"__name__": "execrl_values"}
+    exec(compile(__execrl_values, "<execrl values>", "exec"), values)
+    to_json, from_json, NotPlainData = values["to_json"], values["from_json"], values["NotPlainData"]
 
-    def enc(v):
-        budget[0] -= 1
-        if budget[0] < 0:
-            raise OverflowError("OutputTooLarge")
-        t = type(v)
-        if t is int and v.bit_length() > 14_000:  # over ~4,200 digits: JSON cannot carry it
-            raise OverflowError("OutputTooLarge")
-        if v is None or t is bool or t is int or t is str:
-            return v
-        if t is float:
-            return v if math.isfinite(v) else {"$f": repr(v)}
-        if t is list:
-            return [enc(x) for x in v]
-        if t is tuple:
-            return {"$t": [enc(x) for x in v]}
-        if isinstance(v, dict):  # Counter, defaultdict, OrderedDict: EvalPlus compares with ==
-            return {"$d": [[enc(k), enc(x)] for k, x in v.items()]}
-        if t is set or t is frozenset:
-            return {"$s" if t is set else "$fs": [enc(x) for x in v]}
-        if t is bytes:
-            return {"$b": base64.b64encode(v).decode()}
-        if t is complex:
-            return {"$c": [enc(v.real), enc(v.imag)]}
-        raise TypeError("returned a value of type %r, which is not plain data" % t.__name__)
+    def big_int(tree):
+        stack = [tree]
+        while stack:
+            x = stack.pop()
+            if type(x) is list:
+                stack.extend(x)
+            elif type(x) is dict:
+                stack.extend(x.values())
+            elif type(x) is int and x.bit_length() > 14_000:
+                return True
+        return False
 
-    def dec(v):
-        if isinstance(v, list):
-            return [dec(x) for x in v]
-        if not isinstance(v, dict):
-            return v
-        ((tag, body),) = v.items()
-        return {
-            "$t": lambda: tuple(dec(x) for x in body),
-            "$d": lambda: {dec(k): dec(x) for k, x in body},
-            "$s": lambda: {dec(x) for x in body},
-            "$fs": lambda: frozenset(dec(x) for x in body),
-            "$f": lambda: float(body),
-            "$b": lambda: base64.b64decode(body),
-            "$c": lambda: complex(dec(body[0]), dec(body[1])),
-        }[tag]()
+    def encoded(value, max_nodes):
+        try:
+            tree = to_json(value, (values["UNBOUNDED"], max_nodes, lambda d: d.items()))
+        except NotPlainData as exc:
+            if str(exc) == values["TOO_LARGE"]:
+                raise OverflowError("OutputTooLarge") from None
+            raise TypeError(str(exc)) from None
+        # An int over 14,000 bits (~4,200 digits, near Python's int-to-str limit of 4,300) is too
+        # large for JSON: the dump refuses ints of 4,215 digits or more, and only an output that
+        # holds one is walked to find whether it is over 14,000 bits.
+        limit = sys.get_int_max_str_digits()
+        sys.set_int_max_str_digits(4_214)
+        try:
+            return json.dumps(tree, separators=(",", ":"), allow_nan=False)
+        except ValueError:
+            if big_int(tree):
+                raise OverflowError("OutputTooLarge") from None
+        finally:
+            sys.set_int_max_str_digits(limit)
+        return json.dumps(tree, separators=(",", ":"), allow_nan=False)
 
     req = json.loads(sys.stdin.read())
     with contextlib.redirect_stdout(io.StringIO()):  # what the reference prints is not output
@@ -134,7 +135,7 @@ def __execrl_driver():
     for k, (i, args) in enumerate(req["items"]):
         if k and (used >= req["soft_bytes"] or time.monotonic() - start >= req["soft_s"]):
             break  # the parent sends the inputs not started to another run
-        args = dec(args)
+        args = from_json(args)
         try:
             with contextlib.redirect_stdout(io.StringIO()):
                 t0 = time.perf_counter()
@@ -142,8 +143,7 @@ def __execrl_driver():
                 dt = time.perf_counter() - t0
             if req["not_none"]:
                 value = value is not None
-            budget[0] = req["max_nodes"]
-            text = json.dumps(enc(value), separators=(",", ":"), allow_nan=False)
+            text = encoded(value, req["max_nodes"])
             line = "%s%d\t%r\t%d\t%s\n" % (mark, i, dt, len(text), text)
         except Exception as exc:
             msg = ascii(str(exc)[:500])[1:-1].replace("\\t", " ")
@@ -158,6 +158,7 @@ def __execrl_driver():
 
 __execrl_driver()
 """
+)
 
 
 def request(run: ReferenceRun, items: list[int]) -> str:

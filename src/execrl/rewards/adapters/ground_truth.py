@@ -1,7 +1,7 @@
 """Tasks as JSON, for frameworks that carry the ground truth as a string (verl's parquet rows).
 
-Call inputs and expected values use the sandbox's tagged plain-data JSON, so tuples, sets and
-bytes survive the round trip exactly.
+Call inputs and expected values are execrl's tagged JSON (`execrl.tasks.values`, within the
+sandbox's limits), so tuples, sets and bytes survive the round trip exactly.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from execrl.sandbox import decode_plain, encode_plain
+from execrl.tasks import values
 from execrl.tasks.schema import AssertTests, CallTests, Compare, StdioCase, StdioTests, Task, Tests
 
 
@@ -26,8 +26,8 @@ def tests_to_json(tests: Tests) -> dict[str, Any]:
     if isinstance(tests, CallTests):
         return {
             "kind": "call",
-            "inputs": encode_plain(tuple(tuple(a) for a in tests.inputs)),
-            "expected": encode_plain(tuple(tests.expected)),
+            "inputs": values.encode(tuple(tuple(a) for a in tests.inputs)),
+            "expected": values.encode(tuple(tests.expected)),
             "compare": compare,
         }
     return {
@@ -43,7 +43,7 @@ def tests_from_json(data: dict[str, Any], where: str = "ground_truth") -> Tests:
     if kind == "assert":
         return AssertTests(data.get("setup", ""), tuple(data["statements"]))
     if kind == "call":
-        return CallTests(decode_plain(data["inputs"]), decode_plain(data["expected"]), compare)
+        return CallTests(values.loads(data["inputs"]), values.loads(data["expected"]), compare)
     if kind == "stdio":
         cases = tuple(StdioCase(c["stdin"], c["stdout"]) for c in data["cases"])
         return StdioTests(cases, compare)

@@ -21,7 +21,7 @@ _LIMITS = {
     Verdict.MEMORY_LIMIT,
     Verdict.OUTPUT_LIMIT,
 }
-# How the sandbox words these events (sandbox/grading/grade.py, sandbox/run/plain.py).
+# How the sandbox words these events (sandbox/grading/grade.py, tasks/values.py).
 _EXIT_MESSAGES = ("ended the run before the tests finished", "the program raised SystemExit")
 _NOT_PLAIN = ("which is not plain data", "value too deep or too large to compare")
 # Denials the standard library causes on a right answer's behalf and falls back from

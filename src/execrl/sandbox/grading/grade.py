@@ -14,8 +14,8 @@ from typing import Any
 from execrl.sandbox.grading.compare import describe, stdout_matches, values_equal
 from execrl.sandbox.grading.job import Job
 from execrl.sandbox.grading.verdict import ExecutionResult, SandboxErrorCause, TestOutcome, Verdict
-from execrl.sandbox.run import plain
 from execrl.sandbox.run.harness import CHANNEL_REPLACED
+from execrl.tasks import values
 from execrl.tasks.schema import CallTests, StdioTests
 
 # ExecutionResult.extra key: stdin/stdout cases left unrun because an earlier one failed and the
@@ -215,7 +215,7 @@ def _function_outcome(job: Job, i: int, e: dict[str, Any]) -> TestOutcome:
         )
     if isinstance(job.tests, CallTests):
         try:
-            got = plain.decode(e["value"])
+            got = values.loads(e["value"])
         except Exception:  # noqa: BLE001 - never the harness's message: fail, never crash
             return TestOutcome(i, Verdict.RUNTIME_ERROR, None, "malformed result message")
         expected = job.tests.expected[i]

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from execrl.sandbox.grading.limits import Limits
-from execrl.sandbox.run import plain
+from execrl.tasks import values
 from execrl.tasks.schema import AssertTests, CallTests, StdioTests, Task, Tests, job_limits
 
 REFERENCE_MEMORY_MB = 4096  # what a reference run gets where its task names no memory limit
@@ -125,7 +125,7 @@ class Job:
                 )
             ]
         if isinstance(t, CallTests):
-            inputs = [plain.encode(tuple(args)) for args in t.inputs]
+            inputs = [values.encode(tuple(args)) for args in t.inputs]
             # With a per-test clock the harness says when each call returns (`watch`).
             clocked = self.limits.test_wall_s is not None
             return [dict(base, kind="call", inputs=inputs, clocked=clocked)]

@@ -20,9 +20,8 @@ program's load, a call into the candidate, or a test (`leftovers.sole_thread`): 
 there, failed, with a message that says so.
 
 The harness's own functions run on private copies of this module's, `audit_hook`'s, `guard`'s,
-`restorer`'s,
-`leftovers'` and `plain`'s globals, with a private copy of the builtins (made in the worker by
-`Prepared`), so patching a module or a builtin cannot change what the harness does or reports.
+`restorer`'s, `leftovers'`, `plain`'s and `values`' (`execrl.tasks.values`, the tagged JSON)
+globals, with a private copy of the builtins (made in the worker by `Prepared`), so patching a module or a builtin cannot change what the harness does or reports.
 The test code gets a private copy of the builtins too; the standard modules it imports, and the
 real builtins that those modules use, are restored from a snapshot after every call into the
 candidate. What the tests call in place of the candidate, and what it checks at each call, is in
@@ -39,7 +38,8 @@ import os
 import sys
 import types
 
-from execrl.sandbox.run import audit_hook, guard, leftovers, plain, restorer
+from execrl.sandbox.run import audit_hook, guard, leftovers, restorer
+from execrl.tasks import values
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the worker 2 MB
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ def prepare_unit(unit: dict[str, Any], parts: dict[str, Any]) -> Any:
 
     state["reap"] = bool(unit.get("reap"))
     state["stdout"] = parts["streams"][1]
-    inputs = [plain.decode(a) for a in unit.get("inputs", ())]  # decoded before the candidate runs
+    inputs = [values.loads(a) for a in unit.get("inputs", ())]  # decoded before the candidate runs
     audit_hook.install(state, send, bool(unit.get("allow_threads")))
     try:
         code = compile(unit["program"], CANDIDATE_FILE, "exec", dont_inherit=True, optimize=0)
@@ -401,7 +401,7 @@ def _run_calls(
         if clocked:  # the per-test clock stops here, before the value is encoded and sent
             send(t="stop", i=i)
         try:
-            encoded = encode(plain.to_json(value))
+            encoded = encode(values.to_json(value, values.SANDBOX))
         except MemoryError as exc:
             send(t="result", i=i, ok=False, wall=wall, **_exception_fields(exc, state))
             continue

@@ -19,6 +19,7 @@ import types
 from execrl.sandbox.confine.handler_filter import IGNORED
 from execrl.sandbox.run import audit_hook, guard, harness, leftovers, plain, restorer, timer_signals
 from execrl.sandbox.run.harness import CODE_CACHE_SIZE, TESTS_FILE
+from execrl.tasks import values
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the worker 2 MB
 if TYPE_CHECKING:
@@ -148,15 +149,15 @@ def _catchable() -> set[int]:
 
 
 def _privatize() -> dict[str, dict[str, Any]]:
-    """Copies of the functions of `plain`, `restorer`, `guard`, `leftovers`, `audit_hook` and
-    `harness`, on private globals and a private copy of the builtins; each module sees the
+    """Copies of the functions of `values` (`execrl.tasks.values`, the tagged JSON), `plain`,
+    `restorer`, `guard`, `leftovers`, `audit_hook` and `harness`, on private globals and a private copy of the builtins; each module sees the
     others' private copies (`harness` itself is imported by none of them).
 
     Returns the private globals by module name. Nothing at module level may refer to them, and
     no module-level value they share with the public modules may be mutable: the candidate
     reaches the public modules through `sys.modules` (tests/sandbox/test_harness_private.py)."""
     private_builtins = dict(builtins.__dict__)
-    modules = (plain, restorer, guard, leftovers, audit_hook, harness)
+    modules = (values, plain, restorer, guard, leftovers, audit_hook, harness)
     spaces: dict[str, dict[str, Any]] = {}
     for mod in modules:
         g = dict(mod.__dict__)

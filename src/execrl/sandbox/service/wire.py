@@ -1,7 +1,7 @@
 """Jobs and results as JSON, for the sandbox server and its clients.
 
-Values of call tests (inputs and expected outputs) travel as `plain`'s tagged JSON, so tuples,
-sets, bytes and non-finite floats survive the trip and compare as they would in-process. The
+Values of call tests (inputs and expected outputs) travel as tagged JSON (`execrl.tasks.values`,
+within the sandbox's limits), so tuples, sets, bytes and non-finite floats survive the trip and compare as they would in-process. The
 expected values go to the server (which grades, in its trusted parent) and never further.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 from execrl.sandbox.grading.job import Job
 from execrl.sandbox.grading.limits import Limits
 from execrl.sandbox.grading.verdict import ExecutionResult, TestOutcome, Verdict
-from execrl.sandbox.run import plain
+from execrl.tasks import values
 from execrl.tasks.schema import AssertTests, CallTests, Compare, StdioCase, StdioTests, Tests
 
 
@@ -25,8 +25,8 @@ def tests_to_json(tests: Tests) -> dict[str, Any]:
     if isinstance(tests, CallTests):
         return {
             "kind": "call",
-            "inputs": [[plain.to_json(a) for a in args] for args in tests.inputs],
-            "expected": [plain.to_json(e) for e in tests.expected],
+            "inputs": [[values.to_json(a, values.SANDBOX) for a in args] for args in tests.inputs],
+            "expected": [values.to_json(e, values.SANDBOX) for e in tests.expected],
             "compare": dataclasses.asdict(tests.compare),
         }
     return {
@@ -37,9 +37,9 @@ def tests_to_json(tests: Tests) -> dict[str, Any]:
 
 
 # Tagged JSON spends up to three levels per level of value (a dict: tag, body, pair), and
-# `plain` refuses values nested deeper than MAX_DEPTH, so nothing deeper can ever be compared;
+# the sandbox refuses values nested deeper than MAX_DEPTH, so nothing deeper can ever be compared;
 # the bound keeps the recursive decoder far from Python's recursion limit.
-MAX_JSON_DEPTH = 3 * plain.MAX_DEPTH + 8
+MAX_JSON_DEPTH = 3 * values.MAX_DEPTH + 8
 
 
 def tests_from_json(data: dict[str, Any]) -> Tests:
@@ -92,7 +92,7 @@ def _value(data: Any, where: str) -> Any:
     if depth > MAX_JSON_DEPTH:
         raise ValueError(f"{where}: nested deeper than {MAX_JSON_DEPTH} levels of JSON")
     try:
-        return plain._dec(data)
+        return values.from_json(data)
     except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
         raise ValueError(f"{where}: not plain tagged JSON: {exc}") from None
 
