@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+import harness_processes
 from execrl.sandbox import Sandbox
 
 
@@ -9,3 +10,10 @@ from execrl.sandbox import Sandbox
 def sandbox():
     with Sandbox(workers=2) as sb:
         yield sb
+
+
+@pytest.fixture(scope="package")
+def harness_pool():
+    """Processes in which the official harnesses' checks run (tests/harness_processes.py)."""
+    with harness_processes.pool() as pool:
+        yield pool

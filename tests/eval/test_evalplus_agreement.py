@@ -13,7 +13,6 @@ import gzip
 import json
 import os
 import types
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -112,7 +111,7 @@ def _variants(reference: str, entry: str, base_inputs: list) -> dict[str, str]:
     "dataset, bench, ids", [("humaneval", "humaneval+", HE_IDS), ("mbpp", "mbpp+", MBPP_IDS)]
 )
 def test_verdicts_equal_evalplus_base_and_plus(
-    evalplus, sandbox, tmp_path, monkeypatch, dataset, bench, ids
+    evalplus, sandbox, harness_pool, tmp_path, monkeypatch, dataset, bench, ids
 ):
     from tests.conftest import shared_data_dir
 
@@ -129,24 +128,25 @@ def test_verdicts_equal_evalplus_base_and_plus(
             task.reference, problems[task.id]["entry_point"], problems[task.id]["base_input"]
         ).items()
     ]
-    with ThreadPoolExecutor(max_workers=1) as pool:  # ours in the sandbox while EvalPlus checks
-        graded = pool.submit(evaluate, samples, tasks, "solution", sandbox)
-        theirs = []
-        for sample in samples:
-            p = problems[sample.task_id]
-            flags = []
-            for group in ("base", "plus"):
-                status, _ = evalplus.check(
-                    dataset, sample.code, p[f"{group}_input"], p["entry_point"],
-                    expected=p[group], atol=p["atol"], ref_time=p[f"{group}_time"],
-                )  # fmt: skip
-                flags.append(status == evalplus.passed)
-            theirs.append((sample.task_id, sample.where, *flags))
-        ours = [
-            (r.sample.task_id, r.sample.where, rec["base_passed"], rec["plus_passed"])
-            for r in graded.result()
-            for rec in [result_record(r)]
-        ]
+    checks = [  # EvalPlus's checks in the harness's pool, base then plus for each sample
+        harness_pool.submit(
+            evalplus.check, dataset, sample.code, p[f"{group}_input"], p["entry_point"],
+            expected=p[group], atol=p["atol"], ref_time=p[f"{group}_time"],
+        )
+        for sample in samples
+        for p in [problems[sample.task_id]]
+        for group in ("base", "plus")
+    ]  # fmt: skip
+    ours = [  # meanwhile ours, in the sandbox
+        (r.sample.task_id, r.sample.where, rec["base_passed"], rec["plus_passed"])
+        for r in evaluate(samples, tasks, "solution", sandbox)
+        for rec in [result_record(r)]
+    ]
+    passed = [check.result()[0] == evalplus.passed for check in checks]
+    theirs = [
+        (sample.task_id, sample.where, base, plus)
+        for sample, base, plus in zip(samples, passed[::2], passed[1::2], strict=True)
+    ]
     broken = [t for t in theirs if t[0] in EVALPLUS_DEFECTS]
     assert all(not b and not p for *_, b, p in broken)
     assert [o for o in ours if o[0] not in EVALPLUS_DEFECTS] == [

