@@ -130,21 +130,21 @@ def final_reward(args, tasks, model, tokenizer) -> float:
     temperature, scored by one evaluator (execrl's rollouts) for both sides: the two trainers
     draw different tasks at each step, so their training rewards are not on the same tasks."""
     from execrl.models.engines.engine_factory import make_engine
-    from execrl.models.engines.sampling import SamplingParams, encode_prompts
+    from execrl.models.engines.sampling import SamplingParams
     from execrl.rewards.scoring.config import RewardConfig
     from execrl.rewards.scoring.scorer import RewardScorer
-    from execrl.rl.rollout.episode_sources import OneTurn
+    from execrl.rl.episodes import EnvConfig
+    from execrl.rl.rollout.episode_sources import episode_source
     from execrl.rl.rollout.rollouts import Rollouts, RolloutTimes
     from execrl.sandbox import Limits, Sandbox, SandboxConfig
 
-    ids = encode_prompts(tokenizer, [t.prompt for t in tasks], chat=False)
     params = SamplingParams(1.0, 1.0, args.max_new_tokens)
     config = RewardConfig(tree={"type": "pass_fraction"}, analysis_workers=0)
     engine = make_engine("loop", model, tokenizer)
     box = SandboxConfig(workers=args.workers, limits=Limits(wall_s=args.wall_s))
     with Sandbox(box) as sandbox:
         scorer = RewardScorer(config, sandbox, sandbox_config=box)
-        source = OneTurn(engine, tokenizer, tasks, ids, scorer, params)
+        source = episode_source(EnvConfig(), engine, tokenizer, tasks, scorer, params, chat=False)
         rollouts = Rollouts(source, args.seed + 1, args.prompts)
         try:
             chunks = list(enumerate(rollouts.chunks(list(range(len(tasks))))))

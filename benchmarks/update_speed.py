@@ -117,7 +117,9 @@ def _groups(args: argparse.Namespace, vocab: int):
             n = int(torch.randint(args.completion // 4, args.completion + 1, (1,), generator=g))
             tokens = torch.randint(3, vocab, (n,), generator=g)
             completion = Completion(0, "x", prompt, tokens, torch.full((n,), -1.0), "eos")
-            group.append(Scored(0, completion, RewardResult(float(j % 2)), build_sample(task, "x")))
+            group.append(
+                Scored.answer(0, completion, RewardResult(float(j % 2)), build_sample(task, "x"))
+            )
         groups.append(group)
     return groups
 

@@ -64,4 +64,4 @@ def far_sample(prompt: list[int], tokens: list[int], score: float):
     task = Task(id="inc", prompt="Write f.", tests=CallTests(((1,),), (2,)), entry_point="f")
     completion = Completion(0, "x", torch.tensor(prompt), torch.tensor(tokens),
                             torch.full((len(tokens),), -1.5), "eos")  # fmt: skip
-    return Scored(0, completion, RewardResult(score), build_sample(task, "x"))
+    return Scored.answer(0, completion, RewardResult(score), build_sample(task, "x"))

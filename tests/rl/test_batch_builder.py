@@ -35,7 +35,7 @@ def close(values: torch.Tensor, expected: list[list[float]]) -> bool:
 def one_turn(score: float, tokens: list[int], logprob: float = -1.0) -> Scored:
     n = len(tokens)
     completion = Completion(0, "x", PROMPT, torch.tensor(tokens), torch.full((n,), logprob), "eos")
-    return Scored(0, completion, RewardResult(score), build_sample(TASK, "x"))
+    return Scored.answer(0, completion, RewardResult(score), build_sample(TASK, "x"))
 
 
 def episode(first: list[int], second: list[int], passed: tuple[bool, bool]) -> Scored:

@@ -20,7 +20,7 @@ from execrl.rewards.scoring.scorer import RewardScorer
 from execrl.rl.episodes import EnvConfig, Observation, StepInfo, StepResult
 from execrl.rl.episodes.builtin import Single
 from execrl.rl.rollout import episode_sources
-from execrl.rl.rollout.episode_sources import MultiTurn, OneTurn, episode_source
+from execrl.rl.rollout.episode_sources import EnvSource, episode_source
 from execrl.rl.rollout.rollouts import Rollouts, RolloutTimes
 
 from .conftest import CORPUS, LetterE, tasks
@@ -57,14 +57,17 @@ def test_the_one_turn_source_grades_a_chunk_as_the_single_environment_grades_a_s
     tokenizer = train_bpe_tokenizer(CORPUS, vocab_size=300)
     source = episode_source(EnvConfig(), Scripted(["eeee", "ex"]), tokenizer, work, scorer,
                             SamplingParams(), chat=False)  # fmt: skip
-    assert isinstance(source, OneTurn)
+    assert isinstance(source, EnvSource)
     rollouts = Rollouts(source, seed=0, groups_per_generate=2)
     try:
         groups = rollouts.run([(0, [0, 1])], 2, 0, 0, RolloutTimes())[0]
     finally:
         rollouts.close()
     assert [[x.score for x in g] for g in groups] == [[1.0, 0.5], [1.0, 0.5]]
-    assert all(x.turns is None and x.task_index == i for i, g in enumerate(groups) for x in g)
+    # an episode with one turn, every completion token the policy's
+    assert all(x.turns.ends == (1,) and x.policy_tokens == 2 and x.task_index == i
+               for i, g in enumerate(groups) for x in g)  # fmt: skip
+    assert [x.completion.text for x in groups[0]] == ["eeee", "ex"]  # the answers themselves
     env = Single(EnvConfig(), scorer)
     env.reset(work[0])
     assert [env.step("eeee").reward, env.step("ex").reward] == [1.0, 0.5]
@@ -92,26 +95,27 @@ def test_a_chunk_of_two_languages_stops_each_row_on_a_block_in_its_own():
                             RewardScorer(reward=LetterE()), SamplingParams(), chat=False)  # fmt: skip
     grading = source.generate([0, 1, 2], 2)
     assert [language for language, _ in calls] == ["python", "sql"]
-    assert [len(prompts) for _, prompts in calls] == [2, 1]
-    task_indices, completions, group_size = grading.args
-    assert task_indices == [0, 1, 2] and group_size == 2
-    assert [c.prompt_index for c in completions] == [0, 0, 1, 1, 2, 2]
-    assert [c.text for c in completions] == ["python0", "python0", "sql0", "sql0",
-                                             "python1", "python1"]  # fmt: skip
-    assert [c.prompt_ids.tolist() for c in completions[::2]] == [
-        source.prompt_ids[0], source.prompt_ids[1], source.prompt_ids[2]]  # fmt: skip
+    assert [len(prompts) for _, prompts in calls] == [2, 1]  # each prompt once, sampled twice
+    groups = grading(RolloutTimes())
+    assert [g[0].task_index for g in groups] == [0, 1, 2]
+    assert [[x.completion.text for x in g] for g in groups] == [
+        ["python0", "python0"], ["sql0", "sql0"], ["python1", "python1"]]  # fmt: skip
+    (_, python), (_, sql) = calls
+    assert [g[0].completion.prompt_ids.tolist() for g in groups] == [python[0], sql[0], python[1]]
     calls.clear()
     source.generate([0, 2], 2)  # one language: one call, as before
     assert [language for language, _ in calls] == ["python"]
 
 
-def test_every_environment_but_single_rolls_out_through_the_turn_loop():
+def test_every_environment_single_included_rolls_out_through_the_one_source():
     scorer = RewardScorer(reward=LetterE())
     tokenizer = train_bpe_tokenizer(CORPUS, vocab_size=300)
-    for name in ("self_correct", "tool", "my_envs:Letters"):
+    for name in ("single", "self_correct", "tool", "my_envs:Letters"):
         source = episode_source(EnvConfig(name=name), Scripted(["x"]), tokenizer, tasks(1),
-                                scorer, SamplingParams(), chat=False)  # fmt: skip
-        assert isinstance(source, MultiTurn) and not EnvConfig(name=name).one_turn
+                                scorer, SamplingParams(code_end=True), chat=False)  # fmt: skip
+        assert isinstance(source, EnvSource)
+        # a code block's end stops a turn only where the turn is the whole answer
+        assert source.params.code_end == (name == "single") == (not EnvConfig(name=name).by_turn)
     assert not hasattr(Rollouts(source, 0, 1), "episodes")  # given at construction, not after
 
 
@@ -119,20 +123,21 @@ def test_execrl_train_and_its_heldout_evaluation_grade_through_the_single_enviro
     tiny_model_dir, tmp_path, monkeypatch
 ):
     graded: list[int] = []
-    original = Single.grade_many
+    original = Single.step_together
 
-    def counted(scorer, tasks, answers, offsets=None, n_tokens=None):
-        graded.append(len(answers))
-        return original(scorer, tasks, answers, offsets=offsets, n_tokens=n_tokens)
+    def counted(envs, turns):
+        graded.append(len(turns))
+        return original(envs, turns)
 
-    monkeypatch.setattr(Single, "grade_many", staticmethod(counted))
+    monkeypatch.setattr(Single, "step_together", staticmethod(counted))
     settings = [f"model.path={str(tiny_model_dir)!r}", f"run.out_dir={str(tmp_path)!r}",
                 "run.name='one'", "data.n_train=4", "data.n_heldout=2", "data.heldout_samples=1",
                 "run.steps=1", "rl.group_size=2", "rl.groups_per_step=2",
                 "rl.dynamic_sampling=false", "sampling.max_new_tokens=6",
                 "sandbox.workers=1"]  # fmt: skip
     assert main(["train", *sum((["--set", s] for s in settings), [])]) == 0
-    # held-out before (2 tasks x 1 sample), the step (2 groups of 2), held-out after
+    # held-out before (2 tasks x 1 sample), the step (2 groups of 2), held-out after: each
+    # chunk's answers graded in one call
     assert graded == [2, 4, 2]
     summary = json.loads((tmp_path / "one" / "summary.json").read_text())
     assert "heldout_pass@1_by_turn_after" not in summary  # one turn: nothing by turn
@@ -215,7 +220,7 @@ def _two_chunks(order: list[int], monkeypatch) -> tuple[list[list[float]], list]
     log: list[tuple[str, int]] = []
     monkeypatch.setattr(episode_sources, "make_env", lambda config, scorer: TwoTurns(log, "t0"))
     tokenizer = train_bpe_tokenizer(CORPUS, vocab_size=300)
-    source = MultiTurn(EnvConfig(name="my_envs:TwoTurns"), RewardScorer(reward=LetterE()),
+    source = EnvSource(EnvConfig(name="my_envs:TwoTurns"), RewardScorer(reward=LetterE()),
                        Drawn(log), tokenizer, tasks(2), SamplingParams(), chat=False)  # fmt: skip
     rollouts = Rollouts(source, seed=3, groups_per_generate=1)
     try:

@@ -118,9 +118,8 @@ def test_flagged_samples_are_summarised_with_their_text():
                             torch.zeros(1), "eos")  # fmt: skip
     flagged = RewardResult(-1.0, {}, flags=frozenset({Flag.EARLY_EXIT}), reason="penalised")
     plain = RewardResult(0.0, {}, flags=frozenset({Flag.NO_CODE}))  # counted, not listed
-    group = [
-        Scored(0, completion, r, Sample(task, completion.text, None)) for r in (flagged, plain)
-    ]
+    group = [Scored.answer(0, completion, r, Sample(task, completion.text, None))
+             for r in (flagged, plain)]  # fmt: skip
     (f,) = GroupSummary.of(group).flagged
     assert (f.task_id, f.completion, f.flags, f.reason) == (
         "t0", "import os; os._exit(0)", ("early_exit",), "penalised"

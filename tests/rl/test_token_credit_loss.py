@@ -16,7 +16,7 @@ from execrl.models.engines.sampling import Completion
 from execrl.rewards import RewardConfig, RewardScorer
 from execrl.rewards.scoring.scorer import build_sample
 from execrl.rewards.scoring.token_credit import TokenCredit
-from execrl.rl.rollout.episode_sources import token_offsets
+from execrl.rl.episodes.trajectory import token_offsets
 from execrl.rl.rollout.scored import Scored
 from execrl.sandbox import ExecutionResult, Verdict
 from execrl.sandbox import TestOutcome as Outcome
@@ -48,7 +48,7 @@ def scored(credit_sample: bool = True, n_tokens: int = len(PIECES)) -> Scored:
     reward = RewardScorer(config, sandbox=object()).score_sample(sample)
     completion = Completion(0, COMPLETION, torch.tensor([1]), torch.arange(n_tokens),
                             torch.zeros(n_tokens), "eos")  # fmt: skip
-    return Scored(0, completion, reward, sample)
+    return Scored.answer(0, completion, reward, sample)
 
 
 def advantage_inputs(algorithm: str, samples: list[Scored]):

@@ -13,7 +13,8 @@ from execrl.eval.samples import Sample as EvalSample
 from execrl.eval.validate import validate
 from execrl.models.engines.sampling import Completion, SamplingParams
 from execrl.rewards import RewardConfig, RewardScorer
-from execrl.rl.rollout.episode_sources import OneTurn
+from execrl.rl.episodes import EnvConfig
+from execrl.rl.rollout.episode_sources import episode_source
 from execrl.rl.rollout.rollouts import Rollouts, RolloutTimes
 from execrl.sandbox import Sandbox
 from execrl.sandbox.grading.languages import probe_languages
@@ -65,9 +66,17 @@ class OneCompletion:
         return None
 
 
+class SamePrompt:
+    """A tokenizer that gives every prompt the same ids (the engine above reads none)."""
+
+    def encode(self, text, add_special_tokens=True):
+        return [5, 6]
+
+
 def test_training_rollouts_grade_a_c_task_as_c(sandbox):
     scorer = RewardScorer(RewardConfig(tree={"type": "pass"}, analysis_workers=0), sandbox)
-    source = OneTurn(OneCompletion(), None, [c_task()], [[5, 6]], scorer, SamplingParams())
+    source = episode_source(EnvConfig(), OneCompletion(), SamePrompt(), [c_task()], scorer,
+                            SamplingParams(), chat=False)  # fmt: skip
     rollouts = Rollouts(source, seed=0, groups_per_generate=1)
     try:
         groups = rollouts.run([(0, [0])], 2, 0, 0, RolloutTimes())

@@ -7,7 +7,7 @@ The summary's `pass@1_by_turn` holds K fractions: for each turn t, the fraction 
 answer standing after t turns passes the hidden tests (an episode that stopped early, its visible
 tests passing, keeps its answer). `feedback_protocol` records which tests fed back, per family,
 and what a feedback turn holds. Episodes run through training's episode source and turn loop
-(`rl.rollout.episode_sources.MultiTurn`): a local model through the models layer's engine (token ids
+(`rl.rollout.episode_sources.EnvSource`): a local model through the models layer's engine (token ids
 in and out); an OpenAI-compatible server (`openai:URL#MODEL`) through its completion endpoint, or
 its chat endpoint with --chat on, with the conversation so far.
 
@@ -39,7 +39,7 @@ from execrl.rl.episodes.trajectory import TextConversation
 from execrl.rl.episodes.turn_loop import standing_after
 from execrl.rl.episodes.visible import visible_tests
 from execrl.rl.eval_spec import HeldoutSpec, prompted
-from execrl.rl.rollout.episode_sources import MultiTurn
+from execrl.rl.rollout.episode_sources import EnvSource
 from execrl.sandbox import Limits, Sandbox, SandboxConfig, SandboxUnavailable
 from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 from execrl.tasks.registry import load_benchmark
@@ -178,7 +178,7 @@ def _episodes(
                 return [_chat_reply(generator, m, params) for m in messages]
             return [generator.generate([r], 1, params)[0][0] for r in raws]
 
-        source = MultiTurn(config, scorer, TextReplies(reply), None, tasks, None,
+        source = EnvSource(config, scorer, TextReplies(reply), None, tasks, None,
                            generator.chat, conversation=TextConversation)  # fmt: skip
         return source.episodes(list(range(len(tasks))))
     from execrl.models.engines.engine_factory import make_engine
@@ -194,7 +194,7 @@ def _episodes(
             params = SamplingParams(
                 temperature, top_p, max_new, () if generator.chat else stops, args.batch_size
             )
-            source = MultiTurn(config, scorer, engine, tokenizer, group, params, generator.chat)
+            source = EnvSource(config, scorer, engine, tokenizer, group, params, generator.chat)
             episodes += source.episodes(list(range(len(group))))
     finally:
         engine.close()

@@ -164,13 +164,13 @@ def run_heldout(
 ) -> list[Scored]:
     """`spec.samples_per_task` completions of each task in the given rollout chunks (of
     `groups_per_generate` tasks; all by default), sampled and scored as training's held-out
-    evaluation does; task-major. `x.passed` is the verdict pass@1 averages. With a multi-turn
-    `env`, each is an episode (`x.turns.passed_by_turn`)."""
+    evaluation does; task-major. `x.passed` is the verdict pass@1 averages. Each is an episode
+    of `env` ("single", one turn, by default); `x.turns.passed_by_turn` has each turn's."""
     tasks = prompted(tasks, spec.prompt_format)
     chat = chat_wanted(spec.chat)
     env = env or EnvConfig()  # "single": one turn
     params = SamplingParams(spec.temperature, spec.top_p, spec.max_new_tokens, spec.stop,
-                            code_end=spec.code_end and env.one_turn,
+                            code_end=spec.code_end,  # where env's turns allow it
                             repeat_ngram=spec.repeat_ngram)  # fmt: skip
     reward = RewardConfig(tree={"type": "pass"}, program=spec.program, analysis_workers=0)
     box = SandboxConfig(limits=spec.limits) if spec.limits is not None else None

@@ -39,8 +39,8 @@ def heldout_pass_at_1_by_turn(config: TrainConfig, engine: Any, tokenizer: Any,
                        env=config.env)  # fmt: skip
     sums = torch.zeros(turns + 1, dtype=torch.float64)  # passes after each turn, then episodes
     for x in done:
-        by_turn = x.turns.passed_by_turn if x.turns is not None else (x.passed,)
-        sums[:turns] += torch.tensor(standing_after(by_turn, turns), dtype=torch.float64)
+        sums[:turns] += torch.tensor(standing_after(x.turns.passed_by_turn, turns),
+                                     dtype=torch.float64)  # fmt: skip
         sums[turns] += 1
     totals = dist.all_reduce_sum(sums)
     return [round(float(totals[t] / totals[turns].clamp(min=1)), 4) for t in range(turns)]

@@ -55,9 +55,11 @@ class MetricsLog:
 
 
 def step_metrics(step: int, got: Gathered, update: UpdateMetrics, collect_s: float,
-                 update_s: float, nodes: Sequence[str] = ()) -> dict[str, Any]:  # fmt: skip
+                 update_s: float, nodes: Sequence[str] = (), *,
+                 by_turn: bool = True) -> dict[str, Any]:  # fmt: skip
     """The step's row of metrics.jsonl: reward and each of its tree's `nodes`, flags, verdicts,
-    the update."""
+    the update; with `by_turn` (an environment whose episodes may take several turns,
+    `EnvConfig.by_turn`) the episodes' rows."""
     groups = got.every
     scores = [x for g in groups for x, v in zip(g.scores, g.valid, strict=True) if v]
     n = sum(len(g.scores) for g in groups) or 1
@@ -87,7 +89,7 @@ def step_metrics(step: int, got: Gathered, update: UpdateMetrics, collect_s: flo
         "hack_flags": sum(c for f, c in flags.items() if f in {str(h) for h in HACK_FLAGS}),
     }
     row.update(_components(groups, nodes))
-    row.update(_episodes(groups))
+    row.update(_episodes(groups) if by_turn else {})
     row.update({f"verdict/{k}": v / n for k, v in sorted(verdicts.items())})
     row.update({f"flag/{f.value}": flags.get(f.value, 0) for f in Flag})
     causes = Counter(c for g in groups for c in g.sandbox_causes if c)
@@ -132,7 +134,7 @@ def _components(groups: list[GroupSummary], nodes: Sequence[str]) -> dict[str, f
 def _episodes(groups: list[GroupSummary]) -> dict[str, float]:
     """episode/...: turns per episode, tool calls, environment (feedback, tool output) tokens,
     the fraction of trajectory tokens masked out of the loss, and pass@1 after each turn (the
-    answer standing then, on the hidden tests); nothing for one-turn rollouts."""
+    answer standing then, on the hidden tests); nothing without episodes."""
     episodes = [e for g in groups for e in g.episodes]
     if not episodes:
         return {}

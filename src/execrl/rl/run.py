@@ -118,7 +118,7 @@ def train_step(run: Run, step: int) -> tuple[dict[str, Any], Gathered]:
     else:  # version step + 1; the rollout thread loads it when a step's batch needs it
         run.prefetch.publish(step + 1, run.built.policy.model)
     row = step_metrics(step, got, update, gathered - start, time.perf_counter() - gathered,
-                       run.nodes)  # fmt: skip
+                       run.nodes, by_turn=run.config.env.by_turn)  # fmt: skip
     row.update(sampled)
     heap.release()  # the step's freed temporaries go back before the next step's draws
     row.update(memory_metrics(learner.device))
@@ -217,7 +217,7 @@ def _train(config: TrainConfig, tasks: list[Task] | None, heldout: list[Task] | 
         engine = make_engine(c.sampling.engine, built.policy.model, tok, device=device, **pushed)
         params = SamplingParams(c.sampling.temperature, c.sampling.top_p,
                                 c.sampling.max_new_tokens, tuple(c.sampling.stop),
-                                code_end=c.sampling.code_end and c.env.one_turn,
+                                code_end=c.sampling.code_end,  # where env's turns allow it
                                 repeat_ngram=c.sampling.repeat_ngram)  # fmt: skip
 
         def rollouts_on(engine: RolloutEngine) -> Rollouts:
@@ -351,7 +351,7 @@ def _evaluate_heldout(run: Run, sandbox: Any, summary: dict[str, Any], when: str
     run adds it by turn, through its environment."""
     with _sampling(run):
         summary[f"heldout_pass@1_{when}"] = _heldout(run, sandbox)
-        if not run.config.env.one_turn:
+        if run.config.env.by_turn:
             summary[f"heldout_pass@1_by_turn_{when}"] = _heldout_by_turn(run, sandbox)
     for line in heldout_lines(summary, when, run.config.env.name):
         log(line)

@@ -297,7 +297,7 @@ def rollout_context(c: TrainConfig, tasks: list[Task], heldout: list[Task], toke
     buffers by it: without it, by the model's whole context (Qwen2.5's 32,768 tokens)."""
     from execrl.models.engines.sampling import encode_prompts
 
-    if not c.env.one_turn:
+    if c.env.by_turn:
         return c.env.max_tokens or None
     prompts = [t.prompt for t in [*tasks, *heldout]]
     longest = max((len(ids) for ids in encode_prompts(tokenizer, prompts, chat=chat)), default=0)

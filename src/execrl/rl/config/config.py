@@ -391,9 +391,7 @@ def _check_env(config: TrainConfig, where: str) -> None:
     """[env]: a user's environment must import, and token credit (per completion token) has no
     meaning over an episode's turns."""
     env = config.env
-    if env.one_turn:
-        return
-    if config.reward.token_credit.enabled:
+    if env.by_turn and config.reward.token_credit.enabled:
         raise ConfigError(
             f"{where}: reward.token_credit.enabled works on one-turn rollouts; env.name = "
             f"{env.name!r} rewards turns (env.turn_reward), not tokens"

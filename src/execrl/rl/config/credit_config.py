@@ -110,15 +110,16 @@ def moved_to_credit(data: dict[str, Any], where: str, say: Callable[[str], None]
 def check_credit(credit: CreditConfig, env: EnvConfig, algorithm: Algorithm, name: str,
                  where: str) -> None:  # fmt: skip
     """[credit] against [env] and rl.algorithm (= `name`), when the config loads."""
-    if credit.from_turn > env.max_turns:
-        raise ConfigError(f"{where}: credit.from_turn must be in 1..env.max_turns "
-                          f"({env.max_turns}), got {credit.from_turn}: turns before it get no "
+    if credit.from_turn > env.most_turns:
+        bound = f"env {env.name!r} takes " if env.kind.turns else ""
+        raise ConfigError(f"{where}: credit.from_turn must be in 1..env.max_turns ({bound}"
+                          f"{env.most_turns}), got {credit.from_turn}: turns before it get no "
                           "advantage")  # fmt: skip
     if credit.correction_coef > 0 and not env.kind.corrects:
         raise ConfigError(f"{where}: credit.correction_coef = {credit.correction_coef} needs "
                           'env.name = "self_correct" (a failed attempt with feedback), got '
                           f"{env.name!r}")  # fmt: skip
-    if env.one_turn:
+    if not env.by_turn:  # one turn: nothing below has turns to act on
         return
     if credit.baseline == "reached" and not algorithm.group_relative:
         raise ConfigError(f'{where}: credit.baseline = "reached" changes a group\'s baseline, '

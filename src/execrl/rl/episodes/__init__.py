@@ -5,8 +5,10 @@ from execrl.rl.episodes.env import (
     EnvConfig,
     Environment,
     Observation,
+    PolicyTurn,
     StepInfo,
     StepResult,
+    StepsTogether,
     make_env,
 )
 from execrl.rl.episodes.trajectory import Conversation, NotAppendOnly, Trajectory
@@ -19,8 +21,10 @@ __all__ = [
     "Episode",
     "NotAppendOnly",
     "Observation",
+    "PolicyTurn",
     "StepInfo",
     "StepResult",
+    "StepsTogether",
     "TextReplies",
     "Trajectory",
     "make_env",

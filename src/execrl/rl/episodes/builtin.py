@@ -6,16 +6,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from execrl.rewards.scoring.scorer import Offsets, RewardScorer, ScoredSample, build_sample
+from execrl.rewards.scoring.scorer import RewardScorer, ScoredSample, build_sample
 from execrl.rl.episodes.env import (
     EnvConfig,
     Grade,
     Observation,
+    PolicyTurn,
     StepInfo,
     StepResult,
     first_observation,
     grade,
 )
+from execrl.rl.episodes.trajectory import token_offsets
 from execrl.rl.episodes.visible import (
     VisibleTests,
     checked_against_reference,
@@ -31,9 +33,9 @@ FIX_REQUEST = "Fix the code. Answer with the whole corrected solution in one cod
 
 class Single:
     """One turn graded by the hidden tests: the default environment of training and evaluation.
-    Its episodes are rolled out a chunk at a time (`rl.rollout.episode_sources.OneTurn`: one batched
-    `generate`, then `grade_many` on the scoring thread while the next chunk generates);
-    `reset`/`step` grade one answer the same way, for a caller that drives episodes itself."""
+    Its episodes step together (`env.StepsTogether`): the answers of a chunk's episodes are
+    graded in one call of the scoring path, on the scoring thread while the next chunk generates
+    (`rl.rollout.episode_sources`); `step` grades one answer the same way."""
 
     name = "single"
 
@@ -46,20 +48,33 @@ class Single:
         return first_observation(task)
 
     def step(self, model_output: str) -> StepResult:
-        assert self.task is not None, "reset(task) before step()"
-        scored = self.grade_many(self.scorer, [self.task], [model_output])[0]
-        graded = Grade.of(scored)
-        info = StepInfo(1, hidden_passed=graded.passed, masked=graded.masked, graded=scored)
-        return StepResult(None, graded.reward, True, info)
+        return self.step_together([self], [PolicyTurn(model_output, [])])[0]
 
     @staticmethod
-    def grade_many(scorer: RewardScorer, tasks: Sequence[Task], answers: Sequence[str],
-                   offsets: Sequence[Offsets] | None = None,
-                   n_tokens: Sequence[int] | None = None) -> list[ScoredSample]:  # fmt: skip
-        """Each answer's one turn graded by its task's hidden tests through the one scoring
-        path; `offsets` (each token's characters, for token credit) and `n_tokens` as
-        `RewardScorer.score_samples` takes them."""
-        return scorer.score_samples(tasks, answers, offsets=offsets, n_tokens=n_tokens)
+    def step_together(envs: Sequence[Single], turns: Sequence[PolicyTurn]) -> list[StepResult]:
+        """Each episode's one turn graded by its task's hidden tests, all in one call of the
+        scoring path; with a token engine's turns, each token's characters (token credit,
+        `reward.token_credit`) and their count (a reward by length) go with the answers."""
+        if not envs:
+            return []
+        scorer = envs[0].scorer
+        tasks = [e.task for e in envs if e.task is not None]
+        assert len(tasks) == len(envs), "reset(task) before step()"
+        counted = all(t.tokenizer is not None for t in turns)  # a token engine's turns
+        offsets = None
+        if counted and scorer.config.token_credit.enabled:
+            offsets = [token_offsets(t.tokenizer, t.token_ids, t.text) for t in turns]
+        n_tokens = [len(t.token_ids) for t in turns] if counted else None
+        answers = [t.text for t in turns]
+        scored = scorer.score_samples(tasks, answers, offsets=offsets, n_tokens=n_tokens)
+        return [_graded_turn(x) for x in scored]
+
+
+def _graded_turn(scored: ScoredSample) -> StepResult:
+    """A one-turn episode's step: its answer's grade ends it."""
+    graded = Grade.of(scored)
+    info = StepInfo(1, hidden_passed=graded.passed, masked=graded.masked, graded=scored)
+    return StepResult(None, graded.reward, True, info)
 
 
 class SelfCorrect:

@@ -10,8 +10,10 @@
 
 One rollout is one episode; a GRPO group is several episodes of the same task. An environment
 sees text; `trajectory.Conversation` turns its observations into token ids. Built-ins: "single"
-(one turn, today's behaviour), "self_correct" and "tool" (`builtin.py`, `tool.py`); a user's own
-is named "package.module:Class" and built as `Class(config, scorer)` (docs/episodes.md).
+(one turn graded by the hidden tests, the default), "self_correct" and "tool" (`builtin.py`,
+`tool.py`); a user's own is named "package.module:Class" and built as `Class(config, scorer)`
+(docs/episodes.md). An environment whose turns are best graded as a batch steps its episodes
+together (`StepsTogether`: "single" grades a turn's answers in one call of the scoring path).
 """
 
 from __future__ import annotations
@@ -19,11 +21,15 @@ from __future__ import annotations
 import importlib
 import shlex
 import shutil
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from execrl.rewards.scoring.scorer import RewardScorer, ScoredSample
 from execrl.tasks.schema import Task
+
+if TYPE_CHECKING:  # the models layer imports torch; its record is only named here
+    from execrl.models.engines.sampling import SamplingParams
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,11 +138,23 @@ class EnvConfig:
     harness_processes: int = 256  # harness: processes and threads of one episode's harness
 
     @property
-    def one_turn(self) -> bool:
-        """Episodes of one turn ("single"): rolled out a chunk at a time and graded on the
-        scoring thread (`rl.rollout.episode_sources.OneTurn`), a code block's end may stop sampling
-        (`sampling.code_end`), token credit applies, and there is no pass@1 by turn."""
-        return self.kind.one_turn
+    def by_turn(self) -> bool:
+        """Whether an episode may take several turns (every kind but one of one turn,
+        `EnvKind.turns`): its figures go by turn (held-out pass@1 by turn, the log's episode/
+        rows) and [credit] applies across its turns. Each turn of one that may not is the whole
+        answer (`turn_sampling`; `reward.token_credit` works on it)."""
+        return self.kind.turns != 1
+
+    @property
+    def most_turns(self) -> int:
+        """The most policy turns one episode takes: its kind's bound, else env.max_turns."""
+        return self.kind.turns or self.max_turns
+
+    def turn_sampling(self, params: SamplingParams) -> SamplingParams:
+        """`params` as this environment's turns are sampled: a code block's end stops a turn
+        (`sampling.code_end`) only where the turn is the whole answer; an episode's turn may go on
+        after a block (a tool call, a test the tester wrote)."""
+        return replace(params, code_end=params.code_end and not self.by_turn)
 
     @property
     def kind(self) -> EnvKind:
@@ -189,11 +207,37 @@ class Environment(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class PolicyTurn:
+    """A policy turn as an environment that steps its episodes together reads it: the text and,
+    from a token engine, the tokens the policy wrote (a reward by length or per token reads
+    them)."""
+
+    text: str
+    token_ids: list[int]  # as generated ([] from a text-only model)
+    tokenizer: Any = None  # what decodes token_ids; None: a text-only model, no tokens
+
+
+@runtime_checkable
+class StepsTogether(Protocol):
+    """An environment whose episodes step together, a turn of a batch in one call, rather than
+    one `step` each on the turn loop's threads: "single" grades every answer of a turn in one
+    call of the scoring path, whose sandbox runs them side by side (`episodes.turn_loop`)."""
+
+    @staticmethod
+    def step_together(envs: Sequence[Any], turns: Sequence[PolicyTurn]) -> list[StepResult]:
+        """`envs` (this class's, each reset) stepped on their `turns`, in order."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
 class EnvKind:
     """What the code that treats environments differently reads of one, rather than its name."""
 
     factory: str  # "module:Class", built as Class(config, scorer); a user's own: its env.name
-    one_turn: bool = False  # one turn graded by the hidden tests (`EnvConfig.one_turn`)
+    # The most turns an episode of this kind takes whatever env.max_turns says (0: env.max_turns
+    # bounds it). A kind of one turn ("single") answers in it: nothing goes by turn
+    # (`EnvConfig.by_turn`)
+    turns: int = 0
     corrects: bool = False  # later turns correct a failed attempt from the visible tests' feedback
     # episodes come from a user's agent program (env.harness) calling the policy server, not
     # from an `Environment`; training logs the segments of the histories it rewrote
@@ -207,7 +251,7 @@ class EnvKind:
 ONE_TURN = "single"  # the default environment: one turn, graded by the hidden tests
 # the one place that maps names to environments; built-ins load by path, as a user's own do
 ENVIRONMENTS = {
-    ONE_TURN: EnvKind("execrl.rl.episodes.builtin:Single", one_turn=True),
+    ONE_TURN: EnvKind("execrl.rl.episodes.builtin:Single", turns=1),
     "self_correct": EnvKind("execrl.rl.episodes.builtin:SelfCorrect", corrects=True),
     "tool": EnvKind("execrl.rl.episodes.tool:ToolUse"),
     "harness": EnvKind("", runs_harness=True),
@@ -224,8 +268,9 @@ def env_kind(name: str) -> EnvKind:
 
 
 def is_one_turn(name: str) -> bool:
-    """Whether the environment named `name` is the one-turn one (`EnvConfig.one_turn`)."""
-    return env_kind(name).one_turn
+    """Whether the environment named `name` takes one turn (`EnvKind.turns`): `execrl eval`
+    gives its pass@k through the benchmark's harness, not pass@1 by turn."""
+    return env_kind(name).turns == 1
 
 
 TURN_REWARDS = ("final", "improvement")
@@ -248,12 +293,18 @@ def make_env(config: EnvConfig, scorer: RewardScorer) -> Environment:
             "is the module importable (on PYTHONPATH)?"
         ) from None
     env = cls(config, scorer)
-    if not isinstance(env, Environment):
-        raise ValueError(
-            f"env.name {config.name!r}: {class_name} needs a `name`, reset(task) and "
-            "step(model_output) (docs/episodes.md)"
-        )
+    # once per class (a protocol's isinstance is slow, and the source makes one per episode)
+    if type(env) not in _ENVIRONMENTS_SEEN:
+        if not isinstance(env, Environment):
+            raise ValueError(
+                f"env.name {config.name!r}: {class_name} needs a `name`, reset(task) and "
+                "step(model_output) (docs/episodes.md)"
+            )
+        _ENVIRONMENTS_SEEN.add(type(env))
     return env
+
+
+_ENVIRONMENTS_SEEN: set[type] = set()  # the classes `make_env` found to be environments
 
 
 def first_observation(task: Task) -> Observation:

@@ -57,17 +57,28 @@ class Conversation:
     messages: list[dict[str, str]] = field(default_factory=list)
     text: str = ""  # chat: the text of `ids`, as the template renders it
     prompt_length: int = 0
+    # first observations already rendered and encoded, shared by the conversations of one
+    # source (a group's episodes start alike; a task comes back step after step): an encode per
+    # task, not per episode
+    starts: dict[Observation, tuple[str, list[int]]] | None = None
 
     def start(self, observation: Observation) -> list[int]:
         if self.chat:
             self.messages = [{"role": observation.role, "content": observation.text}]
-            self.text = self._render(add_generation_prompt=True)
-            first = self.tokenizer.encode(self.text, add_special_tokens=False)
-        else:
-            first = self.tokenizer.encode(observation.raw)
+        known = None if self.starts is None else self.starts.get(observation)
+        self.text, first = known or self._first(observation)
+        if self.starts is not None and known is None:
+            self.starts[observation] = (self.text, first)
         self._append(first, None)
         self.prompt_length = len(first)
         return list(self.ids)
+
+    def _first(self, observation: Observation) -> tuple[str, list[int]]:
+        """The first observation's text (chat: as the template renders it) and its ids."""
+        if self.chat:
+            text = self._render(add_generation_prompt=True)
+            return text, self.tokenizer.encode(text, add_special_tokens=False)
+        return "", self.tokenizer.encode(observation.raw)
 
     def add_policy(self, token_ids: Sequence[int], logprobs: Sequence[float], text: str) -> None:
         """The model's turn: its ids verbatim, `text` its decoded message (no special tokens)."""
@@ -189,3 +200,18 @@ class TextConversation:
 
     def trajectory(self) -> None:
         return None
+
+
+def token_offsets(tokenizer: Any, token_ids: list[int], text: str) -> tuple[tuple[int, int], ...]:
+    """(start, end) characters of `text` that each generated token wrote: the decoded length
+    before and after it. Tokens past the end of `text` (a stop sequence cut from it) get an
+    empty span at the end. Decoding the ids, not re-tokenizing the text, keeps exactly one
+    span per token: a re-tokenization can split the text differently."""
+    spans = []
+    before = 0
+    for i in range(len(token_ids)):
+        after = min(len(text), len(tokenizer.decode(token_ids[: i + 1])))
+        after = max(after, before)  # a partial UTF-8 character decodes short: no negative span
+        spans.append((before, after))
+        before = after
+    return tuple(spans)

@@ -6,8 +6,8 @@ token engine (`models.engines.engine.RolloutEngine`: local models, scripted test
 episode is a `Conversation` of token ids and ends as a token-exact trajectory (`run_episodes`); a
 text-only model (an OpenAI-compatible server, `TextReplies`) goes through the same loop with a
 `TextConversation`, which keeps the texts alone, since a server's tokens are not ours. The
-training's episode source (`rl.rollout.episode_sources.MultiTurn`) and `execrl eval --env` both run
-their episodes here.
+training's episode source (`rl.rollout.episode_sources.EnvSource`, every environment's, "single"
+included) and `execrl eval --env` both run their episodes here.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from execrl.rl.episodes.env import Environment, StepResult
+from execrl.rl.episodes.env import Environment, PolicyTurn, StepResult, StepsTogether
 from execrl.rl.episodes.trajectory import Conversation, TextConversation, TextPrompt, Trajectory
 from execrl.tasks.schema import Task
 
@@ -104,7 +104,8 @@ def run_episodes(
     """One episode per task (repeat a task for a group) with a token engine, every turn
     generated and stepped (`TurnLoop`) until each episode is done."""
     conversation = partial(Conversation, tokenizer, chat)
-    loop = TurnLoop(make, tasks, conversation, max_tokens=max_tokens, parallel=parallel)
+    loop = TurnLoop(make, tasks, conversation, max_tokens=max_tokens, parallel=parallel,
+                    tokenizer=tokenizer)  # fmt: skip
     return play_out(loop, engine, params)
 
 
@@ -120,16 +121,20 @@ class TurnLoop:
     episodes still going (`active`), `step(completions)` gives them to the environments; each
     episode's turns are kept by a `conversation()` (token ids, or a text model's texts).
     `max_tokens` > 0 caps each episode's whole trajectory; an episode past it stops, truncated,
-    with reward 0 for its last turn. The environments of a turn step concurrently, `parallel`
-    at a time (each is its own object; their sandbox runs go to the pool's workers).
+    with reward 0 for its last turn. The environments of a turn step together where their class
+    says so (`StepsTogether`: one call for the turn), else concurrently, `parallel` at a time
+    (each is its own object; their sandbox runs go to the pool's workers). `tokenizer` decodes
+    a token engine's turns for the environments that read their tokens (None: a text model).
     Generating and stepping are separate calls so that the rollouts of one chunk can step while
     the engine generates another's (`rl.rollout.rollouts`)."""
 
     def __init__(self, make: Callable[[], Environment], tasks: Sequence[Task],
                  conversation: Callable[[], Conversation | TextConversation], *,
-                 max_tokens: int = 0, parallel: int = 8) -> None:  # fmt: skip
-        self.tasks, self.max_tokens, self.parallel = tasks, max_tokens, parallel
+                 max_tokens: int = 0, parallel: int = 8,
+                 tokenizer: Any = None) -> None:  # fmt: skip
+        self.tasks, self.max_tokens, self.tokenizer = tasks, max_tokens, tokenizer
         self.envs = [make() for _ in tasks]
+        self._step_all = _stepping(self.envs, parallel)  # chosen once, for every turn
         self.convs = [conversation() for _ in tasks]
         zipped = zip(self.convs, self.envs, tasks, strict=True)
         self._prompts = [c.start(e.reset(t)) for c, e, t in zipped]
@@ -143,15 +148,16 @@ class TurnLoop:
     def prompts(self) -> list[list[int]] | list[TextPrompt]:
         return [self._prompts[i] for i in self.active]
 
-    def step(self, completions: Sequence[Any]) -> None:
-        """The active episodes' turns (one completion each, in `active` order)."""
-        active, envs = self.active, self.envs
-        with ThreadPoolExecutor(max(1, min(self.parallel, len(active)))) as pool:
-            results = list(pool.map(lambda i, d: envs[i].step(d.text), active, completions))
+    def step(self, completions: Sequence[Any]) -> list[StepResult]:
+        """The active episodes' turns (one completion each, in `active` order); what each
+        environment's step returned, in that order."""
+        active = self.active
+        turns = [PolicyTurn(d.text, d.token_ids.tolist(), self.tokenizer) for d in completions]
+        results = self._step_all([self.envs[i] for i in active], turns)
         still = []
-        for i, done, result in zip(active, completions, results, strict=True):
+        for i, done, turn, result in zip(active, completions, turns, results, strict=True):
             conv = self.convs[i]
-            conv.add_policy(done.token_ids.tolist(), done.logprobs.tolist(), done.text)
+            conv.add_policy(turn.token_ids, done.logprobs.tolist(), done.text)
             self.outputs[i].append(done.text)
             self.finishes[i].append(done.finish)
             self.steps[i].append(result)
@@ -166,6 +172,7 @@ class TurnLoop:
             self._prompts[i] = conv.add_env(result.observation)
             still.append(i)
         self.active = still
+        return results
 
     def episodes(self) -> list[Episode]:
         return [
@@ -181,6 +188,22 @@ class TurnLoop:
                 strict=True,
             )  # fmt: skip
         ]
+
+
+StepAll = Callable[[list[Environment], list[PolicyTurn]], list[StepResult]]
+
+
+def _stepping(envs: Sequence[Environment], parallel: int) -> StepAll:
+    """How a turn's environments step: together, in one call, where their class says so
+    (`StepsTogether`), else each on its own, `parallel` at a time."""
+    if envs and isinstance(envs[0], StepsTogether):
+        return type(envs[0]).step_together  # type: ignore[return-value]
+    return partial(_step_each, parallel)
+
+
+def _step_each(parallel: int, envs: list[Environment], turns: list[PolicyTurn]) -> list[StepResult]:
+    with ThreadPoolExecutor(max(1, min(parallel, len(envs)))) as pool:
+        return list(pool.map(lambda env, turn: env.step(turn.text), envs, turns))
 
 
 @dataclass(frozen=True, slots=True)

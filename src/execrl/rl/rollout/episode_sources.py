@@ -1,16 +1,17 @@
-"""How each environment rolls out a chunk of tasks: the sources `rl.rollout.rollouts` runs.
+"""How an environment rolls out a chunk of tasks: the source `rl.rollout.rollouts` runs.
 
-`episode_source` picks one from `[env]`. `OneTurn` is the "single" environment's (one turn,
-graded by the hidden tests, `episodes.builtin.Single`): one batched `generate` per chunk, and
-the whole grading (`Single.grade_many`, the rewards layer's one scoring path) left to the
-scoring thread while the next chunk generates. `MultiTurn` runs a group of episodes per task
-(`episodes.turn_loop.TurnLoop`: one batched `generate` per turn, the environment grading as
-each turn ends; a harness's agent program for `env.name = "harness"`) and turns each into a
-`Scored`: the completion is every token after the first prompt, the policy's and the
-environment's interleaved, with `Turns` saying which are the policy's, where each turn ends and
-what it earned. The environment's tokens carry loss mask 0: no loss, KL, entropy, advantage or
-per-token reward lands on them (`rl.update.batch_builder`). `execrl eval --env` plays its episodes
-through `MultiTurn.episodes`, a batch at a time, and reads them whole.
+`EnvSource` runs a group of episodes per task for every environment, "single" (one turn graded
+by the hidden tests, `episodes.builtin.Single`) as any other: `episodes.turn_loop.TurnLoop`, one
+batched `generate` per turn (the first turn's prompt once per group, sampled group-size times;
+one call per task language, for the stop rule), the environments stepping on the scoring
+thread while the next chunk generates (a "single" turn's answers graded in one call of the
+scoring path, `env.StepsTogether`); a harness's agent program for `env.name = "harness"`. Each
+episode becomes a `Scored` (`episode_scored`): the completion is every token after the first
+prompt, the policy's and the environment's interleaved, with `Turns` saying which are the
+policy's, where each turn ends and what it earned. The environment's tokens carry loss mask 0:
+no loss, KL, entropy, advantage or per-token reward lands on them (`rl.update.batch_builder`).
+`execrl eval --env` plays its episodes through `EnvSource.episodes`, a batch at a time, and
+reads them whole.
 """
 
 from __future__ import annotations
@@ -25,12 +26,11 @@ from typing import Any, Protocol
 import torch
 
 from execrl.models.engines.engine import RolloutEngine
-from execrl.models.engines.sampling import TRUNCATED, Completion, SamplingParams, encode_prompts
+from execrl.models.engines.sampling import Completion, SamplingParams
 from execrl.models.prompting.chat import uses_chat_template
 from execrl.rewards.result import RewardResult
 from execrl.rewards.scoring.scorer import RewardScorer, build_sample
-from execrl.rl.episodes import EnvConfig, Episode, make_env
-from execrl.rl.episodes.builtin import Single
+from execrl.rl.episodes import EnvConfig, Episode, StepResult, make_env
 from execrl.rl.episodes.trajectory import Conversation, TextConversation, Trajectory
 from execrl.rl.episodes.turn_loop import TurnLoop, finish_groups, play_out
 from execrl.rl.objective.credit import discounted_return
@@ -72,78 +72,16 @@ def episode_source(env: EnvConfig, engine: RolloutEngine, tokenizer: Any, tasks:
                    scorer: RewardScorer, params: SamplingParams, chat: bool | None,
                    segments: str = "mask") -> EpisodeSource:  # fmt: skip
     """The rollouts of `env` on `tasks`; `chat` as `model.chat` says it (None: auto)."""
-    if env.one_turn:
-        prompt_ids = encode_prompts(tokenizer, [t.prompt for t in tasks], chat=chat)
-        return OneTurn(engine, tokenizer, tasks, prompt_ids, scorer, params)
-    return MultiTurn(env, scorer, engine, tokenizer, tasks, params,
+    return EnvSource(env, scorer, engine, tokenizer, tasks, params,
                      uses_chat_template(tokenizer, chat), segments)  # fmt: skip
 
 
-class OneTurn:
-    """The "single" environment's episodes: one completion each, graded while the next chunk
-    generates."""
-
-    def __init__(self, engine: RolloutEngine, tokenizer: Any, tasks: list[Task],
-                 prompt_ids: list[list[int]], scorer: RewardScorer,
-                 params: SamplingParams) -> None:  # fmt: skip
-        self.engine, self.tokenizer, self.tasks = engine, tokenizer, tasks
-        self.prompt_ids = prompt_ids  # per task: list[int]
-        self.scorer, self.params = scorer, params
-        self.offsets = scorer.config.token_credit.enabled  # token credit maps lines to tokens
-
-    def generate(self, task_indices: list[int], group_size: int) -> Grading:
-        """One engine call for the chunk; a chunk of tasks in several languages (a task mix)
-        gets one call per language, since a row's stop rule closes on a block in its own."""
-        languages = sorted({self.tasks[t].language for t in task_indices})
-        completions: list[Completion] = []
-        for language in languages:
-            positions = [
-                i for i, t in enumerate(task_indices) if self.tasks[t].language == language
-            ]
-            made = self._generate([task_indices[i] for i in positions], group_size, language)
-            completions += [replace(c, prompt_index=positions[c.prompt_index]) for c in made]
-        completions.sort(key=lambda c: c.prompt_index)  # stable: prompt-major, as one call gives
-        return partial(self._grade, task_indices, completions, group_size)
-
-    def _generate(
-        self, task_indices: list[int], group_size: int, language: str
-    ) -> list[Completion]:
-        params = replace(self.params, code_language=language)
-        return self.engine.generate(
-            [self.prompt_ids[t] for t in task_indices], params, n=group_size
-        )
-
-    def _grade(self, tasks: list[int], completions: list[Completion], group_size: int,
-               times: RolloutTimes) -> list[list[Scored]]:  # fmt: skip
-        start = time.perf_counter()
-        offsets = (
-            [token_offsets(self.tokenizer, c.token_ids.tolist(), c.text) for c in completions]
-            if self.offsets
-            else None
-        )
-        scored = Single.grade_many(
-            self.scorer,
-            [self.tasks[tasks[c.prompt_index]] for c in completions],
-            [c.text for c in completions],
-            offsets=offsets,
-            n_tokens=[c.n_tokens for c in completions],
-        )
-        for x in scored:
-            if x.sample.result is not None and x.sample.program is not None:
-                times.latencies.append(x.sample.result.wall_s)
-                times.executions += 1
-        times.execute_s += time.perf_counter() - start
-        out = [
-            Scored(tasks[c.prompt_index], c, x.reward, x.sample)
-            for c, x in zip(completions, scored, strict=True)
-        ]
-        return [out[g * group_size : (g + 1) * group_size] for g in range(len(tasks))]
-
-
-class MultiTurn:
-    """Episodes of several turns (or a harness's calls), graded as each turn ends. Each keeps
+class EnvSource:
+    """An environment's episodes (or a harness's calls), graded as each turn ends. Each keeps
     its turns in a `conversation()`: token ids by default; `TextConversation` with a text-only
-    model (`turn_loop.TextReplies` as the engine: evaluation only, nothing to train on)."""
+    model (`turn_loop.TextReplies` as the engine: evaluation only, nothing to train on). A code
+    block's end stops a turn only where the environment's turn is the whole answer
+    (`EnvConfig.turn_sampling`)."""
 
     def __init__(self, config: EnvConfig, scorer: RewardScorer, engine: Any, tokenizer: Any,
                  tasks: list[Task], params: SamplingParams | None, chat: bool,
@@ -151,11 +89,13 @@ class MultiTurn:
                  conversation: Callable[[], Conversation | TextConversation] | None = None,
                  ) -> None:  # fmt: skip
         self.config, self.scorer, self.engine = config, scorer, engine
-        self.tokenizer, self.tasks, self.params, self.chat = tokenizer, tasks, params, chat
+        self.tokenizer, self.tasks, self.chat = tokenizer, tasks, chat
+        self.params = params if params is None else config.turn_sampling(params)
         # a harness's rewritten history: "every" segment trained, the "last" alone, or "mask"
         # (`TrainConfig.segment_training`)
         self.segments = segments
-        self.conversation = conversation or partial(Conversation, tokenizer, chat)
+        # one encode of each task's first prompt, whatever the episodes and steps that start there
+        self.conversation = conversation or partial(Conversation, tokenizer, chat, starts={})
         # what finishes a group whose rewards depend on one another (`GroupRewarded`), made
         # when the first group is finished, as the turn loop makes its environments
         self._finisher: Any = None
@@ -177,7 +117,7 @@ class MultiTurn:
 
     def _loop(self, tasks: list[Task]) -> TurnLoop:
         return TurnLoop(lambda: make_env(self.config, self.scorer), tasks, self.conversation,
-                        max_tokens=self.config.max_tokens)  # fmt: skip
+                        max_tokens=self.config.max_tokens, tokenizer=self.tokenizer)  # fmt: skip
 
     def generate(self, task_indices: list[int], group_size: int) -> Grading:
         """An environment's episodes: the first turn generated here, each turn stepped on the
@@ -193,17 +133,23 @@ class MultiTurn:
                                             segments=self.segments != "mask")  # fmt: skip
             groups = self.groups(order, episodes, group_size)
             return lambda times: groups
-        return self._turn(self._loop(tasks), order, group_size)
+        return self._turn(self._loop(tasks), order, group_size, group_size)
 
-    def _turn(self, loop: TurnLoop, order: list[int], group_size: int) -> Grading:
-        completions = self.engine.generate(loop.prompts(), self.params, n=1)
+    def _turn(self, loop: TurnLoop, order: list[int], group_size: int, shared: int) -> Grading:
+        """Generate the loop's next turn here; grade it on the scoring thread. `shared`: how
+        many episodes in a row may share a prompt (a group, on its first turn)."""
+        assert self.params is not None, "sampling parameters to generate with"
+        prompts = loop.prompts()
+        languages = [loop.tasks[i].language for i in loop.active]
+        completions = turn_completions(self.engine, prompts, languages, self.params,
+                                       shared_prompts(prompts, shared))  # fmt: skip
 
         def grade(times: RolloutTimes) -> list[list[Scored]] | NextTurn:
             start = time.perf_counter()
-            loop.step(completions)
+            _count_runs(loop.step(completions), times)
             times.execute_s += time.perf_counter() - start
             if loop.active:
-                return NextTurn(lambda: self._turn(loop, order, group_size))
+                return NextTurn(lambda: self._turn(loop, order, group_size, 1))
             return self.groups(order, loop.episodes(), group_size)
 
         return grade
@@ -213,7 +159,7 @@ class MultiTurn:
         """Episodes, one per entry of `order` (task indices, each repeated for its group), as
         prompt-major groups of what the trainer learns from."""
         if self.segments != "every":  # the segment holding the final call stands alone
-            episodes = [replace(e, segments=()) for e in episodes]
+            episodes = [replace(e, segments=()) if e.segments else e for e in episodes]
         tasks = [self.tasks[t] for t in order]
         episodes = self._finished(tasks, episodes, [i // group_size for i in range(len(order))])
         scored = [
@@ -227,27 +173,64 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def shared_prompts(prompts: Sequence[Any], run: int) -> int:
+    """How many episodes in a row share each prompt: `run` where every run of `run` prompts
+    is one prompt repeated (a group's first turn: its task's prompt), else 1."""
+    if run > 1 and all(prompts[i] == prompts[i - i % run] for i in range(len(prompts))):
+        return run
+    return 1
+
+
+def turn_completions(engine: Any, prompts: Sequence[Any], languages: Sequence[str],
+                     params: SamplingParams, n: int) -> list[Completion]:  # fmt: skip
+    """One completion per prompt, in order, where each run of `n` equal prompts is one prompt
+    sampled n times (the engine's n: the same rows, one request where an engine batches a
+    prompt's samples). One `generate` call per language of the prompts' tasks, in sorted order:
+    a row's stop rule closes on a block in its own (`SamplingParams.code_language`)."""
+    unique = range(0, len(prompts), n)
+    out: list[Completion] = []
+    for language in sorted(set(languages)):
+        positions = [i for i in unique if languages[i] == language]
+        stops = replace(params, code_language=language)
+        made = engine.generate([prompts[i] for i in positions], stops, n=n)
+        out += [replace(c, prompt_index=positions[c.prompt_index]) for c in made]
+    out.sort(key=lambda c: c.prompt_index)  # stable: prompt-major, as one call gives them
+    return out
+
+
+def _count_runs(results: Sequence[StepResult], times: RolloutTimes) -> None:
+    """Each hidden-test run a turn's grading made, into the step's execution counts."""
+    for result in results:
+        graded = result.info.graded
+        run = None if graded is None or graded.sample.program is None else graded.sample.result
+        if run is not None:
+            times.latencies.append(run.wall_s)
+            times.executions += 1
+
+
 def episode_scored(task_index: int, task: Task, episode: Episode, discount: float,
                    scorer: RewardScorer) -> Scored:  # fmt: skip
-    """One episode as the trainer learns from it."""
+    """One episode as the trainer learns from it. A one-turn episode's completion is the
+    engine's own (its text, its finish: a stop rule's included) and its reward the scorer's,
+    token credit included (the credit of its one turn, every token of the completion)."""
     trajectory = episode.trajectory
     if trajectory is None:
         raise ValueError(f"task {task.id}: an episode without token ids cannot be trained on")
     own = _segment(trajectory)  # the sequence that holds the final turn
     mask = own.policy_mask  # (T,)
-    truncated = episode.truncated or (bool(episode.finishes) and episode.finishes[-1] in TRUNCATED)
     completion = Completion(
         prompt_index=0,
         text=transcript(episode),
         prompt_ids=own.prompt_ids,
         token_ids=own.token_ids,
         logprobs=own.logprobs,
-        finish="length" if truncated else "eos",
+        # the last turn's finish; cut by the episode's token budget, "length"
+        finish="length" if episode.truncated else (episode.finishes or ("eos",))[-1],
     )
     graded = next((s.info.graded for s in reversed(episode.steps) if s.info.graded), None)
     episode_return = discounted_return(trajectory.turn_rewards, discount)
-    if graded is not None:
-        reward = replace(graded.reward, score=episode_return, token_credit=None,
+    if graded is not None:  # its token credit, where the turn was graded with its tokens' offsets
+        reward = replace(graded.reward, score=episode_return,
                          masked=graded.reward.masked or episode.masked)  # fmt: skip
         sample = graded.sample
     else:  # a user's environment that grades without the scorer
@@ -286,7 +269,10 @@ def _segment(trajectory: Trajectory) -> Segment:
 
 def transcript(episode: Episode) -> str:
     """Every turn after the prompt, for people (the report's examples, flagged.jsonl): the
-    model's answers and, between them, what the environment said."""
+    model's answers and, between them, what the environment said; a one-turn episode's answer
+    as the model wrote it."""
+    if len(episode.outputs) == 1 and not episode.observations:
+        return episode.outputs[0]
     parts = []
     for k, output in enumerate(episode.outputs):
         parts.append(f"[turn {k + 1}: model]\n{output}")
@@ -301,27 +287,12 @@ def _turn_ends(
     """Each turn's last token as an index into the completion. A turn that wrote nothing (an
     immediate end of sequence) credits the policy's last token before it, else the first
     policy token after: its reward must land on a token the policy wrote."""
-    policy = mask.nonzero().flatten().tolist()
     ends = []
     for lo, hi in spans:
         if hi > lo:
             ends.append(hi - 1 - start)
             continue
+        policy = mask.nonzero().flatten().tolist()  # only for an empty turn: a rare case
         before = [i for i in policy if i < lo - start]
         ends.append(before[-1] if before else (policy[0] if policy else 0))
     return tuple(ends)
-
-
-def token_offsets(tokenizer: Any, token_ids: list[int], text: str) -> tuple[tuple[int, int], ...]:
-    """(start, end) characters of `text` that each generated token wrote: the decoded length
-    before and after it. Tokens past the end of `text` (a stop sequence cut from it) get an
-    empty span at the end. Decoding the ids, not re-tokenizing the text, keeps exactly one
-    span per token: a re-tokenization can split the text differently."""
-    spans = []
-    before = 0
-    for i in range(len(token_ids)):
-        after = min(len(text), len(tokenizer.decode(token_ids[: i + 1])))
-        after = max(after, before)  # a partial UTF-8 character decodes short: no negative span
-        spans.append((before, after))
-        before = after
-    return tuple(spans)

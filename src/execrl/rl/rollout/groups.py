@@ -61,7 +61,6 @@ class EpisodeSummary:
     @classmethod
     def of(cls, s: Scored) -> EpisodeSummary:
         turns = s.turns
-        assert turns is not None
         policy = s.policy_tokens
         # one entry per turn the episode took, in every segment (a harness's calls)
         taken = len(turns.passed_by_turn)
@@ -84,7 +83,7 @@ class GroupSummary:
     components: tuple[Mapping[str, float], ...]  # reward tree node name -> score
     sandbox_causes: tuple[str, ...]  # why a run was SANDBOX_ERROR ("" otherwise)
     flagged: tuple[FlaggedCompletion, ...]  # the samples flagged as hacks or machinery failures
-    episodes: tuple[EpisodeSummary, ...] = ()  # multi-turn episodes (empty for one turn)
+    episodes: tuple[EpisodeSummary, ...] = ()  # one per completion (the log's episode/ rows)
     # sequences per sample beyond its own: an episode's other segments (a rewritten history)
     extra_sequences: tuple[int, ...] = ()
 
@@ -105,7 +104,7 @@ class GroupSummary:
                 for s in group
             ),
             flagged=tuple(f for f in map(FlaggedCompletion.of, group) if f is not None),
-            episodes=tuple(EpisodeSummary.of(s) for s in group if s.turns is not None),
+            episodes=tuple(EpisodeSummary.of(s) for s in group),
             extra_sequences=tuple(len(s.segments) for s in group),
         )
 

@@ -1,9 +1,9 @@
 """An episode as the trainer learns from it: `Scored`, one rollout of one task, graded.
 
-Every rollout is an episode. A one-turn episode (`[env] name = "single"`) is one completion,
-every token the policy's (`turns` None); a multi-turn one lays its turns over the completion
-(`Turns`: which tokens are the policy's, where each turn ends, what it earned) and may carry a
-harness's rewritten histories (`Segment`). `rl.rollout.episode_sources` builds them,
+Every rollout is an episode, and every episode lays its turns over its completion (`Turns`:
+which tokens are the policy's, where each turn ends, what it earned); it may carry a harness's
+rewritten histories (`Segment`). A one-turn episode (`[env] name = "single"`) is one with one
+turn, every completion token the policy's. `rl.rollout.episode_sources` builds them,
 `rl.rollout.rollouts` runs them in chunks, the trainer reads them.
 """
 
@@ -22,8 +22,8 @@ from execrl.sandbox import ExecutionResult
 
 @dataclass(frozen=True, slots=True)
 class Turns:
-    """A multi-turn episode laid over its completion: every token after the first prompt, the
-    policy's turns and the environment's (feedback, tool output) interleaved."""
+    """An episode laid over its completion: every token after the first prompt, the policy's
+    turns and the environment's (feedback, tool output) interleaved."""
 
     policy_mask: torch.Tensor  # (T,) 1 on the policy's tokens, 0 on the environment's
     ends: tuple[int, ...]  # each policy turn's last token, an index into the T tokens
@@ -33,6 +33,12 @@ class Turns:
     tool_calls: int = 0
     # each policy turn's role (`StepInfo.role`) when one policy plays several; () for one role
     roles: tuple[str, ...] = ()
+
+    @staticmethod
+    def one(n_tokens: int, reward: float, passed: bool, discount: float = 1.0) -> Turns:
+        """One turn of `n_tokens` tokens, all the policy's, as `episode_scored` lays a one-turn
+        episode out (records made by hand: tests, benchmarks)."""
+        return Turns(torch.ones(n_tokens), (max(n_tokens - 1, 0),), (reward,), discount, (passed,))
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,21 +55,28 @@ class Segment:
 
 @dataclass(frozen=True, slots=True)
 class Scored:
-    """One completion (or one episode: `turns`) with its program, execution result and reward.
-    For an episode, `reward.score` is its discounted return and `sample` its final answer."""
+    """One episode with its final answer's program, execution result and reward: `reward.score`
+    is its discounted return, `sample` its final answer, `turns` its turns."""
 
     task_index: int
-    completion: Completion
+    completion: Completion  # every token after the first prompt: the policy's turns and more
     reward: RewardResult
-    sample: Sample  # the program built from the completion and what its run said
-    turns: Turns | None = None  # None: one turn, every completion token the policy's
+    sample: Sample  # the program built from the final answer and what its run said
+    turns: Turns
     segments: tuple[Segment, ...] = ()  # an episode's other sequences (a rewritten history)
+
+    @staticmethod
+    def answer(task_index: int, completion: Completion, reward: RewardResult,
+               sample: Sample) -> Scored:  # fmt: skip
+        """A one-turn episode made by hand from its completion (tests, benchmarks); training's
+        come from `rl.rollout.episode_sources.episode_scored`."""
+        passed = sample.result is not None and sample.result.passed
+        turns = Turns.one(completion.n_tokens, reward.score, passed)
+        return Scored(task_index, completion, reward, sample, turns)
 
     @property
     def policy_tokens(self) -> int:
         """The tokens the policy wrote (the loss's tokens before masking), in every segment."""
-        if self.turns is None:
-            return self.completion.n_tokens
         own = int(self.turns.policy_mask.sum())
         return own + sum(int(s.policy_mask.sum()) for s in self.segments)
 
@@ -75,8 +88,6 @@ class Scored:
 
     def policy_mask(self) -> torch.Tensor:
         """(T,) 1 where the policy wrote the token."""
-        if self.turns is None:
-            return torch.ones(self.completion.n_tokens)
         return self.turns.policy_mask.float()
 
     @property

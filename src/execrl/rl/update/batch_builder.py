@@ -124,11 +124,8 @@ class BatchBuilder:
             [x for t in terms for x in t.old_values or []],
         )  # fmt: skip
         inputs = replace(inputs, valid=self.credit.in_baseline(inputs.valid, samples))
-        if any(s.turns is not None for s in samples):
-            adv, targets = self._estimate_episodes(inputs, samples)
-            adv = self.credit.credited(adv, samples)
-        else:
-            adv, targets = self._estimate(inputs)
+        adv, targets = self._estimate_episodes(inputs, samples)
+        adv = self.credit.credited(adv, samples)
         estimated = Estimated(groups, samples, adv, inputs.mask)
         if skips:  # `LearnerSettings.skips_idle_rows`: the same gradient without them
             busy = ((adv * inputs.mask) != 0).any(dim=1).nonzero().flatten()  # (B',)
@@ -157,10 +154,11 @@ class BatchBuilder:
 
     def _estimate_episodes(self, x: algorithms.AdvantageInputs,
                            samples: list[Scored]) -> algorithms.Advantages:  # fmt: skip
-        """Episodes: the estimator runs over the policy's tokens, the environment's skipped;
-        with roles (`LearnerSettings.roles`) once per role, over that role's turns alone, so
-        each role's turns are compared with the same role's in the group. The roles' tokens
-        are disjoint: their advantages and value targets (B, T) add up."""
+        """The estimator runs over the policy's tokens, the environment's skipped (for a one-turn
+        episode, whose tokens are all the policy's, `credit.compact` and `expand` are the
+        identity on them); with roles (`LearnerSettings.roles`) once per role, over that role's
+        turns alone, so each role's turns are compared with the same role's in the group. The
+        roles' tokens are disjoint: their advantages and value targets (B, T) add up."""
         views = [x] if not self.settings.roles else [
             role_view(x, samples, role, self.settings.roles) for role in self.settings.roles
         ]  # fmt: skip
@@ -256,18 +254,14 @@ class BatchBuilder:
 
 
 def token_rewards_of(s: Scored) -> torch.Tensor:
-    """(T_i,) the reward on each token: the scorer's token credit when it gave one, else the
-    score on the last token (a sparse outcome reward); for an episode, each turn's reward
-    (discounted to the episode's start) on that turn's last token."""
+    """(T_i,) the reward on each token: the scorer's token credit when it gave one (a one-turn
+    episode's, `reward.token_credit`), else each turn's reward (discounted to the episode's
+    start) on that turn's last token (for one turn, a sparse outcome reward on the last)."""
     n = s.completion.n_tokens
-    if s.turns is not None:
-        turns = s.turns
-        return credit.turn_token_rewards(n, turns.ends, turns.rewards, turns.discount)
     token_credit = s.reward.token_credit
     if token_credit is None:
-        out = torch.zeros(n)
-        out[n - 1] = s.score
-        return out
+        turns = s.turns
+        return credit.turn_token_rewards(n, turns.ends, turns.rewards, turns.discount)
     if len(token_credit) != n:
         raise ValueError(
             f"task {s.sample.task.id}: token credit has {len(token_credit)} values for a "
@@ -285,8 +279,6 @@ def role_view(x: algorithms.AdvantageInputs, samples: list[Scored], role: str,
     scores = torch.zeros_like(x.scores)  # (B,)
     for i, s in enumerate(samples):
         turns = s.turns
-        if turns is None:
-            continue
         unknown = set(turns.roles) - set(roles) if turns.roles else {""}
         if unknown:
             raise ValueError(f"task {s.sample.task.id}: an episode's turns play roles "

@@ -58,7 +58,7 @@ def failed_context(s: Scored) -> torch.Tensor | None:
     """The episode's tokens before its second turn, when its first attempt failed the hidden
     tests and a second turn followed; else None."""
     turns = s.turns
-    if turns is None or not s.valid or len(turns.ends) < 2 or turns.passed_by_turn[0]:
+    if not s.valid or len(turns.ends) < 2 or turns.passed_by_turn[0]:
         return None
     return s.completion.token_ids[: _turn_start(turns.policy_mask, turns.ends[0])]
 
@@ -67,7 +67,7 @@ def passing_answer(s: Scored) -> torch.Tensor | None:
     """The tokens of the turn whose answer passed the hidden tests (the episode's last), or
     None when the episode did not pass."""
     turns = s.turns
-    if turns is None or not s.valid or not s.passed or s.completion.truncated:
+    if not s.valid or not s.passed or s.completion.truncated:
         return None
     start = 0 if len(turns.ends) == 1 else _turn_start(turns.policy_mask, turns.ends[-2])
     return s.completion.token_ids[start : turns.ends[-1] + 1]

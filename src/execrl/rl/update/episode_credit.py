@@ -46,7 +46,7 @@ def _all_valid(valid: torch.Tensor, samples: Sequence[Scored]) -> torch.Tensor:
 
 def _reached(first: int, valid: torch.Tensor, samples: Sequence[Scored]) -> torch.Tensor:
     """credit.baseline = "reached": the baseline over the episodes that reached turn `first`."""
-    turns = [1 if s.turns is None else len(s.turns.ends) for s in samples]
+    turns = [len(s.turns.ends) for s in samples]
     return valid & credit.reached(turns, first)
 
 
@@ -73,9 +73,5 @@ def _held_kl(coef: float, first: int, samples: Sequence[Scored]) -> list[torch.T
 
 
 def _credited_tokens(first: int, s: Scored) -> torch.Tensor:
-    """(T_i,) 1 on the tokens of turns >= `first`, 0 on the held turns' (all 1 for a one-turn
-    sample)."""
-    n = s.completion.n_tokens
-    if s.turns is None or first == 1:
-        return torch.ones(n)
-    return credit.from_turn(n, s.turns.ends, first)
+    """(T_i,) 1 on the tokens of turns >= `first`, 0 on the held turns'."""
+    return credit.from_turn(s.completion.n_tokens, s.turns.ends, first)
