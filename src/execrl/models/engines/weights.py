@@ -50,7 +50,7 @@ def plain_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
     merged as they are reached (W + delta W, a new tensor each, as PEFT's merge computes it),
     the rest as the live tensors: the whole merged model was once cloned before a push, 2.35 GiB
     for Qwen2.5-Coder-0.5B in float32 on top of the step's peak. A consumer that keeps a
-    tensor past the push (a saved dict) copies it: `plain_state_dict`."""
+    tensor past the next update copies it."""
     model = unwrap(model)
     if not hasattr(model, "peft_config"):
         yield from ((name, t.detach()) for name, t in model.state_dict().items())
@@ -100,15 +100,6 @@ def _merged_copy(model: Any) -> dict[str, torch.Tensor]:
         }
     finally:
         model.unmerge_adapter()
-
-
-def plain_state_dict(model: Any) -> dict[str, torch.Tensor]:
-    """The weights under the base model's own names, a LoRA policy's adapters merged in; for a
-    LoRA policy every tensor is a copy, so the dict outlives the training that follows."""
-    pairs = plain_weights(model)
-    if not hasattr(unwrap(model), "peft_config"):
-        return dict(pairs)
-    return {name: t.clone() for name, t in pairs}
 
 
 def write_shards(directory: Path, weights: Iterable[tuple[str, torch.Tensor]],
