@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from execrl.models.threads import Machine, choose_threads, threads_under_vllm
+from execrl.models.threads import Machine, ThreadChoice, choose_threads, for_vllm
 
 
 @pytest.mark.parametrize(
@@ -39,14 +39,20 @@ def test_what_a_person_set_wins_over_the_choice():
     assert choose_threads(0, 2, busy, "--threads", env={"OMP_NUM_THREADS": ""}).threads == 1
 
 
-def test_under_vllm_torch_keeps_its_count_and_the_line_says_what_vllm_does():
-    """vLLM's attention plans with the count it finds when its engine starts and fails when the
-    kernel runs with another, so the count is left as it stands; vLLM then sets torch to one
-    thread unless OMP_NUM_THREADS is set, which the run's first line says."""
-    import torch
-
-    unset = threads_under_vllm({})
-    assert unset.threads == torch.get_num_threads()
-    assert "on one thread" in unset.line() and "set OMP_NUM_THREADS to choose" in unset.line()
-    assert "OMP_NUM_THREADS=2, which vLLM keeps" in threads_under_vllm({"OMP_NUM_THREADS": "2"}).why
-    assert "on one thread" in threads_under_vllm({"OMP_NUM_THREADS": "0"}).why
+def test_under_vllm_a_choice_above_one_is_exported_and_one_is_left_to_vllm():
+    """vLLM's worker keeps torch at OMP_NUM_THREADS when it is set and sets one thread when it
+    is not (and then ignores torch.set_num_threads), so a choice of two must reach it as the
+    variable, before its engine starts; a choice of one needs nothing; a person's own
+    variable wins over the choice."""
+    two = ThreadChoice(2, "2 cores, load average 0.4 at start")
+    env: dict[str, str] = {}
+    kept = for_vllm(two, env)
+    assert env == {"OMP_NUM_THREADS": "2"} and kept.threads == 2
+    assert "exported as OMP_NUM_THREADS" in kept.line()
+    env = {}
+    one = for_vllm(ThreadChoice(1, "2 cores, load average 3.0 at start"), env)
+    assert env == {} and one.threads == 1 and "vLLM keeps one" in one.line()
+    env = {"OMP_NUM_THREADS": "1"}
+    theirs = for_vllm(two, env)
+    assert env == {"OMP_NUM_THREADS": "1"} and theirs.threads == 1
+    assert "OMP_NUM_THREADS=1, kept by vLLM" in theirs.why

@@ -38,7 +38,7 @@ from execrl.models import heap
 from execrl.models.engines.backends import OPENAI_PREFIX
 from execrl.models.loading.registry import require_fetched
 from execrl.models.prompting.prompting import with_named_entry_points
-from execrl.models.threads import Machine, choose_threads, threads_used
+from execrl.models.threads import Machine, choose_threads, for_vllm, threads_used
 from execrl.rl.episodes.env import is_one_turn
 from execrl.rl.eval_spec import HeldoutSpec
 from execrl.sandbox import (
@@ -79,6 +79,8 @@ def run_evaluation(config: EvalConfig, progress: Progress = no_progress) -> int:
     # A model execrl trained samples as its run did: the sandbox scores while it generates
     beside = config.workers if spec is not None else 0
     threads = choose_threads(config.threads, beside, Machine.now(), "--threads")
+    if (config.engine or (spec.engine if spec is not None else "")) == "vllm":
+        threads = for_vllm(threads)
     print(f"execrl eval: {threads.line()}", file=sys.stderr)
     heap.keep_heap_small()  # a long generation's freed temporaries leave (`models.heap`)
     with threads_used(threads):

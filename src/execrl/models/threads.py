@@ -75,25 +75,27 @@ def choose_threads(requested: int, sandbox_workers: int, machine: Machine, setti
     )
 
 
-def threads_under_vllm(env: dict[str, str] | None = None) -> ThreadChoice:
-    """torch's count as it stands, left for vLLM in this process to set: its CPU attention
-    checks that the count its metadata was built with is the count its kernel runs with, so
-    a count set here before the engine starts fails its first call ("thread_num == thread_num
-    (2 vs. 1)"). Its worker then sets torch to one thread for serving unless OMP_NUM_THREADS is
-    set, and from then on ignores `torch.set_num_threads`: the trainer's update runs on that
-    count too, which the run's first line says. One is vLLM's choice for a reason: on the
-    2-core VM at load 3-6, eight HumanEval answers from Qwen2.5-Coder-0.5B took 75-83 s on one
-    thread and 227 s with OMP_NUM_THREADS=2 (docs/results/qwen-cpu.md)."""
-    import torch
-
-    env = dict(os.environ) if env is None else env
+def for_vllm(choice: ThreadChoice, env: dict[str, str] | None = None) -> ThreadChoice:
+    """`choice` made to hold under a vLLM engine in this process. vLLM's CPU worker sets torch to
+    one thread for serving unless OMP_NUM_THREADS is set, and from then on ignores
+    `torch.set_num_threads`, so the trainer's update runs on that count too. Its CPU attention
+    also checks that the count its metadata was built with is the count its kernel runs with,
+    so torch's count alone cannot be changed before the engine starts ("thread_num ==
+    thread_num (2 vs. 1)"). Hence a choice above one is exported as OMP_NUM_THREADS (into
+    `env`, os.environ by default) before the engine starts, with torch at the same count; a
+    choice of one leaves vLLM its own. Measured on the 2-core VM, eight HumanEval answers from
+    Qwen2.5-Coder-0.5B: 78-84 s on one thread against 52 s on two at load 1-2, but 75-83 s
+    against 227 s at load 3-6, which is why the choice reads the load
+    (docs/results/qwen-cpu.md, "Threads under vLLM")."""
+    env = os.environ if env is None else env
     value = env.get("OMP_NUM_THREADS", "").strip()
     if value.isdigit() and int(value) > 0:
-        why = f"OMP_NUM_THREADS={value}, which vLLM keeps for its engine and the update"
-    else:
-        why = ("until vLLM starts; its engine then runs torch, the update included, on one "
-               "thread: set OMP_NUM_THREADS to choose")  # fmt: skip
-    return ThreadChoice(torch.get_num_threads(), why)
+        return ThreadChoice(int(value), f"OMP_NUM_THREADS={value}, kept by vLLM for its "
+                            "engine and the update")  # fmt: skip
+    if choice.threads > 1:
+        env["OMP_NUM_THREADS"] = str(choice.threads)
+        return ThreadChoice(choice.threads, f"{choice.why}; exported as OMP_NUM_THREADS for vLLM")
+    return ThreadChoice(1, f"{choice.why}; vLLM keeps one for its engine and the update")
 
 
 @contextmanager

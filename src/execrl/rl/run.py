@@ -33,7 +33,7 @@ from execrl.models.prompting.chat import chat_wanted
 from execrl.models.threads import (
     Machine,
     choose_threads,
-    threads_under_vllm,
+    for_vllm,
     threads_used,
     with_threads,
 )
@@ -173,11 +173,10 @@ def _train_threads(config: TrainConfig, tasks: list[Task] | None, heldout: list[
                    start: float) -> dict[str, Any]:  # fmt: skip
     talk = not quiet and dist.rank() == 0
     log = (lambda msg: print(msg, file=sys.stderr, flush=True)) if talk else (lambda msg: None)
+    threads = choose_threads(config.model.threads, setup.workers_beside(config.sandbox),
+                             Machine.now(), "model.threads")  # fmt: skip
     if config.sampling.engine == "vllm":
-        threads = threads_under_vllm()
-    else:
-        threads = choose_threads(config.model.threads, setup.workers_beside(config.sandbox),
-                                 Machine.now(), "model.threads")  # fmt: skip
+        threads = for_vllm(threads)
     log(threads.line())
     heap.keep_heap_small()  # large temporaries leave when freed (`models.heap`)
     idle = idle_processes(config.rl.groups_per_step, config.sampling.groups_per_generate,
