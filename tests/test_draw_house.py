@@ -1,0 +1,66 @@
+"""benchmarks/draw_house.py finds the rooms, the upward arrows and the circles of a package built
+by hand (three floors, sources as text: no git, no Graphviz)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "draw_house.py"
+FACE, ROOT = "(face)", "(root)"
+
+# tasks (a face, its root, the wing suites) < models (root only) < eval (root only). models/hub
+# reaches up to eval inside a function; tasks' root and suites import each other, suites through
+# a relative import inside a function.
+PACKAGE = {
+    "tasks/__init__.py": "from execrl.tasks.schema import Task\n",
+    "tasks/schema.py": "from execrl.tasks.suites import sql\n",
+    "tasks/suites/__init__.py": "",
+    "tasks/suites/sql.py": "def build():\n    from ..schema import Task\n",
+    "models/__init__.py": "",
+    "models/loading.py": "import execrl.tasks.schema\n",
+    "models/hub.py": "def fetch():\n    from execrl.eval import passk\n",
+    "eval/__init__.py": "",
+    "eval/passk.py": "from execrl.tasks import Task\nfrom execrl.tasks.suites import sql, build\n",
+}
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("draw_house", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while building House
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_house_has_the_rooms_arrows_and_circle_built():
+    draw = _script()
+    house = draw.build_house(PACKAGE)
+    tasks, suites, models, evals = (
+        ("tasks", ROOT),
+        ("tasks", "suites"),
+        ("models", ROOT),
+        ("eval", ROOT),
+    )
+    assert dict(house.rooms) == {("tasks", FACE): 1, tasks: 1, suites: 2, models: 3, evals: 2}
+    assert house.root_modules("tasks") == 2
+    assert dict(house.arrows) == {
+        (("tasks", FACE), tasks): 1,
+        (tasks, suites): 1,
+        (suites, tasks): 1,
+        (models, tasks): 1,
+        (models, evals): 1,
+        (evals, ("tasks", FACE)): 1,
+        (evals, suites): 2,  # `sql` the module and `build` from the wing's __init__
+    }
+    assert house.upward() == [(models, evals)]
+    assert house.cycles() == [[tasks, suites]]
+    assert draw.dot_source(house, "fake").count(", color=red") == 3
+
+
+def test_a_wing_importing_against_the_wing_order_goes_up():
+    draw = _script()
+    assert draw.goes_up(("sandbox", "run"), ("sandbox", "service"))
+    assert not draw.goes_up(("sandbox", "service"), ("sandbox", "run"))
+    assert draw.goes_up(("sandbox", "service"), ("sandbox", FACE))
