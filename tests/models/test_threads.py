@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from execrl.models.threads import Machine, ThreadChoice, choose_threads, for_vllm
+from execrl.models.threads import (
+    Machine,
+    ThreadChoice,
+    choose_threads,
+    for_vllm,
+    threads_at_start,
+)
 
 
 @pytest.mark.parametrize(
@@ -39,20 +45,37 @@ def test_what_a_person_set_wins_over_the_choice():
     assert choose_threads(0, 2, busy, "--threads", env={"OMP_NUM_THREADS": ""}).threads == 1
 
 
-def test_under_vllm_a_choice_above_one_is_exported_and_one_is_left_to_vllm():
-    """vLLM's worker keeps torch at OMP_NUM_THREADS when it is set and sets one thread when it
-    is not (and then ignores torch.set_num_threads), so a choice of two must reach it as the
-    variable, before its engine starts; a choice of one needs nothing; a person's own
-    variable wins over the choice."""
+def test_under_vllm_torch_runs_at_the_count_threads_start_with_or_is_left_to_vllm():
+    """vLLM's CPU attention fails unless torch's count is the one OpenMP gives its threads
+    (CI, 2026-12-07: a choice of one set in the trainer's thread beside threads starting with
+    two failed eight vllm tests), and its worker keeps torch at OMP_NUM_THREADS when that is
+    set and sets one thread when not. So a choice of at least that count runs at it, exported;
+    a smaller one leaves torch where it is; a person's own variable wins over the choice."""
     two = ThreadChoice(2, "2 cores, load average 0.4 at start")
     env: dict[str, str] = {}
-    kept = for_vllm(two, env)
+    kept = for_vllm(two, env, start=2)
     assert env == {"OMP_NUM_THREADS": "2"} and kept.threads == 2
     assert "exported as OMP_NUM_THREADS" in kept.line()
     env = {}
-    one = for_vllm(ThreadChoice(1, "2 cores, load average 3.0 at start"), env)
-    assert env == {} and one.threads == 1 and "vLLM keeps one" in one.line()
+    capped = for_vllm(ThreadChoice(4, "model.threads = 4"), env, start=2)
+    assert env == {"OMP_NUM_THREADS": "2"} and capped.threads == 2
+    assert "set OMP_NUM_THREADS before execrl starts for more" in capped.why
+    env = {}
+    one = for_vllm(ThreadChoice(1, "2 cores, load average 3.0 at start"), env, start=2, current=2)
+    assert env == {} and one.threads == 2, "torch's count must not move apart from its threads'"
+    assert "until its engine sets one thread" in one.line()
     env = {"OMP_NUM_THREADS": "1"}
-    theirs = for_vllm(two, env)
+    theirs = for_vllm(two, env, start=2)
     assert env == {"OMP_NUM_THREADS": "1"} and theirs.threads == 1
     assert "OMP_NUM_THREADS=1, kept by vLLM" in theirs.why
+
+
+def test_the_count_threads_start_with_is_read_from_openmp_not_from_torch():
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    start = threads_at_start()
+    try:
+        torch.set_num_threads(1 if start > 1 else 2)  # the calling thread's count only
+        assert threads_at_start() == start
+    finally:
+        torch.set_num_threads(before)

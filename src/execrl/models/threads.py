@@ -16,10 +16,13 @@ training run writes the count it used into its config.toml and a resumed run kee
 
 from __future__ import annotations
 
+import ctypes
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TypeVar
 
 Config = TypeVar("Config")
@@ -75,27 +78,58 @@ def choose_threads(requested: int, sandbox_workers: int, machine: Machine, setti
     )
 
 
-def for_vllm(choice: ThreadChoice, env: dict[str, str] | None = None) -> ThreadChoice:
-    """`choice` made to hold under a vLLM engine in this process. vLLM's CPU worker sets torch to
-    one thread for serving unless OMP_NUM_THREADS is set, and from then on ignores
-    `torch.set_num_threads`, so the trainer's update runs on that count too. Its CPU attention
-    also checks that the count its metadata was built with is the count its kernel runs with,
-    so torch's count alone cannot be changed before the engine starts ("thread_num ==
-    thread_num (2 vs. 1)"). Hence a choice above one is exported as OMP_NUM_THREADS (into
-    `env`, os.environ by default) before the engine starts, with torch at the same count; a
-    choice of one leaves vLLM its own. Measured on the 2-core VM, eight HumanEval answers from
-    Qwen2.5-Coder-0.5B: 78-84 s on one thread against 52 s on two at load 1-2, but 75-83 s
-    against 227 s at load 3-6, which is why the choice reads the load
+def threads_at_start() -> int:
+    """The OpenMP thread count a new thread of this process starts with: OMP_NUM_THREADS as it
+    was when torch loaded libgomp, else the cores. `torch.set_num_threads` changes only the
+    calling thread's count (and the threads torch itself starts), not this one, which vLLM's
+    CPU kernels read in the threads they run in."""
+    import torch
+
+    maps = Path("/proc/self/maps")
+    lines = maps.read_text().splitlines() if maps.exists() else []
+    path = next((line.split()[-1] for line in lines if "libgomp" in line), None)
+    if path is None:  # another OpenMP (Intel's, LLVM's) or no /proc: torch's count is all we know
+        return torch.get_num_threads()
+    read = ctypes.CDLL(path).omp_get_max_threads
+    got: list[int] = []
+    thread = threading.Thread(target=lambda: got.append(read()))
+    thread.start()
+    thread.join()
+    return got[0]
+
+
+def for_vllm(choice: ThreadChoice, env: dict[str, str] | None = None,
+             start: int | None = None, current: int | None = None) -> ThreadChoice:  # fmt: skip
+    """`choice` made to hold under a vLLM engine in this process. vLLM's CPU attention checks
+    that the count its metadata was built with (torch's) is the count its kernel runs with (the
+    one OpenMP gives the thread it runs in, `threads_at_start`: `start`), and fails otherwise
+    ("thread_num == thread_num (2 vs. 1)"), so torch's count cannot be set apart from the
+    process's. Its worker also sets torch to one thread for serving unless OMP_NUM_THREADS is
+    set, and from then on ignores `torch.set_num_threads`: the update runs on that count too.
+    Hence: a choice of at least `start` runs at `start`, exported as OMP_NUM_THREADS (into
+    `env`, os.environ by default) so that vLLM keeps it; a smaller choice leaves torch at
+    `current` (its count now) and vLLM its one thread. Measured on the 2-core VM, eight HumanEval
+    answers from Qwen2.5-Coder-0.5B: 78-84 s on one thread against 52 s on two at load 1-2, but
+    75-83 s against 227 s at load 3-6, which is why the choice reads the load
     (docs/results/qwen-cpu.md, "Threads under vLLM")."""
     env = os.environ if env is None else env
     value = env.get("OMP_NUM_THREADS", "").strip()
     if value.isdigit() and int(value) > 0:
         return ThreadChoice(int(value), f"OMP_NUM_THREADS={value}, kept by vLLM for its "
                             "engine and the update")  # fmt: skip
-    if choice.threads > 1:
-        env["OMP_NUM_THREADS"] = str(choice.threads)
-        return ThreadChoice(choice.threads, f"{choice.why}; exported as OMP_NUM_THREADS for vLLM")
-    return ThreadChoice(1, f"{choice.why}; vLLM keeps one for its engine and the update")
+    start = threads_at_start() if start is None else start
+    if choice.threads >= start:
+        env["OMP_NUM_THREADS"] = str(start)
+        more = (f"; {start}, the count this process's threads start with: set OMP_NUM_THREADS "
+                "before execrl starts for more") if choice.threads > start else ""  # fmt: skip
+        return ThreadChoice(start, f"{choice.why}; exported as OMP_NUM_THREADS for vLLM{more}")
+    if current is None:
+        import torch
+
+        current = torch.get_num_threads()
+    return ThreadChoice(current, f"{choice.why}; {choice.threads} wanted, but under vLLM torch "
+                        f"stays at {current} until its engine sets one thread for itself and "
+                        "the update; set OMP_NUM_THREADS before execrl starts to choose")  # fmt: skip
 
 
 @contextmanager
