@@ -31,7 +31,7 @@ from collections.abc import Callable
 from execrl.rewards import RewardConfig, RewardScorer
 from execrl.sandbox import Job, Sandbox, SandboxConfig
 from execrl.tasks import Task
-from execrl.tasks.registry import load_benchmark
+from execrl.tasks.catalog.registry import load_benchmark
 
 BACKENDS = {
     "python": {"static": "pyflakes", "style": "pycodestyle", "security": "bandit"},

@@ -45,7 +45,7 @@ def _proc_stat(pid: int) -> dict[str, float]:
 
 def execrl_split(repeat: int, trivial: bool, n_tasks: int) -> dict[str, float]:
     from execrl.sandbox import Job, Limits, Sandbox
-    from execrl.tasks.registry import load_benchmark
+    from execrl.tasks.catalog.registry import load_benchmark
     from execrl.tasks.schema import AssertTests
 
     tasks = load_benchmark("humaneval")[:n_tasks]

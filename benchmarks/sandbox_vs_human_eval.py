@@ -102,7 +102,7 @@ Measured = tuple[int, Clock, list[bool]]  # runs, their time, each one's verdict
 
 def bench_execrl(repeat: int, workers: int, n_tasks: int) -> Measured:
     from execrl.sandbox import Job, Limits, Sandbox
-    from execrl.tasks.registry import load_benchmark
+    from execrl.tasks.catalog.registry import load_benchmark
 
     tasks = load_benchmark("humaneval")[:n_tasks]
     jobs = [

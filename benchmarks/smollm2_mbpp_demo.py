@@ -77,7 +77,7 @@ def warmup_pairs(path: Path) -> int:
     """The SFT examples: each train-split task's prompt as `execrl train` shows it, the
     reference in one fenced block."""
     from execrl.models.prompting.prompting import reference_answer, with_named_entry_points
-    from execrl.tasks.registry import load_benchmark
+    from execrl.tasks.catalog.registry import load_benchmark
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tasks = with_named_entry_points(load_benchmark("mbpp-train"))
@@ -188,7 +188,7 @@ def failure_kind(record: dict, entry_point: str) -> str:
 def breakdown(result: Path) -> dict:
     records = [json.loads(line) for line in (result / "results.jsonl").read_text().splitlines()
                if line.strip()]  # fmt: skip
-    from execrl.tasks.registry import load_benchmark
+    from execrl.tasks.catalog.registry import load_benchmark
 
     entry = {t.id: t.entry_point or "" for t in load_benchmark(HELDOUT[0])}
     kinds = Counter(failure_kind(r, entry[r["task_id"]]) for r in records)

@@ -61,7 +61,7 @@ def decode_table(rows: int, tokens: int, repeats: int, names: list[str]) -> dict
     from execrl.models.engines.engine_factory import make_engine
     from execrl.models.engines.sampling import SamplingParams, encode_prompts
     from execrl.models.loading.loading import LoraSpec, load_policy
-    from execrl.tasks.registry import load_benchmark
+    from execrl.tasks.catalog.registry import load_benchmark
 
     tasks = list(load_benchmark("humaneval"))[:rows]
     base = load_policy(MODEL, device="cpu", dtype="float32")

@@ -88,7 +88,7 @@ def execrl(*args: str) -> None:
 def warmup(out: Path, base: str = "default", tasks: str = WARMUP_TASKS) -> Path:
     """The SFT warm-up's model directory, trained from `base` unless it is there: the embedded
     default continues the raw prompt; another model gets each example in its chat template."""
-    from execrl.tasks.registry import load_benchmark
+    from execrl.tasks.catalog.registry import load_benchmark
 
     final = out / "warmup" / "final"
     if (final / "config.json").is_file():

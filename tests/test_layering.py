@@ -21,9 +21,16 @@ ROOT = "(root)"
 # the trusted parent's grading, domain verifiers, the pool (package root), the service.
 # rl: by what a training step does (docs/ARCHITECTURE.md), each wing's modules in its __init__.
 # models: by what a model is asked, where it comes from and what generates (docs/ARCHITECTURE.md).
+# tasks: the records and readers, the generated suites over them, the names over everything.
 # rewards: the analyses below the records a reward reads and returns, then the leaves, the
 # scoring that composes them and the adapters on top (docs/ARCHITECTURE.md).
 WINGS = {
+    "tasks": [
+        ROOT,  # the task records and each benchmark's reader
+        "suites",  # the verifier suites (sql, verilog, chart, web, diagram, testgen, ...)
+        "synthetic",  # the procedural suite
+        "catalog",  # the benchmarks by name, over all of the above
+    ],
     "models": [
         ROOT,  # the process a model runs in: its device, torch's threads, glibc's heap
         "prompting",  # what a model is asked: chat templates, signature prompts

@@ -8,7 +8,7 @@ import pytest
 
 from execrl.rl.episodes import EnvConfig, make_env
 from execrl.rl.episodes.visible import _assert_as_call, visible_tests
-from execrl.tasks.registry import load_benchmark
+from execrl.tasks.catalog.registry import load_benchmark
 from execrl.tasks.schema import AssertTests, CallTests, StdioTests, Task
 
 N_TASKS = 4

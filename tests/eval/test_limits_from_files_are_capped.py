@@ -18,9 +18,9 @@ from execrl.cli import main
 from execrl.rl.eval_spec import HeldoutSpec
 from execrl.sandbox.grading.limits import Limits
 from execrl.tasks import CallTests, Task, TimeLimit
+from execrl.tasks.catalog.registry import load_benchmark
 from execrl.tasks.jsonl import write_tasks
 from execrl.tasks.limit_caps import CAPPED, CAPS, LimitCaps
-from execrl.tasks.registry import load_benchmark
 
 GREEDY = Limits(wall_s=86400.0, test_wall_s=86400.0, cpu_s=86400.0, memory_mb=1 << 20,
                 output_bytes=1 << 40, file_size_mb=1 << 20, open_files=10**6, processes=100_000,

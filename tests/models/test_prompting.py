@@ -117,7 +117,7 @@ def test_a_prompt_that_names_its_function_is_unchanged():
 def test_every_prompt_format_names_the_function_the_tests_call(data_dir, benchmark):
     from execrl.eval.generation import prompt_text
     from execrl.rl.eval_spec import PROMPT_FORMATS, prompted
-    from execrl.tasks.registry import load_benchmark
+    from execrl.tasks.catalog.registry import load_benchmark
 
     tasks = [t for t in load_benchmark(benchmark, data_dir) if t.entry_point]
     assert tasks

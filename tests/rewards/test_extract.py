@@ -69,7 +69,7 @@ def test_a_block_in_another_language_is_not_the_answer():
 def test_the_scorer_and_eval_take_the_tasks_language_from_the_task():
     from execrl.eval.solution import solution_from
     from execrl.rewards.scoring.scorer import build_sample
-    from execrl.tasks.registry import load_benchmark
+    from execrl.tasks.catalog.registry import load_benchmark
 
     task = load_benchmark("sql:split=test,n=1")[0]
     answer = "```sql\nSELECT 1;\n```\nThis selects one."

@@ -13,9 +13,9 @@ import types
 import pytest
 
 from execrl.tasks import load_benchmark
+from execrl.tasks.catalog.registry import BENCHMARKS, list_benchmarks, locate_benchmark
 from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
 from execrl.tasks.jsonl import write_tasks
-from execrl.tasks.registry import BENCHMARKS, list_benchmarks, locate_benchmark
 from execrl.tasks.schema import AssertTests, StdioTests
 from execrl.tasks.sources import DataFile, HubCopy, locate
 

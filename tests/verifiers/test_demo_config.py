@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from execrl.rl.config.config import load_config
-from execrl.tasks.registry import load_benchmark
+from execrl.tasks.catalog.registry import load_benchmark
 
 CONFIG = Path(__file__).parents[2] / "configs" / "sql-demo.toml"
 

@@ -11,7 +11,7 @@ pytest.importorskip("ray")
 from execrl.sandbox import Job, Limits, SandboxConfig, Verdict  # noqa: E402
 from execrl.sandbox.service.backend import open_sandbox  # noqa: E402
 from execrl.sandbox.verifiers import verification_of  # noqa: E402
-from execrl.tasks.registry import load_benchmark  # noqa: E402
+from execrl.tasks.catalog.registry import load_benchmark  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

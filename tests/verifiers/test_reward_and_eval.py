@@ -12,7 +12,7 @@ import pytest
 from execrl.cli import main
 from execrl.rewards.scoring.config import RewardConfig, RewardConfigError
 from execrl.rewards.scoring.scorer import RewardScorer
-from execrl.tasks.registry import load_benchmark
+from execrl.tasks.catalog.registry import load_benchmark
 from verifiers.verifier_helpers import needs_iverilog
 
 TREE = {

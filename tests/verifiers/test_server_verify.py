@@ -13,7 +13,7 @@ pytest.importorskip("fastapi")
 
 from tests.sandbox.test_server import Server  # noqa: E402
 
-from execrl.tasks.registry import load_benchmark  # noqa: E402
+from execrl.tasks.catalog.registry import load_benchmark  # noqa: E402
 
 SQL = {
     "schema": ["CREATE TABLE t (id INTEGER, name TEXT)"],

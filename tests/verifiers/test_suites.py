@@ -9,9 +9,9 @@ import pytest
 
 from execrl.cli import main
 from execrl.eval.validate import verifier_failures
+from execrl.tasks.catalog.registry import load_benchmark
 from execrl.tasks.errors import UnknownBenchmark
 from execrl.tasks.jsonl import task_from_dict, task_to_dict
-from execrl.tasks.registry import load_benchmark
 from execrl.tasks.schema import VerifierTests
 from execrl.tasks.suites import SPLIT_BY_INSTANCE, SUITES
 from verifiers.verifier_helpers import needs_iverilog

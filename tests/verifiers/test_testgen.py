@@ -150,7 +150,7 @@ def test_every_wrong_kind_is_a_suite_that_parses_and_keeps_the_benchmark_calls()
 
 
 def test_the_suite_builds_tasks_from_mbpp_and_humaneval(data_env):
-    from execrl.tasks.registry import load_benchmark
+    from execrl.tasks.catalog.registry import load_benchmark
 
     tasks = load_benchmark("testgen:split=test,n=3")
     origins = {t.metadata["benchmark_task"].split("/")[0] for t in tasks}

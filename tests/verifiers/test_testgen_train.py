@@ -36,7 +36,7 @@ def test_train_on_the_testgen_suite_scores_with_the_verifier(data_env, tmp_path)
 
 
 def test_eval_samples_grades_suites_with_the_testgen_verifier(data_env, tmp_path, capsys):
-    from execrl.tasks.registry import load_benchmark
+    from execrl.tasks.catalog.registry import load_benchmark
 
     (task,) = load_benchmark(SUITE)
     samples = tmp_path / "samples.jsonl"

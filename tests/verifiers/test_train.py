@@ -17,7 +17,7 @@ from execrl.models.loading.tiny import (
     save_pretrained,
     train_bpe_tokenizer,
 )
-from execrl.tasks.registry import load_benchmark
+from execrl.tasks.catalog.registry import load_benchmark
 
 SUITE = "sql:n=1,difficulty=1"
 CHART = "chart:n=1,difficulty=1"

@@ -12,7 +12,7 @@ import pytest
 from execrl.cli import main
 from execrl.rewards.scoring.config import RewardConfig
 from execrl.rewards.scoring.scorer import RewardScorer
-from execrl.tasks.registry import load_benchmark
+from execrl.tasks.catalog.registry import load_benchmark
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "verifiers.md"
 

@@ -18,8 +18,8 @@ from execrl.eval.evaluate import (
 )
 from execrl.eval.samples import FORMATS, read_samples
 from execrl.sandbox import Limits, Sandbox, SandboxConfigError, SandboxUnavailable, sandbox_runner
+from execrl.tasks.catalog.registry import load_benchmark
 from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
-from execrl.tasks.registry import load_benchmark
 
 
 def register(sub: argparse._SubParsersAction) -> None:

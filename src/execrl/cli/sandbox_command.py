@@ -225,8 +225,8 @@ def run_doctor(args: argparse.Namespace) -> int:
 
 
 def run_bench(args: argparse.Namespace) -> int:
+    from execrl.tasks.catalog.registry import load_benchmark
     from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
-    from execrl.tasks.registry import load_benchmark
 
     for name, value in (("--repeat", args.repeat), ("--workers", args.workers)):
         if value < 1:

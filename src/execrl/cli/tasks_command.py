@@ -14,11 +14,16 @@ from typing import Any
 
 from execrl.eval.validate import validate
 from execrl.sandbox import sandbox_runner
+from execrl.tasks.catalog.registry import (
+    Benchmark,
+    list_benchmarks,
+    load_benchmark,
+    locate_benchmark,
+)
 from execrl.tasks.contest_registry import PATH_BENCHMARKS
 from execrl.tasks.defects import KNOWN_DEFECTS
 from execrl.tasks.errors import DataNotFound, NoSuchTask, TaskDataError, UnknownBenchmark
 from execrl.tasks.jsonl import task_to_dict
-from execrl.tasks.registry import Benchmark, list_benchmarks, load_benchmark, locate_benchmark
 from execrl.tasks.schema import AssertTests, CallTests, Task, VerifierTests
 from execrl.tasks.sources import DATA_DIR_ENV, data_dir_of, wanted_path
 from execrl.tasks.suites import DEFAULT_N, LEVELS, SUITES

@@ -41,8 +41,8 @@ from execrl.rl.episodes.visible import visible_tests
 from execrl.rl.eval_spec import HeldoutSpec, prompted
 from execrl.rl.rollout.episode_sources import EnvSource
 from execrl.sandbox import Limits, Sandbox, SandboxConfig, SandboxUnavailable
+from execrl.tasks.catalog.registry import load_benchmark
 from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
-from execrl.tasks.registry import load_benchmark
 from execrl.tasks.schema import Task
 
 FEEDBACK_FIELDS = (

@@ -49,8 +49,8 @@ from execrl.sandbox import (
     require_toolchains,
     sandbox_runner,
 )
+from execrl.tasks.catalog.registry import load_benchmark
 from execrl.tasks.errors import DataNotFound, TaskDataError, UnknownBenchmark
-from execrl.tasks.registry import load_benchmark
 from execrl.tasks.schema import Task
 
 # (total, what is counted) -> a context whose value advances the count; the command's is a bar

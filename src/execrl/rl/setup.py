@@ -208,7 +208,7 @@ def load_tasks(source: str, split: str, n: int, c: TrainConfig) -> list[Task]:
 
         return synthetic_tasks(seed=c.run.seed, n=n, difficulty=c.data.difficulty, split=split)
     from execrl.sandbox import sandbox_runner
-    from execrl.tasks.registry import load_benchmark
+    from execrl.tasks.catalog.registry import load_benchmark
 
     return load_benchmark(source, reference_runner=sandbox_runner())[:n]
 
@@ -239,7 +239,7 @@ def load_mix(c: TrainConfig) -> tuple[list[Task], TaskMix]:
 def source_names(specs: list[str]) -> tuple[str, ...]:
     """Each source's name in the log: its spec, a file path cut to the file's name
     (codecontests:/data/cc.jsonl -> codecontests:cc.jsonl) unless two would then be the same."""
-    from execrl.tasks.registry import is_path_benchmark
+    from execrl.tasks.catalog.registry import is_path_benchmark
 
     def short(spec: str) -> str:
         if spec.startswith("jsonl:") or is_path_benchmark(spec):

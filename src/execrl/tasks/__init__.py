@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 _SCHEMA = ("AssertTests", "CallTests", "Compare", "StdioCase", "StdioTests", "Task", "Tests",
            "TimeLimit", "VerifierTests")  # fmt: skip
 _LAZY = {
-    "load_benchmark": "execrl.tasks.registry",
-    "list_benchmarks": "execrl.tasks.registry",
+    "load_benchmark": "execrl.tasks.catalog.registry",
+    "list_benchmarks": "execrl.tasks.catalog.registry",
     "read_tasks": "execrl.tasks.jsonl",
     "write_tasks": "execrl.tasks.jsonl",
     "generate_synthetic": "execrl.tasks.synthetic",
@@ -41,8 +41,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from execrl.tasks.catalog.registry import list_benchmarks, load_benchmark
     from execrl.tasks.jsonl import read_tasks, write_tasks
-    from execrl.tasks.registry import list_benchmarks, load_benchmark
     from execrl.tasks.schema import (
         AssertTests,
         CallTests,

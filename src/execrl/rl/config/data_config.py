@@ -87,8 +87,8 @@ def check_data(data: DataConfig, where: str) -> None:
 def _check_source(key: str, source: str, where: str) -> None:
     """A task source names the synthetic suite, a registered benchmark, a verifier suite with
     its options (sql:split=test,n=4), a contest benchmark with its path, or jsonl:PATH."""
+    from execrl.tasks.catalog.registry import BENCHMARKS, is_path_benchmark, known_sources
     from execrl.tasks.errors import UnknownBenchmark
-    from execrl.tasks.registry import BENCHMARKS, is_path_benchmark, known_sources
     from execrl.tasks.suites import is_suite, parse_options
 
     if source in ("", "synthetic") or source.startswith(("synthetic:", "jsonl:")):

@@ -61,7 +61,7 @@ from execrl.sandbox import (
     launcher_argv,
     path_inside,
 )
-from execrl.tasks.registry import files_read
+from execrl.tasks.catalog.registry import files_read
 from execrl.tasks.schema import Task
 
 _STDERR_TAIL = 800  # characters of a failed harness's error output kept in the note

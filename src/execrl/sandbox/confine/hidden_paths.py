@@ -55,7 +55,8 @@ def benchmark_data() -> list[str]:
     neither)."""
     import importlib.util
 
-    from execrl.tasks import registry, sources
+    from execrl.tasks import sources
+    from execrl.tasks.catalog import registry
 
     data_dir = sources.data_dir_of(None)  # $EXECRL_DATA_DIR; --data-dir is not seen here
     paths = [str(data_dir)] if data_dir else []

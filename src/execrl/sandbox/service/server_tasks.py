@@ -150,6 +150,6 @@ def _option(options: str, key: str) -> str | None:
 
 
 def _load_benchmark(name: str) -> list[Task]:
-    from execrl.tasks.registry import load_benchmark
+    from execrl.tasks.catalog.registry import load_benchmark
 
     return load_benchmark(name)
