@@ -119,17 +119,19 @@ def _plot(study: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    colour = {seed: f"C{i + 1}" for i, seed in enumerate(sorted(study["seeds"]))}  # C0: before
     for seed, s in sorted(study["seeds"].items()):
-        left.plot(range(len(s["train"]["reward"])), s["train"]["reward"], label=f"seed {seed}")
+        left.plot(range(len(s["train"]["reward"])), s["train"]["reward"], label=f"seed {seed}",
+                  color=colour[seed])  # fmt: skip
     left.set(xlabel="step", ylabel="training reward (MBPP train)", title="GRPO on Qwen 0.5B")
     left.legend()
     names = [f"{b} {k}" for b in BENCHES for k in ("base", "plus")]
     before = [100 * study["before"][b][k] for b in BENCHES for k in ("base", "plus")]
-    right.bar(range(len(names)), before, width=0.35, label="before")
+    right.bar(range(len(names)), before, width=0.35, label="before", color="C0")
     for i, (seed, s) in enumerate(sorted(study["seeds"].items())):
         after = [100 * s["after"][b][k] for b in BENCHES for k in ("base", "plus")]
         right.scatter([x + 0.35 for x in range(len(names))], after, marker="o",
-                      label=f"after, seed {seed}", zorder=3 + i)  # fmt: skip
+                      label=f"after, seed {seed}", zorder=3 + i, color=colour[seed])  # fmt: skip
     right.set_xticks(range(len(names)), names, rotation=20)
     right.set(ylabel="pass@1 (%) greedy, EvalPlus protocol", title="held out")
     right.legend(fontsize=8)
