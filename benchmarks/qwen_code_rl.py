@@ -19,10 +19,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
-import time
 from pathlib import Path
+
+import study_phases
+from study_phases import execrl, keep, phase, write
 
 CONFIG = "configs/qwen2.5-coder-0.5b-mbpp-grpo.toml"
 MODEL = "qwen2.5-coder-0.5b-instruct"
@@ -30,58 +30,19 @@ BENCHES = ("humaneval+", "mbpp+")
 FORMAT_VERDICTS = ("SYNTAX_ERROR", "RUNTIME_ERROR")  # what a format fix removes
 
 
-def _load() -> float:
-    return float(Path("/proc/loadavg").read_text().split()[0])
-
-
-def _execrl() -> str:
-    return str(Path(sys.executable).parent / "execrl")
-
-
-def _phase(name: str, cmd: list[str], log: Path, done: Path) -> dict:
-    """Run cmd (unless `done` exists), its output to log; minutes and load average."""
-    record = log.with_suffix(".phase.json")
-    if done.exists() and record.exists():
-        return json.loads(record.read_text())
-    print(f"[{time.strftime('%H:%M:%S')}] {name}: {' '.join(cmd)}", file=sys.stderr, flush=True)
-    load_before, start = _load(), time.monotonic()
-    with log.open("w") as out:
-        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=False)
-    if proc.returncode != 0:
-        raise SystemExit(f"{name} failed (exit {proc.returncode}); see {log}")
-    info = {"minutes": (time.monotonic() - start) / 60, "load_before": load_before,
-            "load_after": _load()}  # fmt: skip
-    record.write_text(json.dumps(info) + "\n")
-    return info
-
-
-def _evaluate(model: str, bench: str, out: Path, limit: int, tag: str) -> dict:
+def _evaluate(model: str, bench: str, out: Path, limit: int, tag: str, dtype: str) -> dict:
     folder = out / f"{tag}-{bench}"
-    cmd = [_execrl(), "eval", "--model", model, "--benchmark", bench, "--prompt", "evalplus",
-           "--engine", "vllm", "--dtype", "float32", "--max-new-tokens", "768", "--workers", "2",
+    cmd = [execrl(), "eval", "--model", model, "--benchmark", bench, "--prompt", "evalplus",
+           "--engine", "vllm", "--dtype", dtype, "--max-new-tokens", "768", "--workers", "2",
            "--out-dir", str(folder), "--json"]  # fmt: skip
     if limit:
         cmd += ["--limit", str(limit)]
-    phase = _phase(f"eval {tag} {bench}", cmd, out / f"{tag}-{bench}.log", folder / "summary.json")
+    record = phase(f"eval {tag} {bench}", cmd, out / f"{tag}-{bench}.log", folder / "summary.json")
     summary = json.loads((folder / "summary.json").read_text())
     results = [json.loads(x) for x in (folder / "results.jsonl").read_text().splitlines()]
-    return {"base": summary["base_pass@1"], "plus": summary["pass@1"], "phase": phase,
+    return {"base": summary["base_pass@1"], "plus": summary["pass@1"], "phase": record,
             "verdicts": summary.get("verdicts", {}),
             "passed": {r["task_id"]: bool(r["passed"]) for r in results}}  # fmt: skip
-
-
-def _train(seed: int, out: Path, steps: int) -> dict:
-    run = out / f"seed{seed}"
-    cmd = [_execrl(), "train", "--config", CONFIG, "--set", f"run.seed={seed}",
-           "--set", f"run.steps={steps}", "--set", f"run.out_dir={str(out)!r}",
-           "--set", f"run.name='seed{seed}'"]  # fmt: skip
-    phase = _phase(f"train seed {seed}", cmd, out / f"seed{seed}.train.log",
-                   run / "final" / "config.json")  # fmt: skip
-    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
-    return {"phase": phase, "reward": [r["reward_mean"] for r in rows],
-            "pass_rate": [r["pass_rate"] for r in rows],
-            "generate_s": [r["time/generate_s"] for r in rows],
-            "update_s": [r["time/update_s"] for r in rows]}  # fmt: skip
 
 
 def _flips(before: dict, after: dict) -> dict:
@@ -142,25 +103,33 @@ def _plot(study: dict, path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--config", default=CONFIG, help="the training recipe")
     parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--dtype", default="float32",
+                        help="the evaluations' dtype: the recipe's model.dtype, so that the base "
+                             "model is evaluated as its training starts")  # fmt: skip
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="a folder (committed) that gets study.json after each phase: a "
+                             "VM's /root does not outlive it")  # fmt: skip
     parser.add_argument("--mbpp-limit", type=int, default=64, help="MBPP+ tasks (0: all 378)")
     parser.add_argument("--out", type=Path, default=Path("runs/qwen-code-rl"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("EXECRL_DATA_DIR", str(Path("../shared/data").resolve()))
     limits = {"humaneval+": 0, "mbpp+": args.mbpp_limit}
-    study: dict = {"config": CONFIG, "steps": args.steps, "limits": limits, "seeds": {}}
-    study["before"] = {b: _evaluate(MODEL, b, args.out, limits[b], "before") for b in BENCHES}
+    study: dict = {"config": args.config, "steps": args.steps, "dtype": args.dtype,
+                   "limits": limits, "seeds": {}}  # fmt: skip
+    study["before"] = {b: _evaluate(MODEL, b, args.out, limits[b], "before", args.dtype)
+                       for b in BENCHES}  # fmt: skip
+    keep(study, args.keep)
     for seed in args.seeds:
-        train = _train(seed, args.out, args.steps)
+        train = study_phases.train(args.config, args.out, f"seed{seed}", seed, args.steps)
         final = str(args.out / f"seed{seed}" / "final")
-        after = {b: _evaluate(final, b, args.out, limits[b], f"seed{seed}") for b in BENCHES}
+        after = {b: _evaluate(final, b, args.out, limits[b], f"seed{seed}", args.dtype)
+                 for b in BENCHES}  # fmt: skip
         flips = {b: _flips(study["before"][b]["passed"], after[b]["passed"]) for b in BENCHES}
         study["seeds"][str(seed)] = {"train": train, "after": after, "flips": flips}
-        (args.out / "study.json").write_text(json.dumps(study, indent=1) + "\n")
-        (args.out / "study.md").write_text(_table(study))
-        _plot(study, args.out / "study.png")
-        print(_table(study), flush=True)
+        write(study, args.out, args.keep, _table, _plot)
 
 
 if __name__ == "__main__":

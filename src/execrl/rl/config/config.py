@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from execrl.models.device import device_problem
+from execrl.models.device import auto_dtype, device_problem
 from execrl.models.engines.engine import ENGINES
 from execrl.models.engines.engine_factory import engine_missing
 from execrl.models.engines.sampling import out_of_range
@@ -42,13 +42,15 @@ class ModelConfig:
     path: str = (
         "default"  # HF-format directory, hub id, or "default" (embedded, built on first use)
     )
-    # float32 | bfloat16 | float16. With LoRA (lora_r > 0) a 16-bit dtype is mixed precision,
-    # on a CPU as on a GPU: the frozen base weights in it (half the memory) and its matmuls,
-    # the adapters, their gradients and AdamW state in float32 (PEFT keeps them so), the
-    # log-softmax and loss in float32. A CPU without avx512_bf16 or AMX (AVX2 only) has no fast
-    # bfloat16 GEMM: there float32 is faster (benchmarks/update_speed.py measures both). Full
-    # fine-tuning in 16 bits on a CPU is refused: execrl keeps no float32 master copy, and small
-    # AdamW steps round away on 16-bit weights
+    # float32 | bfloat16 | float16 | auto. With LoRA (lora_r > 0) a 16-bit dtype is mixed
+    # precision, on a CPU as on a GPU: the frozen base weights in it (half the memory) and its
+    # matmuls, the adapters, their gradients and AdamW state in float32 (PEFT keeps them so),
+    # the log-softmax and loss in float32. A CPU without avx512_bf16 or AMX (AVX2 only) has no
+    # fast bfloat16 GEMM: there float32 is faster (benchmarks/update_speed.py measures both).
+    # Full fine-tuning in 16 bits on a CPU is refused: execrl keeps no float32 master copy, and
+    # small AdamW steps round away on 16-bit weights. "auto": bfloat16 for LoRA on a device
+    # with native bf16, else float32 (`models.device.auto_dtype`), chosen when the config loads
+    # and recorded so in the run's config.toml
     dtype: str = "float32"
     device: str = "auto"  # cpu | cuda | auto (cuda when available)
     pad_token: str = ""  # set when the tokenizer has none, e.g. its eos token
@@ -231,7 +233,7 @@ DEFAULT_TREE = {"type": "pass_fraction"}
 
 
 CHOICES = {
-    ("model", "dtype"): ("float32", "bfloat16", "float16"),
+    ("model", "dtype"): ("float32", "bfloat16", "float16", "auto"),
     ("model", "device"): ("cpu", "cuda", "auto"),
     ("model", "chat"): ("auto", "on", "off"),
     ("rl", "loss_agg"): ("auto", *algorithms.AGGREGATIONS),
@@ -373,6 +375,8 @@ def from_dict(data: dict[str, Any], where: str = "config",
             setattr(config, section, dataclasses.replace(target, **checked))
         except ValueError as e:
             raise ConfigError(f"{where}: [{section}]: {e}") from None
+    if config.model.dtype == "auto":  # chosen once, before anything reads it
+        config.model.dtype = auto_dtype(config.model.device, config.model.lora_r > 0, this_machine)
     validate(config, where, this_machine)
     config.reward = _reward(config, dict(data.get("reward", {})), where)
     _check_env(config, where)
