@@ -42,7 +42,7 @@ def test_base_and_plus_are_separate_verdicts_and_passed_needs_both(sandbox):
     # Test detail covers both groups, plus tests numbered after the two base tests.
     assert [t["index"] for t in records[0]["tests"]] == [0, 1, 2, 3]
     assert records[0]["n_tests"] == 4
-    summary = summarize("toy+", results)
+    summary = summarize("toy+", results, [TASK])
     # 4 samples, base passes 3 of them, both pass 1: pass@1 = 1/4, base_pass@1 = 3/4.
     # pass@2 = 1 - C(3,2)/C(4,2) = 1 - 3/6 = 0.5; base_pass@2 = 1 - C(1,2)/C(4,2) = 1.
     assert summary["pass@1"] == pytest.approx(0.25) and summary["base_pass@1"] == pytest.approx(
@@ -55,7 +55,7 @@ def test_other_benchmarks_have_no_group_fields(sandbox):
     plain = Task(id="Q", prompt="", entry_point="double", tests=TASK.tests)
     results = evaluate([Sample("Q", RIGHT, "s:1", {})], [plain], "solution", sandbox)
     assert "base_passed" not in result_record(results[0])
-    assert "base_pass@1" not in summarize("q", results)
+    assert "base_pass@1" not in summarize("q", results, [plain])
 
 
 def test_mbpp_plus_base_and_plus_like_evalplus(sandbox, tmp_path, monkeypatch):

@@ -75,3 +75,18 @@ def test_the_documented_hierarchy_grades_verilog_by_level(sandbox):
         right, wrong, syntax = scorer.score([task] * 3, completions)
     # Levels 0.2 (elaborates), 0.4 (simulates), 1.0 (every vector matches), base 0.
     assert (right.score, wrong.score, syntax.score) == (1.0, 0.4, 0.0)
+
+
+def test_an_answer_with_no_code_counts_zero_in_the_verifier_score(tmp_path, capsys):
+    # three references (score 1 each) and three answers in prose: the verifier never sees the
+    # prose, and leaving it out would report 1.0 for a model that answered half the tasks
+    tasks = load_benchmark("optimize:split=test,n=1")
+    rows = [{"task_id": t.id, "completion": f"```python\n{t.reference}```"} for t in tasks]
+    rows += [{"task_id": t.id, "completion": "I would rather not."} for t in tasks]
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code = main(["eval-samples", str(samples), "--benchmark", "optimize:split=test,n=1", "--json"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["verdicts"]["PASSED"] == 3 and summary["verdicts"]["SYNTAX_ERROR"] == 3
+    assert summary["verifier_score"] == pytest.approx(0.5)

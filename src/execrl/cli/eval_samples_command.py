@@ -92,7 +92,7 @@ def run_eval_samples(args: argparse.Namespace) -> int:
     except (SandboxUnavailable, SandboxConfigError, TaskDataError) as exc:
         print(f"execrl eval-samples: error: {exc}", file=sys.stderr)
         return 2
-    summary = summarize(args.benchmark, results, unknown)
+    summary = summarize(args.benchmark, results, tasks, unknown)
     if args.output is not None:
         write_jsonl_atomic(args.output, [result_record(r) for r in results])
     print_summary(summary, args.json)

@@ -96,7 +96,7 @@ def evaluate_as_trained(
     meta_path = samples_path.with_name("samples.meta.json")
     meta_path.write_text(json.dumps(dataclasses.asdict(meta), indent=1) + "\n")
     summary = {
-        **summarize(benchmark, results),
+        **summarize(benchmark, results, tasks),
         "model": args.model,
         "temperature": spec.temperature,
         "as_trained": dataclasses.asdict(spec),

@@ -25,7 +25,7 @@ from execrl.rewards.scoring.grading import groups_of
 from execrl.rewards.scoring.scorer import RewardScorer
 from execrl.sandbox import ExecutionResult, Limits, Sandbox, SandboxConfig, Verdict, verification_of
 from execrl.tasks.errors import TaskDataError
-from execrl.tasks.schema import Task
+from execrl.tasks.schema import Task, VerifierTests
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,9 +109,11 @@ def runs_needed(samples: Sequence[Sample], tasks: Sequence[Task]) -> int:
     return sum(len(groups_of(by_id[s.task_id])) for s in samples)
 
 
-def summarize(benchmark: str, results: Sequence[SampleResult], unknown: int = 0) -> dict[str, Any]:
+def summarize(benchmark: str, results: Sequence[SampleResult], tasks: Sequence[Task],
+              unknown: int = 0) -> dict[str, Any]:  # fmt: skip
     """pass@k for every k up to the fewest samples of a task; for EvalPlus benchmarks `pass@k`
-    counts base and plus passing, and `base_pass@k` the base tests alone, as EvalPlus reports."""
+    counts base and plus passing, and `base_pass@k` the base tests alone, as EvalPlus reports;
+    for tasks graded by a verifier, its mean score over their samples."""
     per_task: dict[str, list[SampleResult]] = defaultdict(list)
     for r in results:
         per_task[r.sample.task_id].append(r)
@@ -134,12 +136,20 @@ def summarize(benchmark: str, results: Sequence[SampleResult], unknown: int = 0)
     summary["verdicts"] = {v.value: verdicts.get(v.value, 0) for v in Verdict}
     summary["sandbox_errors"] = verdicts.get(Verdict.SANDBOX_ERROR.value, 0)
     summary["tampering"] = sum(1 for r in results if r.result.tampering)
-    scores = [v.score for r in results if (v := verification_of(r.result)) is not None]
+    verified = {t.id for t in tasks if isinstance(t.tests, VerifierTests)}
+    scores = [_verifier_score(r) for r in results if r.sample.task_id in verified]
     if scores:  # tasks graded by a verifier (docs/verifiers.md): its mean score, beside pass@k
         summary["verifier_score"] = sum(scores) / len(scores)
     if unknown:
         summary["ignored_unknown"] = unknown
     return summary
+
+
+def _verifier_score(r: SampleResult) -> float:
+    """A sample the verifier never saw (no code in the answer, a syntax error) scores 0: left
+    out, it would raise the mean of a model that often answers nothing."""
+    verification = verification_of(r.result)
+    return 0.0 if verification is None else verification.score
 
 
 def _base_passed(r: SampleResult) -> bool:

@@ -212,7 +212,7 @@ def _grade(config: EvalConfig, samples: list[Sample], tasks: list[Task], out_dir
     except (SandboxUnavailable, SandboxConfigError, TaskDataError) as exc:
         raise EvalError(str(exc)) from None
     summary = {
-        **summarize(config.benchmark, results),
+        **summarize(config.benchmark, results, tasks),
         "model": config.model,
         "temperature": temperature,
         "out_dir": str(out_dir),
