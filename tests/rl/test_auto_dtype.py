@@ -59,3 +59,10 @@ def test_execrl_plan_of_a_cpu_lora_recipe_plans_the_chosen_dtype(cpu_bf16, capsy
     assert main(["plan", "--config", str(recipe), *argv]) == 0
     settings = json.loads(capsys.readouterr().out)["settings"]
     assert settings["dtype"] == ("bfloat16" if cpu_bf16 else "float32")
+
+
+def test_execrl_sft_resolves_it_the_same_way(cpu_bf16):
+    from execrl.rl.sft.config import load_sft_config
+
+    config = load_sft_config(None, ["data.train='x.jsonl'", *LORA])
+    assert config.model.dtype == ("bfloat16" if cpu_bf16 else "float32")

@@ -16,9 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from execrl.models.device import auto_dtype, device_problem
+from execrl.models.device import device_problem
 from execrl.models.engines.engine import ENGINES
 from execrl.models.engines.engine_factory import engine_missing
 from execrl.models.engines.sampling import out_of_range
@@ -27,6 +25,7 @@ from execrl.rl.config.credit_config import CreditConfig, check_credit, moved_to_
 from execrl.rl.config.curriculum import CURRICULA
 from execrl.rl.config.data_config import DataConfig, check_data
 from execrl.rl.config.dist_config import DistConfig, check_dist
+from execrl.rl.config.model_config import ModelConfig, check_model, resolve_dtype
 from execrl.rl.episodes.env import EnvConfig
 from execrl.rl.files import toml_config
 from execrl.rl.files.toml_config import ConfigError, read_toml, source_name, with_overrides
@@ -35,34 +34,6 @@ from execrl.rl.objective.algorithms import Algorithm, listed
 from execrl.rl.objective.logprobs import HEADS
 from execrl.sandbox import SandboxConfig, SandboxConfigError, moved_to_limits
 from execrl.tasks.limit_caps import capped
-
-
-@dataclass
-class ModelConfig:
-    path: str = (
-        "default"  # HF-format directory, hub id, or "default" (embedded, built on first use)
-    )
-    # float32 | bfloat16 | float16 | auto. With LoRA (lora_r > 0) a 16-bit dtype is mixed
-    # precision, on a CPU as on a GPU: the frozen base weights in it (half the memory) and its
-    # matmuls, the adapters, their gradients and AdamW state in float32 (PEFT keeps them so),
-    # the log-softmax and loss in float32. A CPU without avx512_bf16 or AMX (AVX2 only) has no
-    # fast bfloat16 GEMM: there float32 is faster (benchmarks/update_speed.py measures both).
-    # Full fine-tuning in 16 bits on a CPU is refused: execrl keeps no float32 master copy, and
-    # small AdamW steps round away on 16-bit weights. "auto": bfloat16 for LoRA on a device
-    # with native bf16, else float32 (`models.device.auto_dtype`), chosen when the config loads
-    # and recorded so in the run's config.toml
-    dtype: str = "float32"
-    device: str = "auto"  # cpu | cuda | auto (cuda when available)
-    pad_token: str = ""  # set when the tokenizer has none, e.g. its eos token
-    chat: str = "auto"  # auto (use the chat template if there is one) | on | off
-    lora_r: int = 0  # LoRA rank; 0 trains all weights (LoRA needs `pip install 'execrl[lora]'`)
-    lora_alpha: int = 16
-    lora_targets: list[str] = field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
-    )
-    # torch's CPU threads; 0 chooses from the cores free at start (`models.threads`), unless
-    # OMP_NUM_THREADS is set. A run saves the count it used, so a resumed run keeps it
-    threads: int = 0
 
 
 @dataclass
@@ -375,8 +346,7 @@ def from_dict(data: dict[str, Any], where: str = "config",
             setattr(config, section, dataclasses.replace(target, **checked))
         except ValueError as e:
             raise ConfigError(f"{where}: [{section}]: {e}") from None
-    if config.model.dtype == "auto":  # chosen once, before anything reads it
-        config.model.dtype = auto_dtype(config.model.device, config.model.lora_r > 0, this_machine)
+    resolve_dtype(config.model, this_machine)
     validate(config, where, this_machine)
     config.reward = _reward(config, dict(data.get("reward", {})), where)
     _check_env(config, where)
@@ -466,31 +436,11 @@ def validate(config: TrainConfig, where: str = "config", this_machine: bool = Tr
     _check_sampling(config.sampling, where)
     if this_machine:
         _check_engine_devices(config.sampling.engine_devices, where)
-    problem = device_problem(config.model.device) if this_machine else None
-    if problem:
-        raise ConfigError(f"{where}: model.device = {problem}")
-    if this_machine and _sixteen_bit_full_on_cpu(config.model):
-        raise ConfigError(
-            f"{where}: model.dtype = {config.model.dtype!r} with full fine-tuning on a CPU: "
-            "execrl keeps no float32 master weights, so small AdamW steps round away; set "
-            "model.dtype = 'float32', or train LoRA adapters (model.lora_r = 16), which stay in "
-            "float32 over the 16-bit base"
-        )
-    if config.model.threads < 0:
-        raise ConfigError(f"{where}: model.threads must be at least 0 (0: chosen at start)")
+    check_model(config.model, where, this_machine)
     missing = engine_missing(config.sampling.engine) if this_machine else None
     if missing:
         raise ConfigError(f"{where}: {missing}")
     check_data(config.data, where)
-
-
-def _sixteen_bit_full_on_cpu(model: ModelConfig) -> bool:
-    """A 16-bit model.dtype training every weight on a CPU (`ModelConfig.dtype`)."""
-    if model.dtype == "float32" or model.lora_r:
-        return False
-    if model.device == "auto":
-        return not torch.cuda.is_available()
-    return model.device == "cpu"
 
 
 def _check_sampling(sampling: SamplingConfig, where: str) -> None:

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from execrl.models.device import device_problem
-from execrl.rl.config.config import CHOICES, ModelConfig, OptimConfig
+from execrl.rl.config.config import CHOICES, OptimConfig
+from execrl.rl.config.model_config import ModelConfig, check_model, resolve_dtype
 from execrl.rl.files import toml_config
 from execrl.rl.files.toml_config import (
     ConfigError,
@@ -96,6 +96,7 @@ def from_dict(data: dict[str, Any], where: str) -> SFTConfig:
         target = getattr(config, section)
         checked = checked_table(target, section, values, where)
         setattr(config, section, dataclasses.replace(target, **checked))
+    resolve_dtype(config.model, this_machine=True)
     validate(config, where)
     return config
 
@@ -123,9 +124,7 @@ def validate(config: SFTConfig, where: str) -> None:
         raise ConfigError(
             f"{where}: run.checkpoint_every, model.lora_r and model.threads cannot be negative"
         )
-    problem = device_problem(config.model.device)
-    if problem:
-        raise ConfigError(f"{where}: model.device = {problem}")
+    check_model(config.model, where, this_machine=True)
 
 
 def to_toml(config: SFTConfig) -> str:
