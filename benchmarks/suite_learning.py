@@ -66,11 +66,13 @@ def _figures(summary: dict) -> dict:
 
 def _evaluate(name: str, model: str, out: Path, tag: str) -> dict:
     suite = SUITES[name]
-    folder = out / f"{name}-{tag}"
+    folder = out / f"{name}-eval-{tag}"  # beside the training run's own folder, not in it
+    # greedy, one answer a task, for the base and the trained model alike: a model execrl
+    # trained is otherwise evaluated as trained (its held-out samples and temperature)
     cmd = [execrl(), "eval", "--model", model, "--benchmark", suite.heldout, "--engine", "vllm",
-           "--dtype", DTYPE, "--max-new-tokens", str(suite.max_new_tokens), "--workers", "2",
+           "-n", "1", "--temperature", "0", "--dtype", DTYPE, "--max-new-tokens", str(suite.max_new_tokens), "--workers", "2",
            "--out-dir", str(folder), "--json", *suite.eval_args]  # fmt: skip
-    record = phase(f"eval {name} {tag}", cmd, out / f"{name}-{tag}.log", folder / "summary.json")
+    record = phase(f"eval {name} {tag}", cmd, folder.with_suffix(".log"), folder / "summary.json")
     summary = json.loads((folder / "summary.json").read_text())
     return {**_figures(summary), "phase": record, "verdicts": summary.get("verdicts", {})}
 
@@ -116,6 +118,7 @@ def _plot(study: dict, path: Path) -> None:
         top.legend(fontsize=8)
         bottom.bar([0], [s["before"]["score"]], color="C0", width=0.5, label="before")
         bottom.set_xticks([0, 1], ["before", "after"])
+        bottom.set_xlim(-0.6, 1.6)
         ylabel = "coder pass@1 (last attempt)" if name == "coder_tester" else "verifier score"
         bottom.set(title=f"held out: {SUITES[name].heldout}", ylabel=ylabel)
         bottom.legend(fontsize=8)
