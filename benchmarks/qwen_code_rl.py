@@ -19,10 +19,12 @@ import argparse
 import json
 import os
 import statistics
+import sys
 from pathlib import Path
 
-import study_phases
-from study_phases import execrl, keep, phase, write
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run, or loaded by path
+import study_phases  # noqa: E402
+from study_phases import execrl, keep, phase, write  # noqa: E402
 
 CONFIG = "configs/qwen2.5-coder-0.5b-mbpp-grpo.toml"
 MODEL = "qwen2.5-coder-0.5b-instruct"

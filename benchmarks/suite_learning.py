@@ -26,11 +26,13 @@ import argparse
 import json
 import os
 import statistics
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import study_phases
-from study_phases import execrl, keep, phase, write
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run, or loaded by path
+import study_phases  # noqa: E402
+from study_phases import execrl, keep, phase, write  # noqa: E402
 
 MODEL = "qwen2.5-coder-0.5b-instruct"
 DTYPE = "bfloat16"
