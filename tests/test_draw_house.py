@@ -3,11 +3,8 @@ by hand (three floors, sources as text: no git, no Graphviz)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from script_helpers import load_script
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "draw_house.py"
 FACE, ROOT = "(face)", "(root)"
 
 # tasks (a face, its root, the wing suites) < models (root only) < eval (root only). models/hub
@@ -27,11 +24,7 @@ PACKAGE = {
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("draw_house", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while building House
-    spec.loader.exec_module(module)
-    return module
+    return load_script("draw_house")
 
 
 def test_the_house_has_the_rooms_arrows_and_circle_built():

@@ -3,17 +3,11 @@ row, from hand-made records (the study itself needs the real model and hours).""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "qwen_code_rl.py"
+from script_helpers import load_script
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("qwen_code_rl", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("qwen_code_rl")
 
 
 def _eval(base: float, plus: float, minutes: float) -> dict:

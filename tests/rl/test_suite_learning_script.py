@@ -4,19 +4,11 @@ summary (a verifier suite's score, coder_tester's roles) and its table, from han
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "suite_learning.py"
+from script_helpers import load_script
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("suite_learning", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_script("suite_learning")
 
 
 def test_a_verifier_suite_is_judged_by_its_mean_score_beside_pass_at_1():
